@@ -19,7 +19,7 @@ static int check_failures, check_count;
         }                                                                                      \
     } while (0)
 
-static int message_has(const char *needle) {
+static inline int message_has(const char *needle) {
     return !needle || strstr(flashport_last_error(), needle) != NULL;
 }
 

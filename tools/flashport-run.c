@@ -9,6 +9,7 @@
  * heads than Q (grouped-query attention) and another sequence length. O is written as float32
  * in Q's shape, the optional LSE as float32 [B, Hq, Nq].
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,8 @@ static void print_json(const run_options *o, flashport_context *ctx, const flash
     cli_json_int(&j, p->head_dim);
     cli_json_key(&j, "causal");
     cli_json_bool(&j, p->causal);
-    cli_json_key(&j, "scale");
-    cli_json_double(&j, p->scale);
+    cli_json_key(&j, "scale"); /* as resolved by the library when 0 was given */
+    cli_json_double(&j, p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim));
     cli_json_key(&j, "ms");
     cli_json_double(&j, ms);
     cli_json_key(&j, "out");
@@ -183,8 +184,8 @@ int main(int argc, char **argv) {
         {"lse", CLI_STRING, &o.lse, "FILE", "also write log-sum-exp, float32 [B, Hq, Nq]", NULL},
         {"causal", CLI_FLAG, &o.causal, NULL, "causal mask, bottom-right aligned when Nq != Nkv", NULL},
         {"scale", CLI_DOUBLE, &o.scale, "S", "score scale (default 1/sqrt(head_dim))", NULL},
-        {"layout", CLI_CHOICE, &o.layout, "L", "tensor layout (default bhnd)", layout_names},
-        {"dtype", CLI_CHOICE, &o.dtype, "T", "compute dtype (default: the inputs' type)", dtype_names},
+        {"layout", CLI_CHOICE, &o.layout, "L", "tensor layout, default bhnd", layout_names},
+        {"dtype", CLI_CHOICE, &o.dtype, "T", "compute dtype, default: the inputs' type", dtype_names},
         {"backend", CLI_STRING, &o.backend, "SPEC", "backend list, as FLASHPORT_BACKEND", NULL},
         {"kernel", CLI_STRING, &o.kernel, "NAME", "force a kernel variant", NULL},
         {"json", CLI_FLAG, &o.json, NULL, "print what ran as JSON on stdout", NULL},

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "checker.h"
 #include "cli.h"
 #include "flashport.h"
 #include "manifest.h"

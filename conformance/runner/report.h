@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "check.h"
+#include "checker.h"
 #include "manifest.h"
 
 /* A backend and one of its kernel variants: one column of the matrix. */

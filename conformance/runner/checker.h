@@ -3,8 +3,8 @@
  * expected output. Also the tolerances, and the re-computation of the expected output for a
  * reduced-precision variant.
  */
-#ifndef FC_CHECK_H
-#define FC_CHECK_H
+#ifndef FC_CHECKER_H
+#define FC_CHECKER_H
 
 #include <stdint.h>
 
@@ -48,10 +48,26 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
               const double *expected_o, const double *expected_lse, fc_tolerance tol,
               fc_result *r);
 
+/* Elements after each output buffer that must stay untouched. */
+#define FC_GUARD_ELEMENTS 256
+
+/* The problem of case c (strides padded as the case says), forcing kernel when not NULL. */
+void fc_problem(const fc_case *c, const char *kernel, flashport_problem *p);
+
+/* Fills n elements of dtype with the poison pattern (a signalling NaN). */
+void fc_poison(flashport_dtype dtype, void *base, int64_t n);
+
+/* Judges downloaded outputs of problem p (from fc_problem): o holds o_extent elements at p's O
+ * strides then FC_GUARD_ELEMENTS guard elements; lse holds n_lse floats then the guard. Sets
+ * r's verdict, metrics and detail against r->tol, which the caller sets first. */
+void fc_judge(const fc_case *c, const flashport_problem *p, const void *o, int64_t o_extent,
+              const float *lse, int64_t n_lse, const double *exp_o, const double *exp_lse,
+              fc_result *r);
+
 /* Expected O and LSE of case c for a variant of the given precision: the inputs rounded as the
  * variant rounds them, run on the reference context. o_out holds f->n_o, lse_out f->n_lse. */
 int fc_recompute(flashport_context *reference, const fc_case *c, const fc_fixture *f,
                  flashport_precision precision, double *o_out, double *lse_out, char *msg,
                  size_t msg_len);
 
-#endif /* FC_CHECK_H */
+#endif /* FC_CHECKER_H */

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "check.h"
+#include "checker.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -16,8 +16,6 @@
 #define POISON_F32 0x7fbadbadu
 #define POISON_F16 0x7d5au
 #define POISON_BF16 0x7f9bu
-/* Elements after each output that must stay untouched. */
-#define GUARD_ELEMENTS 256
 
 const char *fc_verdict_name(fc_verdict v) {
     switch (v) {
@@ -44,7 +42,7 @@ int fc_needs_recompute(const fc_case *c, flashport_precision precision) {
     return c->dtype == FLASHPORT_F32 && precision != FLASHPORT_PRECISION_NATIVE;
 }
 
-static void poison(flashport_dtype dtype, void *base, int64_t n) {
+void fc_poison(flashport_dtype dtype, void *base, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         if (dtype == FLASHPORT_F32) ((uint32_t *)base)[i] = POISON_F32;
         else ((uint16_t *)base)[i] = dtype == FLASHPORT_F16 ? POISON_F16 : POISON_BF16;
@@ -56,7 +54,7 @@ static int is_poison(flashport_dtype dtype, const void *base, int64_t i) {
     return ((const uint16_t *)base)[i] == (dtype == FLASHPORT_F16 ? POISON_F16 : POISON_BF16);
 }
 
-static void set_problem(const fc_case *c, const char *kernel, flashport_problem *p) {
+void fc_problem(const fc_case *c, const char *kernel, flashport_problem *p) {
     flashport_problem_init(p, c->dtype, c->batch, c->heads_q, c->heads_kv, c->seq_q, c->seq_kv,
                            c->head_dim, c->layout);
     if (c->pad) {
@@ -76,7 +74,7 @@ static void *stage_input(const fc_case *c, const flashport_strides *st, int64_t 
     size_t es = flashport_dtype_size(c->dtype);
     void *img = malloc((size_t)extent * es + 1);
     if (!img) return NULL;
-    poison(c->dtype, img, extent);
+    fc_poison(c->dtype, img, extent);
     tensor_shape s = {c->batch, heads, seq, c->head_dim};
     for (int64_t b = 0; b < s.batch; b++)
         for (int64_t h = 0; h < s.heads; h++)
@@ -106,7 +104,7 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Compares the downloaded O (at the problem's strides, GUARD_ELEMENTS after it) with e. */
+/* Compares the downloaded O (at the problem's strides, FC_GUARD_ELEMENTS after it) with e. */
 static int judge_o(const fc_case *c, const flashport_problem *p, const void *o, int64_t extent,
                    const double *e, fc_result *r) {
     unsigned char *covered = calloc((size_t)extent + 1, 1);
@@ -139,7 +137,7 @@ static int judge_o(const fc_case *c, const flashport_problem *p, const void *o, 
                         if (diff > max_abs) max_abs = diff;
                     }
                 }
-    for (int64_t i = 0; i < extent + GUARD_ELEMENTS; i++)
+    for (int64_t i = 0; i < extent + FC_GUARD_ELEMENTS; i++)
         if ((i >= extent || !covered[i]) && !is_poison(c->dtype, o, i)) r->guard_hits++;
     free(covered);
     r->max_abs = max_abs;
@@ -147,7 +145,7 @@ static int judge_o(const fc_case *c, const flashport_problem *p, const void *o, 
     return 1;
 }
 
-/* Compares the downloaded LSE (contiguous, GUARD_ELEMENTS after it) with e. */
+/* Compares the downloaded LSE (contiguous, FC_GUARD_ELEMENTS after it) with e. */
 static void judge_lse(int64_t n, const float *lse, const double *e, fc_result *r,
                       int64_t *lse_unwritten, int64_t *lse_wrong_special) {
     double worst = 0.0;
@@ -166,14 +164,14 @@ static void judge_lse(int64_t n, const float *lse, const double *e, fc_result *r
             if (err > worst) worst = err;
         }
     }
-    for (int64_t i = n; i < n + GUARD_ELEMENTS; i++)
+    for (int64_t i = n; i < n + FC_GUARD_ELEMENTS; i++)
         if (!is_poison(FLASHPORT_F32, lse, i)) r->guard_hits++;
     r->lse_err = worst;
 }
 
-static void judge(const fc_case *c, const flashport_problem *p, const void *o, int64_t o_extent,
-                  const float *lse, int64_t n_lse, const double *exp_o, const double *exp_lse,
-                  fc_result *r) {
+void fc_judge(const fc_case *c, const flashport_problem *p, const void *o, int64_t o_extent,
+              const float *lse, int64_t n_lse, const double *exp_o, const double *exp_lse,
+              fc_result *r) {
     int64_t lse_unwritten = 0, lse_special = 0;
     if (!judge_o(c, p, o, o_extent, exp_o, r)) return;
     judge_lse(n_lse, lse, exp_lse, r, &lse_unwritten, &lse_special);
@@ -206,7 +204,7 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
     r->verdict = FC_FAIL;
 
     flashport_problem p;
-    set_problem(c, kernel, &p);
+    fc_problem(c, kernel, &p);
     flashport_plan_info plan;
     flashport_status st = flashport_plan(ctx, &p, &plan);
     if (st == FLASHPORT_ERROR_UNSUPPORTED) {
@@ -232,15 +230,15 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
                     stage_input(c, &p.k, ek, c->heads_kv, c->seq_kv, f->k),
                     stage_input(c, &p.v, ev, c->heads_kv, c->seq_kv, f->v)};
     size_t bytes[5] = {(size_t)eq * es, (size_t)ek * es, (size_t)ev * es,
-                       (size_t)(eo + GUARD_ELEMENTS) * es, (size_t)(n_lse + GUARD_ELEMENTS) * 4};
+                       (size_t)(eo + FC_GUARD_ELEMENTS) * es, (size_t)(n_lse + FC_GUARD_ELEMENTS) * 4};
     void *o_host = malloc(bytes[3]);
     float *lse_host = malloc(bytes[4]);
     flashport_buffer *buf[5] = {NULL, NULL, NULL, NULL, NULL};
     const char *call = "host allocation";
     st = FLASHPORT_ERROR_OUT_OF_MEMORY;
     if (img[0] && img[1] && img[2] && o_host && lse_host) {
-        poison(c->dtype, o_host, eo + GUARD_ELEMENTS);
-        poison(FLASHPORT_F32, lse_host, n_lse + GUARD_ELEMENTS);
+        fc_poison(c->dtype, o_host, eo + FC_GUARD_ELEMENTS);
+        fc_poison(FLASHPORT_F32, lse_host, n_lse + FC_GUARD_ELEMENTS);
         const void *src[5] = {img[0], img[1], img[2], o_host, lse_host};
         st = FLASHPORT_OK;
         for (int i = 0; i < 5 && st == FLASHPORT_OK; i++) {
@@ -270,7 +268,7 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
     if (st != FLASHPORT_OK)
         note(r, "%s: %s: %s", call, flashport_status_string(st), flashport_last_error());
     else
-        judge(c, &p, o_host, eo, lse_host, n_lse, expected_o, expected_lse, r);
+        fc_judge(c, &p, o_host, eo, lse_host, n_lse, expected_o, expected_lse, r);
 
     for (int i = 0; i < 5; i++) flashport_buffer_free(buf[i]);
     for (int i = 0; i < 3; i++) free(img[i]);
@@ -298,7 +296,7 @@ int fc_recompute(flashport_context *reference, const fc_case *c, const fc_fixtur
         flashport_problem p;
         fc_case contiguous = *c;
         contiguous.pad = 0;
-        set_problem(&contiguous, NULL, &p);
+        fc_problem(&contiguous, NULL, &p);
         p.dtype = FLASHPORT_F32;
         flashport_status st = flashport_attention_host(reference, &p, in, in + f->n_q,
                                                        in + f->n_q + f->n_kv, o, lse);
