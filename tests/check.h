@@ -38,7 +38,7 @@ static inline int message_has(const char *needle) {
         }                                                                                      \
     } while (0)
 
-static int check_report(const char *name) {
+static inline int check_report(const char *name) {
     printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
     return check_failures ? 1 : 0;
 }
