@@ -11,8 +11,9 @@ Each case is a dict. Fields (defaults in DEFAULTS):
              tensors; the gaps in O are guard regions the runner checks are untouched)
   inputs     how Q, K, V are drawn (see generate.py): normal | writeup | big_logits
   nan        None, or (tensor, batch, head, seq, dim): one element set to NaN after drawing
-  tol_factor multiplies the dtype's tolerances; only where the case's own conditioning
-             demands it, with the reason beside it
+  tol_factor multiplies the dtype's tolerances on O (not LSE, which is judged relative to
+             its magnitude); only where the case's own conditioning demands it, with the
+             reason beside it
 
 Sizes are chosen so that the whole list runs in a few minutes on two CPU cores on the
 reference backend (double accumulation) and the CPU and OpenCL-on-CPU backends.

@@ -21,8 +21,8 @@ typedef struct fc_tolerance {
     double lse;     /* largest |LSE - expected| / max(1, |expected|) */
 } fc_tolerance;
 
-/* Tolerance of a case's dtype on a variant of the given precision class, times the case's
- * tol_factor. */
+/* Tolerance of a case's dtype on a variant of the given precision class; the O tolerances are
+ * multiplied by the case's tol_factor. */
 fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision);
 
 /* Whether a variant of this precision computes something other than the case's own dtype

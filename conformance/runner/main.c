@@ -28,12 +28,12 @@ static const char help_epilogue[] =
     "outputs changed, NaN appears exactly where NumPy has it, -inf LSE where a row sees no key,\n"
     "and the errors are within the tolerances (relative L2 / max abs of O, relative LSE):\n"
     "  f32 1e-5 / 1e-4 / 1e-5; f32 on a tf32 variant 3e-3 / - / 3e-3; f32 on an f16 variant\n"
-    "  2e-3 / - / 2e-3; f16 2e-3 / - / 2e-3; bf16 1e-2 / - / 1e-2 (some cases scale them, see\n"
-    "  conformance/cases.py).\n"
+    "  2e-3 / - / 2e-3; f16 2e-3 / - / 2e-3; bf16 1e-2 / - / 1e-2 (a few cases scale the O\n"
+    "  tolerances, with the reason in conformance/cases.py).\n"
     "A reduced-precision variant (tf32, f16) on an f32 case is compared with the reference\n"
     "backend run on inputs rounded the same way, after the reference itself agreed with NumPy.\n"
     "A variant whose plan says unsupported gets the verdict 'unsupported': not a pass, not a\n"
-    "failure. Patterns in --cases and names in --backend and --kernel are comma-separated; a\n"
+    "failure. Patterns in --cases and entries in --backend and --kernel are comma-separated; a\n"
     "pattern with * ? [ is a glob, otherwise a substring of the case name.\n"
     "\n"
     "exit status:\n"
@@ -41,7 +41,8 @@ static const char help_epilogue[] =
     "  1  at least one check failed\n"
     "  2  bad command line, an unknown backend name, or filters that select nothing\n"
     "  3  fixtures missing, unreadable or malformed (build the conformance-data target)\n"
-    "  4  a backend named in --backend is unavailable, or a report file cannot be written\n";
+    "  4  a backend named in --backend is unavailable or cannot be opened, or a report file\n"
+    "     cannot be written\n";
 
 static int in_list(const char *list, const char *name) {
     size_t n = strlen(name);
@@ -76,89 +77,189 @@ typedef struct options {
     int list;
 } options;
 
-/* Columns for every selected backend's variants; contexts[i] belongs to columns[i]. Returns an
- * exit code other than CLI_EXIT_OK on a usage or availability problem. */
-static int build_columns(const options *o, fc_column **cols, flashport_context ***ctxs, int *n,
-                         char *not_run, size_t not_run_len) {
-    *cols = NULL;
-    *ctxs = NULL;
-    *n = 0;
-    not_run[0] = '\0';
-    for (const char *p = o->backends; p && *p;) {
-        const char *end = strchr(p, ',');
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(end ? (size_t)(end - p) : strlen(p)), p);
-        int index;
-        if (flashport_backend_find(name, &index) != FLASHPORT_OK) {
-            fprintf(stderr, "%s: --backend: unknown backend '%s': %s\n", tool, name,
-                    flashport_last_error());
-            return CLI_EXIT_USAGE;
-        }
-        p = end ? end + 1 : NULL;
-    }
+/* One backend entry to run ("cpu_simd", "opencl:nvidia") and its open context. */
+typedef struct target {
+    char spec[96];
+    char name[32];
+    flashport_context *ctx;
+} target;
 
-    int total = flashport_backend_count(), cap = 0;
-    for (int b = 0; b < total; b++) {
-        flashport_backend_info info;
-        if (flashport_backend_get_info(b, &info) != FLASHPORT_OK) continue;
-        if (o->backends && !in_list(o->backends, info.name)) continue;
-        if (!info.available) {
-            if (o->backends) {
+typedef struct plan_set {
+    target *targets;
+    int n_targets;
+    fc_column *columns;
+    int *target_of; /* per column */
+    int n_columns;
+    char not_run[4096]; /* backends left out and why */
+} plan_set;
+
+static void plan_set_free(plan_set *s) {
+    for (int i = 0; i < s->n_targets; i++) flashport_context_destroy(s->targets[i].ctx);
+    free(s->targets);
+    free(s->columns);
+    free(s->target_of);
+}
+
+static int add_target(plan_set *s, const char *spec, const char *name) {
+    target *grown = realloc(s->targets, (size_t)(s->n_targets + 1) * sizeof *grown);
+    if (!grown) return 0;
+    s->targets = grown;
+    target *t = &s->targets[s->n_targets++];
+    snprintf(t->spec, sizeof t->spec, "%s", spec);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ctx = NULL;
+    return 1;
+}
+
+/* The backends to run: each --backend entry (name[:device]), or every available backend.
+ * Returns an exit code; CLI_EXIT_OK when s->targets is ready. */
+static int select_targets(const options *o, plan_set *s) {
+    if (o->backends) {
+        for (const char *p = o->backends; p && *p;) {
+            const char *end = strchr(p, ',');
+            char spec[96], name[32];
+            snprintf(spec, sizeof spec, "%.*s", (int)(end ? (size_t)(end - p) : strlen(p)), p);
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(spec, ":"), spec);
+            p = end ? end + 1 : NULL;
+            int index;
+            flashport_backend_info info;
+            if (flashport_backend_find(name, &index) != FLASHPORT_OK) {
+                fprintf(stderr, "%s: --backend: unknown backend '%s': %s\n", tool, name,
+                        flashport_last_error());
+                return CLI_EXIT_USAGE;
+            }
+            if (flashport_backend_get_info(index, &info) == FLASHPORT_OK && !info.available) {
                 fprintf(stderr, "%s: backend '%s' was asked for but is unavailable: %s\n", tool,
-                        info.name, info.reason);
+                        name, info.reason);
                 return CLI_EXIT_LIBRARY;
             }
-            size_t len = strlen(not_run);
-            snprintf(not_run + len, not_run_len - len, "  %s: unavailable: %s\n", info.name,
-                     info.reason);
+            if (!add_target(s, spec, name)) return CLI_EXIT_LIBRARY;
+        }
+        return CLI_EXIT_OK;
+    }
+    for (int b = 0; b < flashport_backend_count(); b++) {
+        flashport_backend_info info;
+        if (flashport_backend_get_info(b, &info) != FLASHPORT_OK) continue;
+        if (!info.available) {
+            size_t len = strlen(s->not_run);
+            snprintf(s->not_run + len, sizeof s->not_run - len, "  %s: unavailable: %s\n",
+                     info.name, info.reason);
             continue;
         }
-        flashport_context *ctx = NULL;
-        flashport_status st = flashport_context_create(info.name, &ctx);
-        if (st != FLASHPORT_OK) {
-            fprintf(stderr, "%s: backend '%s' is listed as available but cannot be opened: %s\n",
-                    tool, info.name, flashport_last_error());
-            return CLI_EXIT_LIBRARY;
-        }
-        int kernels = flashport_kernel_count(info.name), used = 0;
-        for (int k = 0; k < kernels; k++) {
-            flashport_kernel_info ki;
-            if (flashport_kernel_get_info(info.name, k, &ki) != FLASHPORT_OK) continue;
-            if (o->kernels && !in_list(o->kernels, ki.name)) continue;
-            if (*n == cap) {
-                cap = cap ? 2 * cap : 16;
-                fc_column *gc = realloc(*cols, (size_t)cap * sizeof *gc);
-                flashport_context **gx = realloc(*ctxs, (size_t)cap * sizeof *gx);
-                if (gc) *cols = gc;
-                if (gx) *ctxs = gx;
-                if (!gc || !gx) {
-                    fprintf(stderr, "%s: out of memory\n", tool);
-                    flashport_context_destroy(ctx);
-                    return CLI_EXIT_LIBRARY;
-                }
-            }
-            fc_column *c = &(*cols)[*n];
-            snprintf(c->backend, sizeof c->backend, "%s", info.name);
-            snprintf(c->kernel, sizeof c->kernel, "%s", ki.name);
-            c->precision = ki.precision;
-            /* The backend's first column owns the context; later ones share it. */
-            (*ctxs)[*n] = used++ ? NULL : ctx;
-            (*n)++;
-        }
-        if (!used) flashport_context_destroy(ctx);
-    }
-    if (*n == 0) {
-        fprintf(stderr, "%s: no backend and kernel variant matches the filters%s%s\n", tool,
-                not_run[0] ? "; not run:\n" : "", not_run);
-        return CLI_EXIT_USAGE;
+        if (!add_target(s, info.name, info.name)) return CLI_EXIT_LIBRARY;
     }
     return CLI_EXIT_OK;
 }
 
-/* The context of column i: its own, or that of the first column of the same backend. */
-static flashport_context *column_context(flashport_context **ctxs, int i) {
-    while (!ctxs[i]) i--;
-    return ctxs[i];
+/* Opens every target and makes a column of each of its kernel variants that --kernel lets
+ * through. Returns an exit code. */
+static int build_columns(const options *o, plan_set *s) {
+    int rc = select_targets(o, s);
+    for (int t = 0; t < s->n_targets && rc == CLI_EXIT_OK; t++) {
+        target *tg = &s->targets[t];
+        if (flashport_context_create(tg->spec, &tg->ctx) != FLASHPORT_OK) {
+            fprintf(stderr, "%s: cannot open '%s': %s\n", tool, tg->spec, flashport_last_error());
+            return CLI_EXIT_LIBRARY;
+        }
+        int kernels = flashport_kernel_count(tg->name);
+        for (int k = 0; k < kernels; k++) {
+            flashport_kernel_info ki;
+            if (flashport_kernel_get_info(tg->name, k, &ki) != FLASHPORT_OK) continue;
+            if (o->kernels && !in_list(o->kernels, ki.name)) continue;
+            fc_column *gc = realloc(s->columns, (size_t)(s->n_columns + 1) * sizeof *gc);
+            if (gc) s->columns = gc;
+            int *gt = realloc(s->target_of, (size_t)(s->n_columns + 1) * sizeof *gt);
+            if (gt) s->target_of = gt;
+            if (!gc || !gt) {
+                fprintf(stderr, "%s: out of memory\n", tool);
+                return CLI_EXIT_LIBRARY;
+            }
+            fc_column *c = &s->columns[s->n_columns];
+            snprintf(c->backend, sizeof c->backend, "%s", tg->spec);
+            snprintf(c->kernel, sizeof c->kernel, "%s", ki.name);
+            c->precision = ki.precision;
+            s->target_of[s->n_columns++] = t;
+        }
+    }
+    if (rc == CLI_EXIT_OK && s->n_columns == 0) {
+        fprintf(stderr, "%s: no backend and kernel variant matches the filters%s%s\n", tool,
+                s->not_run[0] ? "; not run:\n" : "", s->not_run);
+        rc = CLI_EXIT_USAGE;
+    }
+    return rc;
+}
+
+/* Expected outputs of one case for each precision class: NumPy's for the case's own dtype,
+ * or the reference backend's on inputs rounded as a reduced-precision variant rounds them,
+ * once the reference has agreed with NumPy on the unrounded case. */
+typedef struct expectations {
+    const fc_case *kase;
+    const fc_fixture *fx;
+    double *o[3], *lse[3];
+    int oracle_checked;
+    char problem[700]; /* why reduced-precision columns have no expected output */
+} expectations;
+
+static int expected_for(expectations *e, flashport_precision prec, flashport_context **reference,
+                        const double **o, const double **lse) {
+    int cls = fc_needs_recompute(e->kase, prec) ? (int)prec : 0;
+    if (cls && !e->oracle_checked) {
+        e->oracle_checked = 1;
+        if (!*reference && flashport_context_create("reference", reference) != FLASHPORT_OK) {
+            snprintf(e->problem, sizeof e->problem, "no reference context: %.600s",
+                     flashport_last_error());
+        } else {
+            fc_result check;
+            fc_check(*reference, NULL, e->kase, e->fx, e->fx->o, e->fx->lse,
+                     fc_tolerance_for(e->kase, FLASHPORT_PRECISION_NATIVE), &check);
+            if (check.verdict != FC_PASS)
+                snprintf(e->problem, sizeof e->problem,
+                         "the reference backend disagrees with NumPy here (%.600s)", check.detail);
+        }
+    }
+    if (cls && !e->problem[0] && !e->o[cls]) {
+        char msg[640];
+        e->o[cls] = malloc(e->fx->n_o * sizeof(double) + 1);
+        e->lse[cls] = malloc(e->fx->n_lse * sizeof(double) + 1);
+        if (!e->o[cls] || !e->lse[cls])
+            snprintf(e->problem, sizeof e->problem, "out of host memory");
+        else if (!fc_recompute(*reference, e->kase, e->fx, prec, e->o[cls], e->lse[cls], msg,
+                               sizeof msg))
+            snprintf(e->problem, sizeof e->problem, "%s", msg);
+    }
+    if (cls && e->problem[0]) return 0;
+    *o = cls ? e->o[cls] : e->fx->o;
+    *lse = cls ? e->lse[cls] : e->fx->lse;
+    return 1;
+}
+
+/* Runs one case on every column; row receives one result per column. */
+static void run_case(const fc_case *kase, const fc_fixture *fx, const plan_set *s,
+                     flashport_context **reference, fc_result *row, int *done, int total) {
+    expectations e;
+    memset(&e, 0, sizeof e);
+    e.kase = kase;
+    e.fx = fx;
+    for (int i = 0; i < s->n_columns; i++) {
+        const fc_column *col = &s->columns[i];
+        const double *exp_o, *exp_lse;
+        if (expected_for(&e, col->precision, reference, &exp_o, &exp_lse)) {
+            fc_check(s->targets[s->target_of[i]].ctx, col->kernel, kase, fx, exp_o, exp_lse,
+                     fc_tolerance_for(kase, col->precision), &row[i]);
+        } else {
+            memset(&row[i], 0, sizeof row[i]);
+            row[i].verdict = FC_FAIL;
+            snprintf(row[i].detail, sizeof row[i].detail, "no expected output: %.600s", e.problem);
+        }
+        ++*done;
+        fprintf(stderr, "[%*d/%d] %-24s %s/%s: %s (%s)\n", total >= 1000 ? 4 : 3, *done, total,
+                kase->name, col->backend, col->kernel, fc_verdict_name(row[i].verdict),
+                row[i].detail);
+    }
+    for (int k = 1; k < 3; k++) {
+        free(e.o[k]);
+        free(e.lse[k]);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -167,7 +268,7 @@ int main(int argc, char **argv) {
     o.data = FC_DEFAULT_DATA_DIR;
     const cli_option opts[] = {
         {"data", CLI_STRING, &o.data, "DIR", "fixture folder (default: the build tree's)", NULL},
-        {"backend", CLI_STRING, &o.backends, "LIST", "only these backends (default: all available)", NULL},
+        {"backend", CLI_STRING, &o.backends, "LIST", "backend entries name[:device] (default: every available)", NULL},
         {"kernel", CLI_STRING, &o.kernels, "LIST", "only these kernel variants", NULL},
         {"cases", CLI_STRING, &o.cases, "PATTERNS", "only cases matching a pattern", NULL},
         {"json", CLI_STRING, &o.json, "FILE", "write every result as JSON", NULL},
@@ -202,94 +303,44 @@ int main(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
 
-    fc_column *cols = NULL;
-    flashport_context **ctxs = NULL;
-    int n_cols = 0;
-    char not_run[4096];
-    int rc = build_columns(&o, &cols, &ctxs, &n_cols, not_run, sizeof not_run);
+    plan_set s;
+    memset(&s, 0, sizeof s);
     fc_result *results = NULL;
     flashport_context *reference = NULL;
+    int rc = build_columns(&o, &s);
     if (rc != CLI_EXIT_OK) goto done;
 
     if (o.list) {
         for (int c = 0; c < m.n_cases; c++)
             if (selected[c]) printf("case %s\n", m.cases[c].name);
-        for (int i = 0; i < n_cols; i++)
-            printf("column %s/%s (%s)\n", cols[i].backend, cols[i].kernel,
-                   fc_precision_name(cols[i].precision));
-        if (not_run[0]) printf("not run:\n%s", not_run);
+        for (int i = 0; i < s.n_columns; i++)
+            printf("column %s/%s (%s)\n", s.columns[i].backend, s.columns[i].kernel,
+                   fc_precision_name(s.columns[i].precision));
+        if (s.not_run[0]) printf("not run:\n%s", s.not_run);
         goto done;
     }
 
-    results = calloc((size_t)m.n_cases * (size_t)n_cols, sizeof *results);
+    results = calloc((size_t)m.n_cases * (size_t)s.n_columns, sizeof *results);
     if (!results) {
         fprintf(stderr, "%s: out of memory\n", tool);
         rc = CLI_EXIT_LIBRARY;
         goto done;
     }
-    int total = n_selected * n_cols, done_count = 0;
-    for (int c = 0; c < m.n_cases && rc == CLI_EXIT_OK; c++) {
+    int total = n_selected * s.n_columns, done_count = 0;
+    for (int c = 0; c < m.n_cases; c++) {
         if (!selected[c]) continue;
-        const fc_case *kase = &m.cases[c];
         fc_fixture fx;
-        if (!fc_fixture_load(o.data, kase, &fx, msg, sizeof msg)) {
+        if (!fc_fixture_load(o.data, &m.cases[c], &fx, msg, sizeof msg)) {
             fprintf(stderr, "%s: %s\n", tool, msg);
             rc = CLI_EXIT_INPUT;
-            break;
+            goto done;
         }
-        /* Expected outputs per precision class: NumPy's, or recomputed on rounded inputs. */
-        double *expected_o[3] = {fx.o, NULL, NULL}, *expected_lse[3] = {fx.lse, NULL, NULL};
-        char oracle_problem[800] = "";
-        int oracle_checked = 0;
-        for (int i = 0; i < n_cols; i++) {
-            fc_result *r = &results[(size_t)c * (size_t)n_cols + (size_t)i];
-            flashport_precision prec = cols[i].precision;
-            int cls = fc_needs_recompute(kase, prec) ? (int)prec : 0;
-            if (cls && !oracle_checked) {
-                oracle_checked = 1;
-                if (!reference && flashport_context_create("reference", &reference) != FLASHPORT_OK)
-                    snprintf(oracle_problem, sizeof oracle_problem, "no reference context: %s",
-                             flashport_last_error());
-                if (reference) {
-                    fc_result check;
-                    fc_check(reference, NULL, kase, &fx, fx.o, fx.lse,
-                             fc_tolerance_for(kase, FLASHPORT_PRECISION_NATIVE), &check);
-                    if (check.verdict != FC_PASS)
-                        snprintf(oracle_problem, sizeof oracle_problem,
-                                 "the reference backend disagrees with NumPy here (%s)", check.detail);
-                }
-            }
-            if (cls && !oracle_problem[0] && !expected_o[cls]) {
-                expected_o[cls] = malloc(fx.n_o * sizeof(double) + 1);
-                expected_lse[cls] = malloc(fx.n_lse * sizeof(double) + 1);
-                if (!expected_o[cls] || !expected_lse[cls])
-                    snprintf(oracle_problem, sizeof oracle_problem, "out of host memory");
-                else if (!fc_recompute(reference, kase, &fx, prec, expected_o[cls],
-                                       expected_lse[cls], msg, sizeof msg))
-                    snprintf(oracle_problem, sizeof oracle_problem, "%.700s", msg);
-            }
-            if (cls && oracle_problem[0]) {
-                memset(r, 0, sizeof *r);
-                r->verdict = FC_FAIL;
-                snprintf(r->detail, sizeof r->detail, "no expected output: %.600s", oracle_problem);
-            } else {
-                fc_check(column_context(ctxs, i), cols[i].kernel, kase, &fx, expected_o[cls],
-                         expected_lse[cls], fc_tolerance_for(kase, prec), r);
-            }
-            done_count++;
-            fprintf(stderr, "[%*d/%d] %-24s %s/%s: %s (%s)\n", total >= 1000 ? 4 : 3, done_count,
-                    total, kase->name, cols[i].backend, cols[i].kernel, fc_verdict_name(r->verdict),
-                    r->detail);
-        }
-        for (int k = 1; k < 3; k++) {
-            free(expected_o[k]);
-            free(expected_lse[k]);
-        }
+        run_case(&m.cases[c], &fx, &s, &reference, &results[(size_t)c * (size_t)s.n_columns],
+                 &done_count, total);
         fc_fixture_free(&fx);
     }
-    if (rc != CLI_EXIT_OK) goto done;
 
-    fc_run run = {o.data, &m, selected, cols, n_cols, results, not_run};
+    fc_run run = {o.data, &m, selected, s.columns, s.n_columns, results, s.not_run};
     fc_print_matrix(stdout, &run);
     if (o.json && !fc_write_json(o.json, &run, msg, sizeof msg)) {
         fprintf(stderr, "%s: --json: %s\n", tool, msg);
@@ -302,10 +353,8 @@ int main(int argc, char **argv) {
     if (rc == CLI_EXIT_OK && fc_count(&run).fail) rc = CLI_EXIT_FAILURE;
 
 done:
-    for (int i = 0; i < n_cols; i++) flashport_context_destroy(ctxs[i]);
+    plan_set_free(&s);
     flashport_context_destroy(reference);
-    free(ctxs);
-    free(cols);
     free(results);
     free(selected);
     fc_manifest_free(&m);

@@ -12,7 +12,7 @@
 
 /* A backend and one of its kernel variants: one column of the matrix. */
 typedef struct fc_column {
-    char backend[32];
+    char backend[96]; /* the backend entry that ran: "opencl" or "opencl:nvidia" */
     char kernel[64];
     flashport_precision precision;
 } fc_column;

@@ -152,10 +152,64 @@ static void test_tolerances(void) {
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_NATIVE).rel_l2 == 2e-2);
 }
 
+/* Naive double attention of one head: O [n, d] from q [n, d], k and v [m, d], default scale. */
+static void naive(const float *q, const float *k, const float *v, int n, int m, int d, double *o) {
+    double scale = 1.0 / sqrt((double)d);
+    for (int i = 0; i < n; i++) {
+        double s[16], mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j < m; j++) {
+            s[j] = 0.0;
+            for (int c = 0; c < d; c++) s[j] += (double)q[i * d + c] * k[j * d + c];
+            s[j] *= (double)(float)scale;
+            mx = fmax(mx, s[j]);
+        }
+        for (int j = 0; j < m; j++) sum += s[j] = exp(s[j] - mx);
+        for (int c = 0; c < d; c++) {
+            o[i * d + c] = 0.0;
+            for (int j = 0; j < m; j++) o[i * d + c] += s[j] * v[j * d + c] / sum;
+        }
+    }
+}
+
+/* A reduced-precision variant's expected output is the reference run on inputs rounded as the
+ * variant rounds them. */
+static void test_recompute(void) {
+    flashport_context *ref = NULL;
+    CHECK_STATUS(flashport_context_create("reference", &ref), FLASHPORT_OK, NULL);
+    if (!ref) return;
+    enum { N = 5, M = 7, D = 4 };
+    fc_case c = small_case(FLASHPORT_F32);
+    c.heads_q = c.heads_kv = 1;
+    c.seq_q = N;
+    c.seq_kv = M;
+    c.head_dim = D;
+    float q[N * D], k[M * D], v[M * D], rq[N * D], rk[M * D], rv[M * D];
+    for (int i = 0; i < N * D; i++) rq[i] = tensor_round(FLASHPORT_F16, q[i] = 1.0f / (float)(i + 3));
+    for (int i = 0; i < M * D; i++) {
+        rk[i] = tensor_round(FLASHPORT_F16, k[i] = (float)sin(i * 1.7) * 1.37f);
+        rv[i] = tensor_round(FLASHPORT_F16, v[i] = (float)cos(i * 0.9) / 3.0f);
+    }
+    fc_fixture f = {q, k, v, NULL, NULL, N * D, M * D, N * D, N};
+    double o[N * D], lse[N], want[N * D], exact[N * D];
+    CHECK(fc_recompute(ref, &c, &f, FLASHPORT_PRECISION_F16, o, lse, NULL, 0));
+    naive(rq, rk, rv, N, M, D, want);
+    naive(q, k, v, N, M, D, exact);
+    double worst = 0.0, moved = 0.0;
+    for (int i = 0; i < N * D; i++) {
+        worst = fmax(worst, fabs(o[i] - want[i]));
+        moved = fmax(moved, fabs(o[i] - exact[i]));
+    }
+    CHECK(worst < 1e-6); /* matches the rounded inputs (f32 output of the reference) */
+    CHECK(moved > 1e-5); /* and the rounding did change the result */
+    CHECK(fc_recompute(ref, &c, &f, FLASHPORT_PRECISION_TF32, o, lse, NULL, 0));
+    flashport_context_destroy(ref);
+}
+
 int main(void) {
     test_dtype(FLASHPORT_F32);
     test_dtype(FLASHPORT_F16);
     test_dtype(FLASHPORT_BF16);
     test_tolerances();
+    test_recompute();
     return check_report("test_conformance_judge");
 }
