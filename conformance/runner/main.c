@@ -161,7 +161,7 @@ static int build_columns(const options *o, plan_set *s) {
             fprintf(stderr, "%s: cannot open '%s': %s\n", tool, tg->spec, flashport_last_error());
             return CLI_EXIT_LIBRARY;
         }
-        int kernels = flashport_kernel_count(tg->name);
+        int kernels = flashport_kernel_count(tg->name), before = s->n_columns;
         for (int k = 0; k < kernels; k++) {
             flashport_kernel_info ki;
             if (flashport_kernel_get_info(tg->name, k, &ki) != FLASHPORT_OK) continue;
@@ -179,6 +179,12 @@ static int build_columns(const options *o, plan_set *s) {
             snprintf(c->kernel, sizeof c->kernel, "%s", ki.name);
             c->precision = ki.precision;
             s->target_of[s->n_columns++] = t;
+        }
+        if (s->n_columns == before) {
+            size_t len = strlen(s->not_run);
+            snprintf(s->not_run + len, sizeof s->not_run - len, "  %s: %s\n", tg->spec,
+                     kernels > 0 ? "no kernel variant matches --kernel"
+                                 : "the backend lists no kernel variant");
         }
     }
     if (rc == CLI_EXIT_OK && s->n_columns == 0) {
