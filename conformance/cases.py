@@ -66,12 +66,13 @@ CASES = [
     _case("scale0p3", 200, scale=0.3),
     _case("scale2_causal", 150, scale=2.0, causal=True, head_dim=32),
     # Logits near +1000 and -1000 (an unguarded exp overflows to inf or underflows to 0).
-    # Scores are exact in f32 (small integers, scale 1/8), but a kernel that rounds
-    # scale*log2(e)*s in f32 at |s| ~ 1000 loses ~1e-4 absolute in the exponent, so this case
-    # gets 30x the f32 tolerances; overflow shows up as inf/NaN or an order-one error.
-    _case("big_logits", 200, inputs="big_logits", tol_factor=30.0),
+    # Scores are exact in f32 (small integers, scale 1/8), but a kernel that forms
+    # scale*log2(e)*s in f32 at |s| ~ 1000 loses ~1e-4 in the exponent: an f32 model of such a
+    # kernel in NumPy lands at rel_l2 ~2e-5, so these cases get 10x the f32 tolerances on O.
+    # Overflow shows up as inf/NaN or an error of order one, far outside either.
+    _case("big_logits", 200, inputs="big_logits", tol_factor=10.0),
     _case("big_logits_causal", 150, inputs="big_logits", causal=True, heads_q=2, heads_kv=1,
-          tol_factor=30.0),
+          tol_factor=10.0),
     # [B,N,H,d] layout.
     _case("bnhd", 130, batch=2, heads_q=4, heads_kv=4, layout="bnhd"),
     _case("bnhd_gqa_causal", 70, 90, batch=2, heads_q=4, heads_kv=2, layout="bnhd", causal=True),
