@@ -89,8 +89,17 @@ int fc_write_json(const char *path, const fc_run *run, char *msg, size_t msg_len
     cli_json_string(&j, flashport_version_string());
     cli_json_key(&j, "data");
     cli_json_string(&j, run->data_dir);
-    cli_json_key(&j, "not_run");
-    cli_json_string(&j, run->not_run);
+    cli_json_key(&j, "not_run"); /* one "backend: reason" per entry */
+    cli_json_begin_array(&j);
+    for (const char *p = run->not_run; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        cli_json_string(&j, line + strspn(line, " "));
+        p += len + (eol ? 1 : 0);
+    }
+    cli_json_end_array(&j);
     cli_json_key(&j, "results");
     cli_json_begin_array(&j);
     for (int c = 0; c < m->n_cases; c++) {
