@@ -97,11 +97,12 @@ static void load_module(fp_registry_entry *e) {
         if (try_module(e, path, why, sizeof why)) return;
     } else if (!why[0]) {
         snprintf(why, sizeof why,
-                 "module %s not found beside libflashport (%s) or on FLASHPORT_BACKEND_PATH; "
+                 "module %s not found beside libflashport (%.400s) or on FLASHPORT_BACKEND_PATH; "
                  "this build may not include it",
                  file, dir[0] ? dir : "unknown folder");
     }
-    snprintf(e->reason, sizeof e->reason, "%s", why);
+    /* Messages longer than the reason field are cut; the start names the cause. */
+    snprintf(e->reason, sizeof e->reason, "%.*s", (int)sizeof e->reason - 1, why);
 }
 
 static void probe(fp_registry_entry *e) {
