@@ -37,6 +37,7 @@ typedef struct bench_options {
     int warmup, repeat;
     int threads;              /* 0: leave FLASHPORT_NUM_THREADS alone */
     int check;                /* compare each output with the reference backend */
+    double check_flops;       /* most FLOPs the reference spends per shape on a check */
     int measure_peaks;
     int input_sets;           /* 0: automatic (rotate when the inputs fit in cache) */
     uint64_t seed;
@@ -125,14 +126,14 @@ void bench_inputs_destroy(bench_inputs *in);
 /* ---- checks against the reference backend (bench_check.c) ---- */
 /* The part of the output that is compared: batch 0, query heads [0, heads) (one KV group at
  * most), the last `rows` query rows (bottom-right causal alignment keeps their mask). Chosen so
- * that the reference does at most a few GFLOP; the whole output when that is small enough. */
+ * that the reference does at most budget_flops; the whole output when that is enough. */
 typedef struct bench_region {
     int64_t batch, heads, rows;
     int whole;
     char text[96];
 } bench_region;
 
-void bench_choose_region(const flashport_problem *p, bench_region *r);
+void bench_choose_region(const flashport_problem *p, double budget_flops, bench_region *r);
 /* Runs the reference context on the region, reading set 0 of in from the host; ref_o receives
  * an O-sized host array (o_bytes) with the region filled. Fills why on failure. */
 flashport_status bench_reference_output(flashport_context *ref, const flashport_problem *p,

@@ -5,26 +5,23 @@
 
 #include "bench.h"
 
-/* The reference accumulates in double on one core; a few GFLOP keep a check to seconds. */
-#define BENCH_CHECK_FLOP_BUDGET 4.0e9
-
-void bench_choose_region(const flashport_problem *p, bench_region *r) {
+void bench_choose_region(const flashport_problem *p, double budget_flops, bench_region *r) {
     double per_row_head = 4.0 * (double)p->seq_kv * (double)p->head_dim;
     double whole = per_row_head * (double)(p->batch * p->heads_q * p->seq_q);
     r->batch = 1;
     r->heads = p->heads_q / p->heads_kv;
     r->rows = p->seq_q;
-    r->whole = whole <= BENCH_CHECK_FLOP_BUDGET;
+    r->whole = whole <= budget_flops;
     if (r->whole) {
         r->batch = p->batch;
         r->heads = p->heads_q;
         snprintf(r->text, sizeof r->text, "all");
         return;
     }
-    double rows_fit = BENCH_CHECK_FLOP_BUDGET / (per_row_head * (double)r->heads);
+    double rows_fit = budget_flops / (per_row_head * (double)r->heads);
     if (rows_fit < 1.0 && r->heads > 1) {
         r->heads = 1;
-        rows_fit = BENCH_CHECK_FLOP_BUDGET / per_row_head;
+        rows_fit = budget_flops / per_row_head;
     }
     if (rows_fit < (double)r->rows) r->rows = rows_fit < 1.0 ? 1 : (int64_t)rows_fit;
     snprintf(r->text, sizeof r->text, "batch 0, heads 0-%lld, rows %lld-%lld",

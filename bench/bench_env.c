@@ -76,7 +76,7 @@ int bench_env_init(flashport_context *ctx, const bench_options *opt, bench_env *
 }
 
 void bench_print_env(FILE *out, const bench_env *env) {
-    fprintf(out, "backend %s, device %s (%s), %s UTC\n", env->backend, env->device.name,
+    fprintf(out, "backend %s, device %s (%s), %s\n", env->backend, env->device.name,
             env->device.vendor, env->date);
     if (!env->have_peaks) return;
     const flashport_peaks *p = &env->peaks;

@@ -21,7 +21,7 @@ static const char *const epilogue =
     "Timing: inputs are drawn from N(0,1) and uploaded once; when one input set fits in 4x the\n"
     "device's L2/LLC, several sets are rotated between calls. Each call is timed with\n"
     "flashport_timer_start/stop (device events where the backend has them); the table shows the\n"
-    "median of --repeat calls after --warmup calls. %% of ceiling compares with the rate measured\n"
+    "median of --repeat calls after --warmup calls. % of ceiling compares with the rate measured\n"
     "by flashport_measure_peaks for the units the kernel uses (printed at the start).\n"
     "\n"
     "Exit status: 0 every run succeeded (unsupported variants included), 1 a run or a check\n"
@@ -30,6 +30,7 @@ static const char *const epilogue =
 
 typedef struct bench_cli {
     int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
+    double check_gflop;
     int preset, dtype, layout, causal, check, no_peaks, peaks_only;
     const char *backend, *kernel, *json, *csv;
 } bench_cli;
@@ -45,7 +46,7 @@ static void print_help(const cli_option *opts, int n) {
 
 /* Parses the command line into opt; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, bench_options *opt) {
-    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, -1, 0, 0, 0, 0, 0, 0,
+    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, 4.0, -1, 0, 0, 0, 0, 0, 0,
                    NULL, NULL, NULL, NULL};
     const cli_option opts[] = {
         {"preset", CLI_CHOICE, &c.preset, "NAME", "named list of shapes (below)", preset_choices},
@@ -64,6 +65,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)", NULL},
         {"threads", CLI_INT, &c.threads, "N", "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
         {"check", CLI_FLAG, &c.check, NULL, "compare each output with the reference backend (always on for ladder)", NULL},
+        {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G", "reference work per checked shape; larger outputs are checked on a slice (default 4)", NULL},
         {"sets", CLI_INT, &c.sets, "N", "input sets to rotate (default: automatic)", NULL},
         {"seed", CLI_INT, &c.seed, "N", "random seed of the inputs (default 1234)", NULL},
         {"no-peaks", CLI_FLAG, &c.no_peaks, NULL, "skip the ceiling micro-benchmarks (no % of ceiling)", NULL},
@@ -92,9 +94,9 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 (long long)c.hq, (long long)c.hkv);
         return BENCH_EXIT_USAGE;
     }
-    if (c.warmup < 0 || c.repeat < 1 || c.threads < 0 || c.sets < 0) {
+    if (c.warmup < 0 || c.repeat < 1 || c.threads < 0 || c.sets < 0 || c.check_gflop <= 0) {
         fprintf(stderr, "flashport-bench: need --warmup >= 0, --repeat >= 1, --threads >= 0, "
-                        "--sets >= 0\n");
+                        "--sets >= 0, --check-gflop > 0\n");
         return BENCH_EXIT_USAGE;
     }
     const char *preset = c.preset >= 0 ? preset_choices[c.preset] : NULL;
@@ -116,6 +118,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->repeat = (int)c.repeat;
     opt->threads = (int)c.threads;
     opt->check = c.check || is_ladder;
+    opt->check_flops = c.check_gflop * 1e9;
     opt->measure_peaks = !c.no_peaks || c.peaks_only;
     opt->input_sets = (int)c.sets;
     opt->seed = (uint64_t)c.seed;
@@ -253,6 +256,18 @@ int main(int argc, char **argv) {
         return BENCH_EXIT_USAGE;
     }
 
+    /* Fail now, not after an hour of measurements, when an output file cannot be written. */
+    const char *outputs[2] = {opt.json_path, opt.csv_path};
+    for (int i = 0; i < 2; ++i) {
+        FILE *f = outputs[i] ? fopen(outputs[i], "w") : NULL;
+        if (outputs[i] && !f) {
+            fprintf(stderr, "flashport-bench: cannot write %s\n", outputs[i]);
+            flashport_context_destroy(ctx);
+            return BENCH_EXIT_USAGE;
+        }
+        if (f) fclose(f);
+    }
+
     int n_shapes = 0, n_kernels;
     const char **kernels = NULL;
     flashport_kernel_info *owned = NULL;
@@ -271,6 +286,9 @@ int main(int argc, char **argv) {
     int ladder = opt.preset && strcmp(opt.preset, "ladder") == 0;
     int failed = 0, n_recs = 0, total = n_shapes * n_kernels;
     flashport_context *ref = NULL;
+    int runnable = 0; /* kernels of the list that the backend has */
+    for (int ki = 0; ki < n_kernels; ++ki)
+        runnable += !kernels[ki] || backend_has_kernel(env.backend, kernels[ki]);
     if (!ladder) bench_print_header(stdout, 0);
     for (int si = 0; si < n_shapes; ++si) {
         const bench_shape *s = &shapes[si];
@@ -279,6 +297,14 @@ int main(int argc, char **argv) {
         if (ladder) {
             print_shape_title(stdout, s);
             bench_print_header(stdout, 1);
+        }
+        if (ladder && !runnable) {
+            for (int ki = 0; ki < n_kernels; ++ki) {
+                bench_record *r = &recs[n_recs++];
+                set_unsupported(r, s, kernels[ki], "not a kernel of this backend");
+                bench_print_record(stdout, r, 1);
+            }
+            continue;
         }
         size_t es = flashport_dtype_size(s->dtype);
         size_t set_bytes = es * (size_t)(flashport_problem_extent(&p, 'q') +
@@ -301,7 +327,7 @@ int main(int argc, char **argv) {
         bench_region region;
         memset(&region, 0, sizeof region);
         if (opt.check) {
-            bench_choose_region(&p, &region);
+            bench_choose_region(&p, opt.check_flops, &region);
             if (!ref && flashport_context_create("reference", &ref) != FLASHPORT_OK) {
                 fprintf(stderr, "flashport-bench: reference backend: %s\n", flashport_last_error());
                 ref = NULL;
@@ -316,13 +342,13 @@ int main(int argc, char **argv) {
         for (int ki = 0; ki < n_kernels; ++ki) {
             const char *k = kernels[ki];
             bench_record *r = &recs[n_recs++];
-            fprintf(stderr, "[%d/%d] %s%s%s, %d input set%s\n", n_recs, total,
-                    flashport_dtype_name(s->dtype), k ? " " : "", k ? k : "", sets,
+            fprintf(stderr, "[%d/%d] %s B=%lld Hq=%lld Nq=%lld Nkv=%lld d=%lld%s %s, %d input set%s\n",
+                    n_recs, total, flashport_dtype_name(s->dtype), (long long)s->batch,
+                    (long long)s->heads_q, (long long)s->seq_q, (long long)s->seq_kv,
+                    (long long)s->head_dim, s->causal ? " causal" : "", k ? k : "(planner)", sets,
                     sets == 1 ? "" : "s");
             if (k && ladder && !backend_has_kernel(env.backend, k)) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "not a kernel of backend %s", env.backend);
-                set_unsupported(r, s, k, msg);
+                set_unsupported(r, s, k, "not a kernel of this backend");
             } else if (bench_measure(ctx, &env, &opt, s, &in, k, ref_o, &region, r) == BENCH_FAILED) {
                 failed = 1;
             }
