@@ -156,6 +156,8 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
 /* ---- output (bench_output.c) ---- */
 const char *bench_status_name(bench_status s);
 const char *bench_layout_name(flashport_layout l);
+/* "bf16 B=1 Hq=32 Hkv=8 Nq=1 Nkv=4096 d=128[ causal][ bnhd]" (compare_torch.py prints the same) */
+void bench_shape_text(const bench_shape *s, char *buf, size_t len);
 void bench_print_header(FILE *out, int ladder);
 void bench_print_record(FILE *out, const bench_record *r, int ladder);
 int bench_write_json(const char *path, const bench_env *env, const bench_options *opt,

@@ -37,7 +37,7 @@ static const char *kind_name(flashport_device_kind k) {
     }
 }
 
-static void shape_text(const bench_shape *s, char *buf, size_t len) {
+void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
     snprintf(buf, len, "%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld%s%s",
              flashport_dtype_name(s->dtype), (long long)s->batch, (long long)s->heads_q,
              (long long)s->heads_kv, (long long)s->seq_q, (long long)s->seq_kv,
@@ -58,7 +58,7 @@ void bench_print_record(FILE *out, const bench_record *r, int ladder) {
     const char *name = r->kernel[0] ? r->kernel : r->kernel_requested[0] ? r->kernel_requested
                                                                           : "(planner)";
     char shape[128];
-    shape_text(&r->shape, shape, sizeof shape);
+    bench_shape_text(&r->shape, shape, sizeof shape);
     if (r->status != BENCH_OK) {
         if (ladder)
             fprintf(out, "%-20s %s: %s\n", name, bench_status_name(r->status), r->message);

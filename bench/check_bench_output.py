@@ -79,6 +79,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bench", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--compare-torch", help="compare_torch.py, whose preset shapes must match")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     js, cs = os.path.join(a.workdir, "bench.json"), os.path.join(a.workdir, "bench.csv")
@@ -123,6 +124,17 @@ def main():
                              (["--backend", "reference:7", "--no-peaks"], 3, "missing device")]:
         rc, out = run(a.bench, *args)
         expect(rc == want, f"{what}: exit {want} (got {rc}): {out}")
+
+    if a.compare_torch:
+        for preset in ["seed", "fa-grid", "ladder", "decode", "cpu"]:
+            for extra in [[], ["--dtype", "f16", "--layout", "bnhd"]]:
+                rc, ours = run(a.bench, "--backend", "reference", "--preset", preset,
+                               "--list-shapes", *extra)
+                p = subprocess.run([sys.executable, a.compare_torch, "--device", "cpu", "--preset",
+                                    preset, "--list-shapes", *extra], capture_output=True, text=True)
+                expect(rc == 0 and p.returncode == 0 and ours.split("\n") == p.stdout.split("\n")
+                       and len(ours.splitlines()) > 0,
+                       f"preset {preset} {extra}: compare_torch.py lists the same shapes")
 
     print("FAILED" if failures else "OK", f"({len(failures)} failure(s))")
     return 1 if failures else 0

@@ -31,7 +31,7 @@ static const char *const epilogue =
 typedef struct bench_cli {
     int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
     double check_gflop;
-    int preset, dtype, layout, causal, check, no_peaks, peaks_only;
+    int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes;
     const char *backend, *kernel, *json, *csv;
 } bench_cli;
 
@@ -46,7 +46,7 @@ static void print_help(const cli_option *opts, int n) {
 
 /* Parses the command line into opt; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, bench_options *opt) {
-    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, 4.0, -1, 0, 0, 0, 0, 0, 0,
+    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, 4.0, -1, 0, 0, 0, 0, 0, 0, 0,
                    NULL, NULL, NULL, NULL};
     const cli_option opts[] = {
         {"preset", CLI_CHOICE, &c.preset, "NAME", "named list of shapes (below)", preset_choices},
@@ -70,6 +70,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"seed", CLI_INT, &c.seed, "N", "random seed of the inputs (default 1234)", NULL},
         {"no-peaks", CLI_FLAG, &c.no_peaks, NULL, "skip the ceiling micro-benchmarks (no % of ceiling)", NULL},
         {"peaks", CLI_FLAG, &c.peaks_only, NULL, "print the measured ceilings and exit", NULL},
+        {"list-shapes", CLI_FLAG, &c.list_shapes, NULL, "print the shapes of the run and exit", NULL},
         {"json", CLI_STRING, &c.json, "FILE", "write the results as JSON", NULL},
         {"csv", CLI_STRING, &c.csv, "FILE", "write the results as CSV", NULL},
     };
@@ -119,12 +120,12 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->threads = (int)c.threads;
     opt->check = c.check || is_ladder;
     opt->check_flops = c.check_gflop * 1e9;
-    opt->measure_peaks = !c.no_peaks || c.peaks_only;
+    opt->measure_peaks = (!c.no_peaks || c.peaks_only) && !c.list_shapes;
     opt->input_sets = (int)c.sets;
     opt->seed = (uint64_t)c.seed;
     opt->json_path = c.json;
     opt->csv_path = c.csv;
-    return c.peaks_only ? -2 : -1;
+    return c.peaks_only ? -2 : c.list_shapes ? -3 : -1;
 }
 
 /* Shapes of the run: the preset's (with --dtype and --layout applied) or the flags' one. */
@@ -229,7 +230,7 @@ int main(int argc, char **argv) {
     bench_options opt;
     int rc = parse_args(argc, argv, &opt);
     if (rc >= 0) return rc;
-    int peaks_only = rc == -2;
+    int peaks_only = rc == -2, list_only = rc == -3;
 
     if (opt.threads > 0) {
         char buf[32];
@@ -244,6 +245,18 @@ int main(int argc, char **argv) {
     }
     bench_env env;
     bench_env_init(ctx, &opt, &env);
+    if (list_only) {
+        int n = 0;
+        bench_shape *shapes = make_shapes(&opt, &env, &n);
+        for (int i = 0; shapes && i < n; ++i) {
+            char text[128];
+            bench_shape_text(&shapes[i], text, sizeof text);
+            printf("%s\n", text);
+        }
+        free(shapes);
+        flashport_context_destroy(ctx);
+        return shapes ? BENCH_EXIT_OK : BENCH_EXIT_RUN_FAILED;
+    }
     bench_print_env(stdout, &env);
     if (peaks_only) {
         flashport_context_destroy(ctx);
