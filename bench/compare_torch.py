@@ -400,17 +400,17 @@ def print_table(records):
     by_shape = {}
     for r in records:
         by_shape.setdefault(shape_key(r["shape"]), []).append(r)
-    print(f"{'implementation':<40} {'median ms':>10} {'TFLOP/s':>9} {'vs best torch':>14}")
+    print(f"{'implementation':<46} {'median ms':>10} {'TFLOP/s':>9} {'vs best torch':>14}")
     for recs in by_shape.values():
         print("\n" + shape_text(recs[0]["shape"]))
         torch_ok = [r for r in recs if r["implementation"].startswith("torch:") and r["status"] == "ok"]
         best = min(torch_ok, key=lambda r: r["ms"]["median"]) if torch_ok else None
         for r in recs:
             if r["status"] != "ok":
-                print(f"  {r['implementation']:<38} {r['status']}: {r['message']}")
+                print(f"  {r['implementation']:<44} {r['status']}: {r['message']}")
                 continue
             ratio = f"{best['ms']['median'] / r['ms']['median']:.2f}x" if best else "-"
-            print(f"  {r['implementation']:<38} {r['ms']['median']:10.3f} {r['tflops']:9.3f} "
+            print(f"  {r['implementation']:<44} {r['ms']['median']:10.3f} {r['tflops']:9.3f} "
                   f"{ratio:>14}")
         if best:
             print(f"  (best torch: {best['implementation']}; ratio > 1 is faster than it)")
