@@ -35,6 +35,7 @@ typedef struct bench_options {
     bench_shape shape;        /* the flags' shape (also the dtype default for presets) */
     int dtype_given;          /* --dtype was on the command line */
     int warmup, repeat;
+    double max_seconds;       /* > 0: fewer repeats when they would take longer than this */
     int threads;              /* 0: leave FLASHPORT_NUM_THREADS alone */
     int check;                /* compare each output with the reference backend */
     double check_flops;       /* most FLOPs the reference spends per shape on a check */
@@ -61,6 +62,7 @@ typedef struct bench_record {
     size_t input_bytes, output_bytes; /* one set of Q+K+V, and O */
     int input_sets;
     double flops;
+    int repeats;               /* timed calls actually made (--max-seconds may cut --repeat) */
     double ms_min, ms_median, ms_max;
     double tflops;             /* flops / median time */
     char ceiling_name[64];     /* "" when no ceiling applies */

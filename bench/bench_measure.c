@@ -106,23 +106,40 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     rec->workspace_bytes = plan.workspace_bytes;
     rec->precision = kernel_precision(env->backend, plan.kernel);
 
-    for (int i = 0; i < opt->warmup; ++i)
-        if (run_set(ctx, &p, in, i % in->sets) != FLASHPORT_OK) return fail(rec, "warm-up");
+    /* The first warm-up call is timed: slow variants (the ladder's first rungs on large shapes)
+     * get fewer calls so that a record stays within --max-seconds. */
+    int repeat = opt->repeat, warmup = opt->warmup;
+    for (int i = 0; i < warmup; ++i) {
+        flashport_timer *t = NULL;
+        double first_ms = 0;
+        if (i == 0 && flashport_timer_start(ctx, &t) != FLASHPORT_OK) return fail(rec, "timer start");
+        st = run_set(ctx, &p, in, i % in->sets);
+        flashport_status st_stop = t ? flashport_timer_stop(t, &first_ms) : FLASHPORT_OK;
+        if (st != FLASHPORT_OK) return fail(rec, "warm-up");
+        if (st_stop != FLASHPORT_OK) return fail(rec, "timer stop");
+        if (i == 0 && opt->max_seconds > 0 && first_ms > 0) {
+            double budget_ms = opt->max_seconds * 1e3;
+            double fit = budget_ms / first_ms;
+            if (fit < repeat) repeat = fit < 1 ? 1 : (int)fit;
+            if (first_ms * warmup > budget_ms / 2) warmup = 1;
+        }
+    }
     if (flashport_synchronize(ctx) != FLASHPORT_OK) return fail(rec, "synchronize");
+    rec->repeats = repeat;
 
-    double *ms = malloc((size_t)opt->repeat * sizeof *ms);
+    double *ms = malloc((size_t)repeat * sizeof *ms);
     if (!ms) {
         rec->status = BENCH_FAILED;
         snprintf(rec->message, sizeof rec->message, "host allocation failed");
         return rec->status;
     }
-    for (int i = 0; i < opt->repeat; ++i) {
+    for (int i = 0; i < repeat; ++i) {
         flashport_timer *t = NULL;
         if (flashport_timer_start(ctx, &t) != FLASHPORT_OK) {
             free(ms);
             return fail(rec, "timer start");
         }
-        st = run_set(ctx, &p, in, (opt->warmup + i) % in->sets);
+        st = run_set(ctx, &p, in, (warmup + i) % in->sets);
         /* The timer is stopped even after a failed call so that it is freed. */
         flashport_status st_stop = flashport_timer_stop(t, &ms[i]);
         if (st != FLASHPORT_OK || st_stop != FLASHPORT_OK) {
@@ -130,11 +147,10 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
             return fail(rec, st != FLASHPORT_OK ? "attention" : "timer stop");
         }
     }
-    qsort(ms, (size_t)opt->repeat, sizeof *ms, cmp_double);
+    qsort(ms, (size_t)repeat, sizeof *ms, cmp_double);
     rec->ms_min = ms[0];
-    rec->ms_max = ms[opt->repeat - 1];
-    rec->ms_median = opt->repeat % 2 ? ms[opt->repeat / 2]
-                                     : 0.5 * (ms[opt->repeat / 2 - 1] + ms[opt->repeat / 2]);
+    rec->ms_max = ms[repeat - 1];
+    rec->ms_median = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
     free(ms);
     rec->tflops = rec->ms_median > 0 ? rec->flops / (rec->ms_median * 1e-3) / 1e12 : 0;
     choose_ceiling(env, shape->dtype, rec->precision, rec);

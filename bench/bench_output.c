@@ -131,6 +131,7 @@ static void json_record(cli_json *j, const bench_env *env, const bench_record *r
     json_str(j, "message", r->message);
     json_num(j, "flops", r->flops);
     if (r->status == BENCH_OK) {
+        json_int(j, "repeats", r->repeats);
         cli_json_key(j, "ms");
         cli_json_begin_object(j);
         json_num(j, "min", r->ms_min);
@@ -184,6 +185,7 @@ int bench_write_json(const char *path, const bench_env *env, const bench_options
     cli_json_begin_object(&j);
     json_int(&j, "warmup", opt->warmup);
     json_int(&j, "repeat", opt->repeat);
+    json_num(&j, "max_seconds", opt->max_seconds);
     json_int(&j, "threads", opt->threads);
     json_int(&j, "cpu_threads_for_ceiling", env->cpu_threads);
     json_int(&j, "seed", (int64_t)opt->seed);

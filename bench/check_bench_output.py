@@ -16,7 +16,7 @@ SHAPE_FIELDS = ["batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "
                 "layout"]
 RECORD_FIELDS = ["shape", "implementation", "backend", "kernel_requested", "kernel", "precision",
                  "status", "message", "flops"]
-OK_FIELDS = ["ms", "tflops", "ceiling", "ceiling_tflops", "pct_of_ceiling", "workspace_bytes",
+OK_FIELDS = ["repeats", "ms", "tflops", "ceiling", "ceiling_tflops", "pct_of_ceiling", "workspace_bytes",
              "input_bytes", "output_bytes", "input_sets", "peak_rss_bytes", "max_abs_err",
              "rel_l2_err", "checked_on", "speedup_vs_previous"]
 
@@ -60,6 +60,7 @@ def check_ok_record(r, shape):
     expect(math.isclose(r["flops"], flops), f"flops {r['flops']} == {flops}")
     ms = r["ms"]
     expect(0 < ms["min"] <= ms["median"] <= ms["max"], f"0 < min <= median <= max: {ms}")
+    expect(r["repeats"] == 3, "--repeat 3 made 3 timed calls")
     expect(math.isclose(r["tflops"], flops / (ms["median"] * 1e-3) / 1e12, rel_tol=1e-6),
            "tflops = flops / median")
     expect(r["kernel"] != "" and r["implementation"] == f"flashport:reference:{r['kernel']}",

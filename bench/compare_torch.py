@@ -365,6 +365,7 @@ class Torch:
         med = statistics.median(ms)
         rec.update(
             message=note,
+            repeats=len(ms),
             ms=dict(min=min(ms), median=med, max=max(ms)),
             tflops=flops(s) / (med * 1e-3) / 1e12,
             ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,

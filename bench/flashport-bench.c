@@ -30,7 +30,7 @@ static const char *const epilogue =
 
 typedef struct bench_cli {
     int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
-    double check_gflop;
+    double check_gflop, max_seconds;
     int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes;
     const char *backend, *kernel, *json, *csv;
 } bench_cli;
@@ -46,7 +46,7 @@ static void print_help(const cli_option *opts, int n) {
 
 /* Parses the command line into opt; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, bench_options *opt) {
-    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, 4.0, -1, 0, 0, 0, 0, 0, 0, 0,
+    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, 8.0, 20.0, -1, 0, 0, 0, 0, 0, 0, 0,
                    NULL, NULL, NULL, NULL};
     const cli_option opts[] = {
         {"preset", CLI_CHOICE, &c.preset, "NAME", "named list of shapes (below)", preset_choices},
@@ -63,9 +63,10 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"layout", CLI_CHOICE, &c.layout, "L", "memory layout (default bhnd)", layout_choices},
         {"warmup", CLI_INT, &c.warmup, "N", "untimed calls first (default 3)", NULL},
         {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)", NULL},
+        {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S", "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)", NULL},
         {"threads", CLI_INT, &c.threads, "N", "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
         {"check", CLI_FLAG, &c.check, NULL, "compare each output with the reference backend (always on for ladder)", NULL},
-        {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G", "reference work per checked shape; larger outputs are checked on a slice (default 4)", NULL},
+        {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G", "reference work per checked shape; larger outputs are checked on a slice (default 8)", NULL},
         {"sets", CLI_INT, &c.sets, "N", "input sets to rotate (default: automatic)", NULL},
         {"seed", CLI_INT, &c.seed, "N", "random seed of the inputs (default 1234)", NULL},
         {"no-peaks", CLI_FLAG, &c.no_peaks, NULL, "skip the ceiling micro-benchmarks (no % of ceiling)", NULL},
@@ -95,9 +96,10 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 (long long)c.hq, (long long)c.hkv);
         return BENCH_EXIT_USAGE;
     }
-    if (c.warmup < 0 || c.repeat < 1 || c.threads < 0 || c.sets < 0 || c.check_gflop <= 0) {
+    if (c.warmup < 0 || c.repeat < 1 || c.threads < 0 || c.sets < 0 || c.check_gflop <= 0 ||
+        c.max_seconds < 0) {
         fprintf(stderr, "flashport-bench: need --warmup >= 0, --repeat >= 1, --threads >= 0, "
-                        "--sets >= 0, --check-gflop > 0\n");
+                        "--sets >= 0, --check-gflop > 0, --max-seconds >= 0\n");
         return BENCH_EXIT_USAGE;
     }
     const char *preset = c.preset >= 0 ? preset_choices[c.preset] : NULL;
@@ -117,6 +119,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->dtype_given = dtype_seen >= 0;
     opt->warmup = (int)c.warmup;
     opt->repeat = (int)c.repeat;
+    opt->max_seconds = c.max_seconds;
     opt->threads = (int)c.threads;
     opt->check = c.check || is_ladder;
     opt->check_flops = c.check_gflop * 1e9;
