@@ -118,8 +118,8 @@ static void json_shape(cli_json *j, const bench_shape *s) {
 
 static void json_record(cli_json *j, const bench_env *env, const bench_record *r) {
     char impl[128];
-    snprintf(impl, sizeof impl, "flashport:%s:%s", env->backend,
-             r->kernel[0] ? r->kernel : r->kernel_requested);
+    const char *kernel = r->kernel[0] ? r->kernel : r->kernel_requested;
+    snprintf(impl, sizeof impl, "flashport:%s%s%s", env->backend, kernel[0] ? ":" : "", kernel);
     cli_json_begin_object(j);
     json_shape(j, &r->shape);
     json_str(j, "implementation", impl);

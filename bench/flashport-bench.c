@@ -198,6 +198,9 @@ static void set_unsupported(bench_record *r, const bench_shape *s, const char *k
                             const char *why) {
     memset(r, 0, sizeof *r);
     r->shape = *s;
+    flashport_problem p;
+    bench_problem_from_shape(s, &p);
+    r->flops = flashport_problem_flops(&p);
     r->status = BENCH_UNSUPPORTED;
     r->pct_of_ceiling = -1;
     snprintf(r->kernel_requested, sizeof r->kernel_requested, "%s", kernel);
@@ -222,11 +225,83 @@ static void ladder_speedups(bench_record *recs, int n) {
     }
 }
 
-static void print_shape_title(FILE *out, const bench_shape *s) {
-    fprintf(out, "\n%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld%s %s\n",
-            flashport_dtype_name(s->dtype), (long long)s->batch, (long long)s->heads_q,
-            (long long)s->heads_kv, (long long)s->seq_q, (long long)s->seq_kv,
-            (long long)s->head_dim, s->causal ? " causal" : "", bench_layout_name(s->layout));
+/* State of one run across its shapes. */
+typedef struct bench_run {
+    flashport_context *ctx, *ref; /* ref: the reference backend for checks, or NULL */
+    const bench_env *env;
+    const bench_options *opt;
+    const char **kernels;
+    int n_kernels, runnable, ladder;
+    bench_record *recs;
+    int n_recs, total, failed;
+} bench_run;
+
+/* Every kernel on one shape: inputs uploaded once, the reference output computed once. */
+static void run_shape(bench_run *run, const bench_shape *s) {
+    const bench_options *opt = run->opt;
+    char text[128], why[768] = "";
+    bench_shape_text(s, text, sizeof text);
+    if (run->ladder) {
+        fprintf(stdout, "\n%s\n", text);
+        bench_print_header(stdout, 1);
+    }
+    bench_record *first = run->recs + run->n_recs;
+    if (run->runnable == 0) { /* only the ladder's fixed list can miss every kernel */
+        for (int ki = 0; ki < run->n_kernels; ++ki)
+            set_unsupported(&run->recs[run->n_recs++], s, run->kernels[ki],
+                            "not a kernel of this backend");
+    } else {
+        flashport_problem p;
+        bench_problem_from_shape(s, &p);
+        size_t set_bytes = flashport_dtype_size(s->dtype) *
+                           (size_t)(flashport_problem_extent(&p, 'q') +
+                                    flashport_problem_extent(&p, 'k') +
+                                    flashport_problem_extent(&p, 'v'));
+        int sets = opt->input_sets > 0 ? opt->input_sets
+                                       : bench_choose_sets(set_bytes, run->env->cache_bytes);
+        bench_inputs in;
+        if (bench_inputs_create(run->ctx, &p, sets, opt->seed, &in, why, sizeof why) !=
+            FLASHPORT_OK) {
+            for (int ki = 0; ki < run->n_kernels; ++ki) {
+                bench_record *r = &run->recs[run->n_recs++];
+                set_failed(r, s, run->kernels[ki], why);
+                if (!run->ladder) bench_print_record(stdout, r, 0);
+            }
+            run->failed = 1;
+        } else {
+            void *ref_o = NULL;
+            bench_region region;
+            memset(&region, 0, sizeof region);
+            if (run->ref) {
+                bench_choose_region(&p, opt->check_flops, &region);
+                fprintf(stderr, "flashport-bench: reference output (%s)...\n", region.text);
+                if (bench_reference_output(run->ref, &p, &in, &region, &ref_o, why, sizeof why) !=
+                    FLASHPORT_OK) {
+                    fprintf(stderr, "flashport-bench: check not possible: %s\n", why);
+                    run->failed = 1;
+                }
+            }
+            for (int ki = 0; ki < run->n_kernels; ++ki) {
+                const char *k = run->kernels[ki];
+                bench_record *r = &run->recs[run->n_recs++];
+                fprintf(stderr, "[%d/%d] %s %s, %d input set%s\n", run->n_recs, run->total, text,
+                        k ? k : "(planner)", sets, sets == 1 ? "" : "s");
+                if (k && run->ladder && !backend_has_kernel(run->env->backend, k))
+                    set_unsupported(r, s, k, "not a kernel of this backend");
+                else if (bench_measure(run->ctx, run->env, opt, s, &in, k, ref_o, &region, r) ==
+                         BENCH_FAILED)
+                    run->failed = 1;
+                if (!run->ladder) bench_print_record(stdout, r, 0);
+            }
+            free(ref_o);
+            bench_inputs_destroy(&in);
+        }
+    }
+    if (run->ladder) {
+        ladder_speedups(first, run->n_kernels);
+        for (int ki = 0; ki < run->n_kernels; ++ki) bench_print_record(stdout, &first[ki], 1);
+    }
+    fflush(stdout);
 }
 
 int main(int argc, char **argv) {
@@ -295,90 +370,27 @@ int main(int argc, char **argv) {
     if (!recs) {
         fprintf(stderr, "flashport-bench: %s\n",
                 n_kernels == 0 ? "the backend lists no kernels" : "host allocation failed");
+        free(shapes);
+        if (owned) free((void *)kernels);
+        free(owned);
         flashport_context_destroy(ctx);
         return BENCH_EXIT_RUN_FAILED;
     }
 
-    int ladder = opt.preset && strcmp(opt.preset, "ladder") == 0;
-    int failed = 0, n_recs = 0, total = n_shapes * n_kernels;
-    flashport_context *ref = NULL;
-    int runnable = 0; /* kernels of the list that the backend has */
+    bench_run run = {ctx, NULL, &env, &opt, kernels, n_kernels, 0, 0, recs, 0,
+                     n_shapes * n_kernels, 0};
+    run.ladder = opt.preset && strcmp(opt.preset, "ladder") == 0;
     for (int ki = 0; ki < n_kernels; ++ki)
-        runnable += !kernels[ki] || backend_has_kernel(env.backend, kernels[ki]);
-    if (!ladder) bench_print_header(stdout, 0);
-    for (int si = 0; si < n_shapes; ++si) {
-        const bench_shape *s = &shapes[si];
-        flashport_problem p;
-        bench_problem_from_shape(s, &p);
-        if (ladder) {
-            print_shape_title(stdout, s);
-            bench_print_header(stdout, 1);
-        }
-        if (ladder && !runnable) {
-            for (int ki = 0; ki < n_kernels; ++ki) {
-                bench_record *r = &recs[n_recs++];
-                set_unsupported(r, s, kernels[ki], "not a kernel of this backend");
-                bench_print_record(stdout, r, 1);
-            }
-            continue;
-        }
-        size_t es = flashport_dtype_size(s->dtype);
-        size_t set_bytes = es * (size_t)(flashport_problem_extent(&p, 'q') +
-                                         flashport_problem_extent(&p, 'k') +
-                                         flashport_problem_extent(&p, 'v'));
-        int sets = opt.input_sets > 0 ? opt.input_sets : bench_choose_sets(set_bytes, env.cache_bytes);
-        bench_inputs in;
-        char why[768] = "";
-        st = bench_inputs_create(ctx, &p, sets, opt.seed, &in, why, sizeof why);
-        if (st != FLASHPORT_OK) {
-            for (int ki = 0; ki < n_kernels; ++ki) {
-                bench_record *r = &recs[n_recs++];
-                set_failed(r, s, kernels[ki], why);
-                bench_print_record(stdout, r, ladder);
-            }
-            failed = 1;
-            continue;
-        }
-        void *ref_o = NULL;
-        bench_region region;
-        memset(&region, 0, sizeof region);
-        if (opt.check) {
-            bench_choose_region(&p, opt.check_flops, &region);
-            if (!ref && flashport_context_create("reference", &ref) != FLASHPORT_OK) {
-                fprintf(stderr, "flashport-bench: reference backend: %s\n", flashport_last_error());
-                ref = NULL;
-            }
-            fprintf(stderr, "flashport-bench: reference output (%s)...\n", region.text);
-            if (!ref || bench_reference_output(ref, &p, &in, &region, &ref_o, why, sizeof why) !=
-                            FLASHPORT_OK) {
-                if (ref) fprintf(stderr, "flashport-bench: check skipped: %s\n", why);
-                failed = 1;
-            }
-        }
-        for (int ki = 0; ki < n_kernels; ++ki) {
-            const char *k = kernels[ki];
-            bench_record *r = &recs[n_recs++];
-            fprintf(stderr, "[%d/%d] %s B=%lld Hq=%lld Nq=%lld Nkv=%lld d=%lld%s %s, %d input set%s\n",
-                    n_recs, total, flashport_dtype_name(s->dtype), (long long)s->batch,
-                    (long long)s->heads_q, (long long)s->seq_q, (long long)s->seq_kv,
-                    (long long)s->head_dim, s->causal ? " causal" : "", k ? k : "(planner)", sets,
-                    sets == 1 ? "" : "s");
-            if (k && ladder && !backend_has_kernel(env.backend, k)) {
-                set_unsupported(r, s, k, "not a kernel of this backend");
-            } else if (bench_measure(ctx, &env, &opt, s, &in, k, ref_o, &region, r) == BENCH_FAILED) {
-                failed = 1;
-            }
-            if (!ladder) bench_print_record(stdout, r, 0);
-        }
-        if (ladder) {
-            ladder_speedups(recs + n_recs - n_kernels, n_kernels);
-            for (int ki = 0; ki < n_kernels; ++ki)
-                bench_print_record(stdout, &recs[n_recs - n_kernels + ki], 1);
-        }
-        free(ref_o);
-        bench_inputs_destroy(&in);
+        run.runnable += !kernels[ki] || backend_has_kernel(env.backend, kernels[ki]);
+    if (opt.check && run.runnable && flashport_context_create("reference", &run.ref) != FLASHPORT_OK) {
+        fprintf(stderr, "flashport-bench: no checks: reference backend: %s\n",
+                flashport_last_error());
+        run.ref = NULL;
+        run.failed = 1;
     }
-    fflush(stdout);
+    if (!run.ladder) bench_print_header(stdout, 0);
+    for (int si = 0; si < n_shapes; ++si) run_shape(&run, &shapes[si]);
+    int failed = run.failed, n_recs = run.n_recs;
 
     if (opt.json_path && bench_write_json(opt.json_path, &env, &opt, recs, n_recs) != 0) {
         fprintf(stderr, "flashport-bench: cannot write %s\n", opt.json_path);
@@ -392,7 +404,7 @@ int main(int argc, char **argv) {
     free(shapes);
     if (owned) free((void *)kernels);
     free(owned);
-    if (ref) flashport_context_destroy(ref);
+    if (run.ref) flashport_context_destroy(run.ref);
     flashport_context_destroy(ctx);
     return failed ? BENCH_EXIT_RUN_FAILED : BENCH_EXIT_OK;
 }
