@@ -56,6 +56,7 @@ typedef struct bench_record {
     char kernel_requested[64]; /* "" when the planner chose */
     char kernel[64];           /* the variant that ran, from flashport_plan */
     flashport_precision precision;
+    char description[256];     /* the variant's one-line description */
     bench_status status;
     char message[512];         /* plan reason when ok, else why unsupported or failed */
     size_t workspace_bytes;

@@ -22,15 +22,18 @@ static long long peak_rss_bytes(void) {
     return (long long)ru.ru_maxrss * 1024; /* Linux reports KiB */
 }
 
-static flashport_precision kernel_precision(const char *backend, const char *kernel) {
+/* The planned variant's precision class and description, from the backend's kernel list. */
+static void describe_kernel(const char *backend, bench_record *r) {
     int n = flashport_kernel_count(backend);
     for (int i = 0; i < n; ++i) {
         flashport_kernel_info ki;
         if (flashport_kernel_get_info(backend, i, &ki) == FLASHPORT_OK &&
-            strcmp(ki.name, kernel) == 0)
-            return ki.precision;
+            strcmp(ki.name, r->kernel) == 0) {
+            r->precision = ki.precision;
+            snprintf(r->description, sizeof r->description, "%s", ki.description);
+            return;
+        }
     }
-    return FLASHPORT_PRECISION_NATIVE;
 }
 
 /* The ceiling a run is measured against: the rate of the units its arithmetic runs on. CPU
@@ -104,7 +107,7 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     snprintf(rec->kernel, sizeof rec->kernel, "%s", plan.kernel);
     snprintf(rec->message, sizeof rec->message, "%s", plan.reason);
     rec->workspace_bytes = plan.workspace_bytes;
-    rec->precision = kernel_precision(env->backend, plan.kernel);
+    describe_kernel(env->backend, rec);
 
     /* The first warm-up call is timed: slow variants (the ladder's first rungs on large shapes)
      * get fewer calls so that a record stays within --max-seconds. */

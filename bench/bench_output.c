@@ -47,8 +47,8 @@ void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
 
 void bench_print_header(FILE *out, int ladder) {
     if (ladder)
-        fprintf(out, "%-20s %10s %10s %12s %10s %9s\n", "kernel", "time(ms)", "vs prev",
-                "max abs err", "rel L2", "TFLOP/s");
+        fprintf(out, "%-20s %10s %10s %12s %10s %9s  %s\n", "kernel", "time(ms)", "vs prev",
+                "max abs err", "rel L2", "TFLOP/s", "what it does");
     else
         fprintf(out, "%-52s %-20s %10s %21s %9s %7s %10s\n", "shape", "kernel", "median ms",
                 "[min, max]", "TFLOP/s", "%ceil", "max err");
@@ -75,8 +75,8 @@ void bench_print_record(FILE *out, const bench_record *r, int ladder) {
     if (r->speedup_vs_previous > 0) snprintf(prev, sizeof prev, "%.2fx", r->speedup_vs_previous);
     if (r->pct_of_ceiling >= 0) snprintf(pct, sizeof pct, "%.1f", r->pct_of_ceiling);
     if (ladder) {
-        fprintf(out, "%-20s %10.3f %10s %12s %10s %9.3f\n", name, r->ms_median, prev, err, rel,
-                r->tflops);
+        fprintf(out, "%-20s %10.3f %10s %12s %10s %9.3f  %s\n", name, r->ms_median, prev, err,
+                rel, r->tflops, r->description);
     } else {
         char range[48];
         snprintf(range, sizeof range, "[%.3f, %.3f]", r->ms_min, r->ms_max);
@@ -127,6 +127,7 @@ static void json_record(cli_json *j, const bench_env *env, const bench_record *r
     json_str(j, "kernel_requested", r->kernel_requested);
     json_str(j, "kernel", r->kernel);
     json_str(j, "precision", precision_name(r->precision));
+    json_str(j, "description", r->description);
     json_str(j, "status", bench_status_name(r->status));
     json_str(j, "message", r->message);
     json_num(j, "flops", r->flops);

@@ -15,7 +15,7 @@ DEVICE_FIELDS = ["name", "vendor", "kind", "memory_bytes", "compute_units", "det
 SHAPE_FIELDS = ["batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
                 "layout"]
 RECORD_FIELDS = ["shape", "implementation", "backend", "kernel_requested", "kernel", "precision",
-                 "status", "message", "flops"]
+                 "description", "status", "message", "flops"]
 OK_FIELDS = ["repeats", "ms", "tflops", "ceiling", "ceiling_tflops", "pct_of_ceiling", "workspace_bytes",
              "input_bytes", "output_bytes", "input_sets", "peak_rss_bytes", "max_abs_err",
              "rel_l2_err", "checked_on", "speedup_vs_previous"]
@@ -68,6 +68,7 @@ def check_ok_record(r, shape):
     # The reference compared with itself on the same inputs: bit-identical.
     expect(r["max_abs_err"] == 0 and r["rel_l2_err"] == 0, "reference agrees with itself")
     expect(r["checked_on"] != "", "checked_on is set")
+    expect(r["description"] != "", "the variant's description is recorded")
     es = {"f32": 4, "f16": 2, "bf16": 2}[shape["dtype"]]
     q = shape["batch"] * shape["heads_q"] * shape["seq_q"] * shape["head_dim"]
     kv = shape["batch"] * shape["heads_kv"] * shape["seq_kv"] * shape["head_dim"]

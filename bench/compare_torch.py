@@ -23,6 +23,13 @@ SCHEMA = "flashport-bench/1"
 PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu"]
 IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+IMPL_DESCRIPTIONS = {
+    "flash": "torch SDPA, FlashAttention-2 backend",
+    "efficient": "torch SDPA, memory-efficient (xformers) backend",
+    "cudnn": "torch SDPA, cuDNN backend",
+    "math": "torch SDPA, math (composite) backend",
+    "unfused": "Q K^T, softmax, P V as separate torch operations",
+}
 EXIT_UNAVAILABLE = 3  # as flashport-bench: what the run needs is not there
 
 
@@ -343,7 +350,8 @@ class Torch:
         t = self.torch
         es = DTYPE_BYTES[s["dtype"]]
         rec = dict(shape=dict(s), implementation=f"torch:{impl}", backend="torch-sdpa",
-                   kernel_requested=impl, kernel=impl, precision="native", status="ok",
+                   kernel_requested=impl, kernel=impl, precision="native",
+                   description=IMPL_DESCRIPTIONS[impl], status="ok",
                    message="", flops=flops(s))
         try:
             fn, backend_choice, note = self.callable_for(impl, s)
