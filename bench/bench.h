@@ -118,7 +118,7 @@ void bench_fill_random(void *dst, flashport_dtype dtype, int64_t n, uint64_t see
 /* Reads element i of an array of dtype as float. */
 float bench_load(const void *src, flashport_dtype dtype, int64_t i);
 /* Number of input sets to rotate: 1 when one set already exceeds 4x the cache, else enough sets
- * to cover twice the cache, at most 64 and at most 1 GiB in all. */
+ * to cover twice the cache, at most 64 and at most 512 MiB in all. */
 int bench_choose_sets(size_t set_bytes, size_t cache_bytes);
 /* Allocates and uploads; on failure returns the status with flashport_last_error() set or a
  * message in why, and leaves nothing allocated. */

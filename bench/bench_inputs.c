@@ -47,7 +47,7 @@ void bench_fill_random(void *dst, flashport_dtype dtype, int64_t n, uint64_t see
 }
 
 int bench_choose_sets(size_t set_bytes, size_t cache_bytes) {
-    const size_t budget = (size_t)1 << 30;
+    const size_t budget = (size_t)512 << 20;
     if (set_bytes == 0 || set_bytes >= 4 * cache_bytes) return 1;
     size_t sets = (2 * cache_bytes + set_bytes - 1) / set_bytes;
     if (sets < 2) sets = 2;

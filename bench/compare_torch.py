@@ -245,7 +245,7 @@ class Torch:
         if set_bytes >= 4 * self.cache_bytes:
             return 1
         n = min(64, max(2, -(-2 * self.cache_bytes // set_bytes)))
-        while n > 2 and n * set_bytes > (1 << 30):
+        while n > 2 and n * set_bytes > (512 << 20):
             n -= 1
         return n
 

@@ -1,5 +1,6 @@
-/* Checks flashport-bench's accuracy measurement: the slice it chooses, and that bench_compare
- * finds a perturbation placed inside the slice and ignores one placed outside it. */
+/* Checks flashport-bench's helpers: how many input sets it rotates, the slice its accuracy check
+ * compares, that bench_compare finds a perturbation inside the slice and ignores one outside it,
+ * and that its random inputs are standard normal. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,17 @@ static void random_inputs_are_normal(void) {
     free(x);
 }
 
+static void input_rotation(void) {
+    const size_t mib = (size_t)1 << 20;
+    EXPECT(bench_choose_sets(200 * mib, 50 * mib) == 1, "inputs of 4x the cache are not rotated");
+    EXPECT(bench_choose_sets(12 * mib, 50 * mib) == 9, "12 MiB sets cover twice a 50 MiB cache");
+    EXPECT(bench_choose_sets(1024, 50 * mib) == 64, "at most 64 sets");
+    EXPECT(bench_choose_sets(100 * mib, 300 * mib) == 5, "at most 512 MiB of sets");
+    EXPECT(bench_choose_sets(190 * mib, 50 * mib) == 2, "a set just under 4x the cache: 2 sets");
+}
+
 int main(void) {
+    input_rotation();
     slice_choice();
     compare_finds_errors(FLASHPORT_LAYOUT_BHND);
     compare_finds_errors(FLASHPORT_LAYOUT_BNHD);
