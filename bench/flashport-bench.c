@@ -46,8 +46,9 @@ static void print_help(const cli_option *opts, int n) {
 
 /* Parses the command line into opt; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, bench_options *opt) {
-    bench_cli c = {1, 1, 0, 1024, 0, 128, 3, 10, 0, 0, 1234, 8.0, 20.0, -1, 0, 0, 0, 0, 0, 0, 0,
-                   NULL, NULL, NULL, NULL};
+    bench_cli c = {.b = 1, .hq = 1, .nq = 1024, .d = 128, .warmup = 3, .repeat = 10,
+                   .seed = 1234, .check_gflop = 8.0, .max_seconds = 20.0, .preset = -1,
+                   .dtype = -1};
     const cli_option opts[] = {
         {"preset", CLI_CHOICE, &c.preset, "NAME", "named list of shapes (below)", preset_choices},
         {"backend", CLI_STRING, &c.backend, "SPEC", "backend[:device] list (default: FLASHPORT_BACKEND, then auto)", NULL},
@@ -76,15 +77,12 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"csv", CLI_STRING, &c.csv, "FILE", "write the results as CSV", NULL},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
-    int dtype_seen = -1;
-    c.dtype = -1;
     cli_result r = cli_parse("flashport-bench", argc, argv, opts, n_opts);
     if (r == CLI_HELP) {
         print_help(opts, n_opts);
         return BENCH_EXIT_OK;
     }
     if (r == CLI_ERROR) return BENCH_EXIT_USAGE;
-    if (c.dtype >= 0) dtype_seen = c.dtype;
     if (c.hkv == 0) c.hkv = c.hq;
     if (c.nkv == 0) c.nkv = c.nq;
     if (c.b < 1 || c.hq < 1 || c.hkv < 1 || c.nq < 1 || c.nkv < 1 || c.d < 1) {
@@ -96,10 +94,12 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 (long long)c.hq, (long long)c.hkv);
         return BENCH_EXIT_USAGE;
     }
-    if (c.warmup < 0 || c.repeat < 1 || c.threads < 0 || c.sets < 0 || c.check_gflop <= 0 ||
-        c.max_seconds < 0) {
-        fprintf(stderr, "flashport-bench: need --warmup >= 0, --repeat >= 1, --threads >= 0, "
-                        "--sets >= 0, --check-gflop > 0, --max-seconds >= 0\n");
+    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 ||
+        c.threads < 0 || c.threads > 65536 || c.sets < 0 || c.sets > 4096 ||
+        c.check_gflop <= 0 || c.max_seconds < 0) {
+        fprintf(stderr, "flashport-bench: need 0 <= --warmup <= 1e6, 1 <= --repeat <= 1e6, "
+                        "0 <= --threads <= 65536, 0 <= --sets <= 4096, --check-gflop > 0, "
+                        "--max-seconds >= 0\n");
         return BENCH_EXIT_USAGE;
     }
     const char *preset = c.preset >= 0 ? preset_choices[c.preset] : NULL;
@@ -113,10 +113,10 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->kernel = c.kernel;
     opt->preset = preset;
     bench_shape s = {c.b, c.hq, c.hkv, c.nq, c.nkv, c.d,
-                     dtype_seen >= 0 ? (flashport_dtype)dtype_seen : FLASHPORT_F32, c.causal,
+                     c.dtype >= 0 ? (flashport_dtype)c.dtype : FLASHPORT_F32, c.causal,
                      c.layout == 1 ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND};
     opt->shape = s;
-    opt->dtype_given = dtype_seen >= 0;
+    opt->dtype_given = c.dtype >= 0;
     opt->warmup = (int)c.warmup;
     opt->repeat = (int)c.repeat;
     opt->max_seconds = c.max_seconds;
