@@ -11,9 +11,9 @@
  * Shared memory: one Q/K chunk (13 KiB), one V chunk (up to 16 KiB), P (9 KiB).
  */
 #include "../kernel_list.h"
-#include "register_tiles.cuh"
+#include "vector_tiles.cuh"
 
-using namespace fp_rt;
+using namespace fp_vt;
 
 template <typename T, int RW>
 __global__ void __launch_bounds__(THREADS) kernel_transposed_smem(fp_attn_args a, bool vec_q,
@@ -54,32 +54,18 @@ __global__ void __launch_bounds__(THREADS) kernel_transposed_smem(fp_attn_args a
     write_output(t, a, H, row0, col0, vec_o);
 }
 
+struct transposed_smem_kernels {
+    template <typename T, int RW> static tile_kernel get() { return kernel_transposed_smem<T, RW>; }
+};
+
 static int transposed_smem_supports(const flashport_problem *p, const fp_gpu_device_props *props,
                                     int64_t *param, char *why, size_t why_len) {
     (void)props;
-    param[0] = cols_per_thread(p->head_dim);
-    return fp_attn_grid_fits(p, (int)(TX * param[0]), why, why_len);
-}
-
-template <typename T, int RW> static gpuError_t transposed_smem_run(const fp_gpu_launch *L) {
-    const fp_attn_args a = fp_attn_args_make(L);
-    const dim3 grid((unsigned)((a.nq + BQ - 1) / BQ), (unsigned)((a.d + TX * RW - 1) / (TX * RW)),
-                    (unsigned)(L->p.batch * L->p.heads_q));
-    const bool vec = a.d % 4 == 0;
-    kernel_transposed_smem<T, RW><<<grid, THREADS, 0, L->stream>>>(
-        a, vec && tensor_vec4(L->q, L->p.q, sizeof(T)), vec && tensor_vec4(L->k, L->p.k, sizeof(T)),
-        vec && tensor_vec4(L->v, L->p.v, sizeof(T)), vec && tensor_vec4(L->o, L->p.o, sizeof(T)));
-    return gpuGetLastError();
+    return tiles_supports(p, param, why, why_len);
 }
 
 static gpuError_t transposed_smem_launch(const fp_gpu_launch *L) {
-    gpuError_t err = gpuSuccess;
-    switch (L->param[0]) {
-    case 4: FP_DISPATCH_DTYPE(L->p.dtype, T, err = transposed_smem_run<T, 4>(L)); break;
-    case 8: FP_DISPATCH_DTYPE(L->p.dtype, T, err = transposed_smem_run<T, 8>(L)); break;
-    default: FP_DISPATCH_DTYPE(L->p.dtype, T, err = transposed_smem_run<T, 16>(L)); break;
-    }
-    return err;
+    return tiles_launch<transposed_smem_kernels>(L);
 }
 
 const fp_gpu_kernel fp_kernel_transposed_smem = {

@@ -1,29 +1,29 @@
 /*
- * The block shape and the steps shared by the register-tiled ladder kernels (float4_loads,
- * transposed_smem, double_buffered). They differ in how Q and K reach shared memory and in how
- * loads overlap compute; the softmax step, the P.V product and the epilogue are the same and
- * live here once.
+ * Four-element (float4) access to the problem's tensors, and the block shape and steps shared by
+ * ladder steps 6 and 7 (transposed_smem, double_buffered): they differ only in how loads overlap
+ * compute, so the Q/K chunk staging, the softmax step, the P.V product and the epilogue live here
+ * once. Step 5 (float4_loads) uses the four-element access only.
  *
- * Block shape: TX x TY threads (tx fastest), one block per (query tile of BQ rows, column tile of
- * BW = TX*RW output columns, batch*head). Each thread owns RQ query rows (ty*RQ ...) of the
- * block, RK keys of each key tile for the scores (tx*RK ...) and RW output columns: for
- * g < RW/4 the four columns g*4*TX + tx*4 ... so that the TX lanes of a row group read one
- * contiguous run of shared memory per float4. A row's softmax statistics therefore live in the
- * TX lanes of one row group, reduced with shuffles across TX consecutive lanes.
+ * Block shape of steps 6 and 7: TX x TY threads (tx fastest), one block per (query tile of BQ
+ * rows, column tile of BW = TX*RW output columns, batch*head). Each thread owns RQ query rows
+ * (ty*RQ ...) of the block, RK consecutive keys of each key tile for the scores (tx*RK ...) and
+ * RW output columns: for g < RW/4 the four columns g*4*TX + tx*4 ..., so that the TX lanes of a
+ * row group read one contiguous run of shared memory per float4. A row's softmax statistics
+ * live in the TX lanes of its row group, reduced with shuffles across TX consecutive lanes.
  *
  * Tiling the output columns recomputes the scores once per column tile; it buys blocks when
  * B*H and N are small (the write-up's shape has one head) at the price of that extra work, so
  * RW grows with d to keep the number of column tiles small.
  */
-#ifndef FP_KERNELS_REGISTER_TILES_CUH
-#define FP_KERNELS_REGISTER_TILES_CUH
+#ifndef FP_KERNELS_VECTOR_TILES_CUH
+#define FP_KERNELS_VECTOR_TILES_CUH
 
 #include "common/attention_args.cuh"
 #include "common/dtype.cuh"
 #include "common/online_softmax.cuh"
 #include "common/warp_reduce.cuh"
 
-namespace fp_rt {
+namespace fp_vt {
 
 constexpr int TX = 16; /* lanes of a row group: one row's keys and columns */
 constexpr int TY = 8;
@@ -333,6 +333,48 @@ static inline bool tensor_vec4(const void *ptr, const flashport_strides &s, size
            (uintptr_t)ptr % (4 * elem) == 0;
 }
 
-} /* namespace fp_rt */
+/* Host: launches kernel<T, RW> of step 6 or 7 on the grid convention of attention_args.cuh
+ * (query tiles, column tiles, batch*heads), with the tensors' vector-access flags. */
+typedef void (*tile_kernel)(fp_attn_args, bool, bool, bool, bool);
 
-#endif /* FP_KERNELS_REGISTER_TILES_CUH */
+template <typename T, int RW>
+static gpuError_t launch_tiles(const fp_gpu_launch *L, tile_kernel kernel) {
+    const fp_attn_args a = fp_attn_args_make(L);
+    const dim3 grid((unsigned)((a.nq + BQ - 1) / BQ), (unsigned)((a.d + TX * RW - 1) / (TX * RW)),
+                    (unsigned)(L->p.batch * L->p.heads_q));
+    const bool vec = a.d % 4 == 0;
+    kernel<<<grid, THREADS, 0, L->stream>>>(a, vec && tensor_vec4(L->q, L->p.q, sizeof(T)),
+                                            vec && tensor_vec4(L->k, L->p.k, sizeof(T)),
+                                            vec && tensor_vec4(L->v, L->p.v, sizeof(T)),
+                                            vec && tensor_vec4(L->o, L->p.o, sizeof(T)));
+    return gpuGetLastError();
+}
+
+/* Host: picks RW for the problem (supports) and the instantiation to launch. KERNELS::get<T, RW>()
+ * returns a kernel of the family. */
+static inline int tiles_supports(const flashport_problem *p, int64_t *param, char *why,
+                                 size_t why_len) {
+    param[0] = cols_per_thread(p->head_dim);
+    return fp_attn_grid_fits(p, (int)(TX * param[0]), why, why_len);
+}
+
+template <class KERNELS> static gpuError_t tiles_launch(const fp_gpu_launch *L) {
+    gpuError_t err = gpuSuccess;
+    switch (L->param[0]) {
+    case 4:
+        FP_DISPATCH_DTYPE(L->p.dtype, T, err = launch_tiles<T, 4>(L, KERNELS::template get<T, 4>()));
+        break;
+    case 8:
+        FP_DISPATCH_DTYPE(L->p.dtype, T, err = launch_tiles<T, 8>(L, KERNELS::template get<T, 8>()));
+        break;
+    default:
+        FP_DISPATCH_DTYPE(L->p.dtype, T,
+                          err = launch_tiles<T, 16>(L, KERNELS::template get<T, 16>()));
+        break;
+    }
+    return err;
+}
+
+} /* namespace fp_vt */
+
+#endif /* FP_KERNELS_VECTOR_TILES_CUH */
