@@ -362,10 +362,12 @@ template <class KERNELS> static gpuError_t tiles_launch(const fp_gpu_launch *L) 
     gpuError_t err = gpuSuccess;
     switch (L->param[0]) {
     case 4:
-        FP_DISPATCH_DTYPE(L->p.dtype, T, err = launch_tiles<T, 4>(L, KERNELS::template get<T, 4>()));
+        FP_DISPATCH_DTYPE(L->p.dtype, T,
+                          err = launch_tiles<T, 4>(L, KERNELS::template get<T, 4>()));
         break;
     case 8:
-        FP_DISPATCH_DTYPE(L->p.dtype, T, err = launch_tiles<T, 8>(L, KERNELS::template get<T, 8>()));
+        FP_DISPATCH_DTYPE(L->p.dtype, T,
+                          err = launch_tiles<T, 8>(L, KERNELS::template get<T, 8>()));
         break;
     default:
         FP_DISPATCH_DTYPE(L->p.dtype, T,
