@@ -161,10 +161,9 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
         const float base = fp_softmax_base(st);
         float sum = 0.0f;
         for (int j = half; j < BK; j += 2) {
-            const OP p = fp_from_f32<OP>(
-                key0 + j < my_keys ? exp2f(srow[j] * a.scale_log2 - base) : 0.0f);
-            p_w[my_row * P_LD + j] = p;
-            sum += fp_to_f32(p); /* the sum of the P that multiplies V */
+            const float p = key0 + j < my_keys ? exp2f(srow[j] * a.scale_log2 - base) : 0.0f;
+            p_w[my_row * P_LD + j] = fp_from_f32<OP>(p);
+            sum += p; /* unrounded, so that the LSE keeps f32 accuracy */
         }
         fp_softmax_add(st, fp_group_sum<2>(sum));
         if (half == 0) row_w[my_row] = alpha;
