@@ -46,11 +46,12 @@ constexpr int V_LD = BW + 8;           /* 16-bit elements per staged V row */
 constexpr int S_LD = BK + 4;           /* floats per score row */
 constexpr int P_LD = BK + 8;           /* 16-bit elements per P row */
 
+/* nvcuda::wmma is CUDA's; a HIP build leaves this file out (rocWMMA would be its own variant). */
 static_assert(FP_WARP_SIZE == 32, "WMMA fragments are warp-wide on 32-lane warps");
 
 /* 16-bit operand type of each storage type. */
-template <typename T> struct operand { typedef __half type; };
-template <> struct operand<__nv_bfloat16> { typedef __nv_bfloat16 type; };
+template <typename T> struct operand { typedef gpuHalf type; };
+template <> struct operand<gpuBFloat16> { typedef gpuBFloat16 type; };
 
 typedef wmma::fragment<wmma::accumulator, M, M, M, float> acc_frag;
 
