@@ -56,6 +56,9 @@ struct config {
     static constexpr int SR = SR_, SC = SC_, KS = KS_; /* phase A register tile, d slices */
     static constexpr int OR = OR_, OC = OC_;           /* phase C register tile */
     static constexpr int MIN_BLOCKS = MIN_BLOCKS_;     /* blocks per SM the registers allow */
+    /* Unrolling the inner loops twice lets loads of the next step overlap this step's FMAs;
+     * under the 128-register cap of two blocks per SM it would spill. */
+    static constexpr int UNROLL = MIN_BLOCKS_ > 1 ? 1 : 2;
 
     static constexpr int QS = D + 4;     /* row stride of Q and K in shared memory */
     static constexpr int VS = D;         /* V rows are only read whole, float4 by float4 */
@@ -185,7 +188,7 @@ __device__ __forceinline__ void scores(const float *sQ, const float *sK, float *
 #pragma unroll
         for (int j = 0; j < CFG::SC; j++) s[i][j] = 0.0f;
 
-#pragma unroll 1
+#pragma unroll CFG::UNROLL
     for (int k = 0; k < CFG::DS; k += 4) {
         float4 qf[CFG::SR];
 #pragma unroll
@@ -275,7 +278,7 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], cons
     }
     const float *pp = sS + org * CFG::PS;
     const float *vp = sV + 4 * ocg;
-#pragma unroll 1
+#pragma unroll CFG::UNROLL
     for (int j = 0; j < CFG::BC; j += 4) {
         float4 pf[CFG::OR];
 #pragma unroll
@@ -303,10 +306,18 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], cons
     }
 }
 
-/* f16/bf16 need a few more registers for the conversions; they are not the fast path here
- * (tensor cores take them), so they run one block per SM rather than spill. */
+/* Blocks per SM the kernel's registers are capped for. f16/bf16 need a few more registers for
+ * the conversions and are not the fast path here (tensor cores take them), so they run one
+ * block per SM rather than spill; so does everything before sm_90, whose 164 KiB of shared
+ * memory per SM holds only one block of any configuration. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FA2_F32_MIN_BLOCKS(CFG, T) 1
+#else
+#define FA2_F32_MIN_BLOCKS(CFG, T) (sizeof(T) == sizeof(float) ? CFG::MIN_BLOCKS : 1)
+#endif
+
 template <typename CFG, typename T>
-__global__ void __launch_bounds__(THREADS, sizeof(T) == sizeof(float) ? CFG::MIN_BLOCKS : 1)
+__global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
     forward_kernel(fp_attn_args a, split_args sp, int vec16) {
     extern __shared__ float4 smem_f4[];
     float *smem = (float *)smem_f4;
