@@ -139,9 +139,17 @@ typedef struct flashport_device_info {
     char details[1024];  /* backend-specific properties, "key=value" separated by "; " */
 } flashport_device_info;
 
+/* Numerical class of a kernel variant: what its results are compared against. */
+typedef enum flashport_precision {
+    FLASHPORT_PRECISION_NATIVE = 0, /* products in the problem's dtype, f32 (or better) sums */
+    FLASHPORT_PRECISION_TF32 = 1,   /* f32 inputs multiplied as tf32 */
+    FLASHPORT_PRECISION_F16 = 2     /* f32 inputs rounded to f16 before the products */
+} flashport_precision;
+
 typedef struct flashport_kernel_info {
     char name[64];
     char description[256];
+    flashport_precision precision;
 } flashport_kernel_info;
 
 /* Backends known to this build, in auto-selection order. Probing happens on first use. */

@@ -48,12 +48,11 @@ typedef struct fp_host {
         ;
 } fp_host;
 
-/* Numerical class of a variant: what the conformance suite compares it against. */
-typedef enum fp_precision {
-    FP_PRECISION_NATIVE = 0, /* arithmetic in the problem's dtype or better, f32 accumulation */
-    FP_PRECISION_TF32 = 1,   /* f32 inputs multiplied as tf32 */
-    FP_PRECISION_F16 = 2     /* f32 inputs rounded to f16 before the products */
-} fp_precision;
+/* Numerical class of a variant (flashport_precision): what conformance compares it against. */
+typedef flashport_precision fp_precision;
+#define FP_PRECISION_NATIVE FLASHPORT_PRECISION_NATIVE
+#define FP_PRECISION_TF32 FLASHPORT_PRECISION_TF32
+#define FP_PRECISION_F16 FLASHPORT_PRECISION_F16
 
 typedef struct fp_variant {
     const char *name;        /* stable, lowercase, what it does: "double_buffered" */
