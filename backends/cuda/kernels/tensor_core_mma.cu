@@ -162,7 +162,9 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
 
 static gpuError_t launch(const fp_gpu_launch *L) { return fp_tc_forward_launch(L, 0, 0, NULL, NULL); }
 
-extern "C" const fp_gpu_kernel fp_kernel_tensor_core_mma = {
+/* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
+extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
+const fp_gpu_kernel fp_kernel_tensor_core_mma = {
     {"tensor_core_mma",
      "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16",
      FP_PRECISION_NATIVE},

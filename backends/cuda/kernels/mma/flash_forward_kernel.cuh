@@ -51,8 +51,10 @@ struct fp_tc_params {
 /*
  * Per padded head dim: BC keys a tile, STAGES tiles in flight, Q in registers or re-read,
  * MIN_BLOCKS for __launch_bounds__ (2 caps registers at 128 a thread).
- *   D=64:  smem 16 KiB Q + 3 x 16 KiB K/V = 64 KiB; two blocks an SM.
- *   D=128: smem 32 KiB Q + 2 x 32 KiB K/V = 96 KiB; Q 32 + O 64 + S 32 registers.
+ *   D=64:  smem 16 KiB Q + 3 x 16 KiB K/V = 64 KiB; two blocks an SM, which caps registers
+ *          at 128: with Q held in registers too that spills, so Q is re-read.
+ *   D=128: smem 32 KiB Q + 2 x 32 KiB K/V = 96 KiB; Q 32 + O 64 + S 32 registers, one block
+ *          an SM (two would cap registers at 128 and spill).
  *   D=256: smem 64 KiB Q + 2 x 32 KiB K/V = 128 KiB; O alone is 128 registers, so Q is
  *          re-read from shared memory and the key tile is 32.
  */
@@ -61,7 +63,7 @@ struct fp_tc_config;
 template <>
 struct fp_tc_config<64> {
     static constexpr int BC = 64, STAGES = 3, MIN_BLOCKS = 2;
-    static constexpr bool Q_IN_REGS = true;
+    static constexpr bool Q_IN_REGS = false;
 };
 template <>
 struct fp_tc_config<128> {
@@ -147,8 +149,12 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
     const bool warp_active = q0 + warp * 16 < a.seq_q;
     const int qk_steps = (a.d + 15) / 16; /* k-steps that hold real columns */
     const uint32_t sQ_addr = fp_smem_addr(sQ);
+    /* Per-lane ldmatrix offsets (elements) of the first 16x16 slice of Q, K and V; the other
+     * slices are fp_mma_swizzle_step away. Q and V use the same matrix order. */
     const int a_row = fp_mma_ldsm_rowmajor_row(lane), a_chunk = fp_mma_ldsm_rowmajor_chunk(lane);
-    const int k_row = fp_mma_ldsm_keys_row(lane), k_chunk = fp_mma_ldsm_keys_chunk(lane);
+    const int q_lane = fp_mma_swizzle(warp * 16 + a_row, a_chunk, CPR);
+    const int v_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
+    const int k_lane = fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
 
     uint32_t qf[Cfg::Q_IN_REGS ? QK_STEPS : 1][4];
     float o[D_TILES][4];
@@ -175,8 +181,8 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
 #pragma unroll
             for (int kk = 0; kk < (Cfg::Q_IN_REGS ? QK_STEPS : 0); ++kk)
                 if (kk < qk_steps)
-                    fp_ldmatrix_x4(qf[kk], sQ_addr + 2u * fp_mma_swizzle(warp * 16 + a_row,
-                                                                         2 * kk + a_chunk, CPR));
+                    fp_ldmatrix_x4(qf[kk],
+                                   sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
         }
 
         const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
@@ -199,14 +205,12 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
                 for (int r = 0; r < 4; ++r)
                     aq[r] = qf[Cfg::Q_IN_REGS ? kk : 0][r];
             } else {
-                fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle(warp * 16 + a_row,
-                                                                 2 * kk + a_chunk, CPR));
+                fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
             }
 #pragma unroll
             for (int np = 0; np < KEY_TILES / 2; ++np) {
                 uint32_t bk[4];
-                fp_ldmatrix_x4(bk, sK_addr + 2u * fp_mma_swizzle(16 * np + k_row,
-                                                                 2 * kk + k_chunk, CPR));
+                fp_ldmatrix_x4(bk, sK_addr + 2u * fp_mma_swizzle_step(k_lane, 16 * np, 2 * kk, CPR));
                 Ops::mma(s[2 * np], aq, bk[0], bk[1]);
                 Ops::mma(s[2 * np + 1], aq, bk[2], bk[3]);
             }
@@ -271,8 +275,8 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
                 if (16 * dp >= a.d)
                     break;
                 uint32_t bv[4];
-                fp_ldmatrix_x4_trans(bv, sV_addr + 2u * fp_mma_swizzle(16 * ps + a_row,
-                                                                       2 * dp + a_chunk, CPR));
+                fp_ldmatrix_x4_trans(
+                    bv, sV_addr + 2u * fp_mma_swizzle_step(v_lane, 16 * ps, 2 * dp, CPR));
                 Ops::mma(o[2 * dp], ap, bv[0], bv[1]);
                 Ops::mma(o[2 * dp + 1], ap, bv[2], bv[3]);
             }

@@ -52,6 +52,15 @@ FP_MMA_INDEX int fp_mma_swizzle(int row, int chunk, int chunks_per_row)
     return (row * chunks_per_row + (chunk ^ (row & 7))) * 8;
 }
 
+/* Offset of (row + row_step, chunk + chunk_step) from the offset `base` of (row, chunk), where
+ * chunk < 2, row_step is a multiple of 8 and chunk_step is even. The swizzle then only flips
+ * chunk bits below 8, so every unrolled step is one XOR and one add of constants on a single
+ * per-lane base instead of a full swizzle per step (which costs a register per step). */
+FP_MMA_INDEX int fp_mma_swizzle_step(int base, int row_step, int chunk_step, int chunks_per_row)
+{
+    return (base ^ ((chunk_step & 7) * 8)) + ((chunk_step & ~7) + row_step * chunks_per_row) * 8;
+}
+
 /* Row (within 16) and chunk (within 2) whose address a lane gives to ldmatrix.x4 when the four
  * matrices are ordered (rows 0-7, chunk 0), (rows 8-15, chunk 0), (rows 0-7, chunk 1),
  * (rows 8-15, chunk 1): Q as the A operand, and V (with .trans) as the B operand. */
@@ -72,5 +81,14 @@ FP_MMA_INDEX int fp_mma_acc_col(int lane, int r) { return 2 * (lane & 3) + (r & 
  * fp_mma_p_acc_reg(r) + 1 of key tile 2s + fp_mma_p_key_tile(r). */
 FP_MMA_INDEX int fp_mma_p_key_tile(int r) { return r >> 1; }
 FP_MMA_INDEX int fp_mma_p_acc_reg(int r) { return 2 * (r & 1); }
+
+/* Tile loads: thread `tid` of `threads` copies chunk fp_mma_load_chunk of rows
+ * fp_mma_load_row(tid, 0), fp_mma_load_row(tid, 1), ... Eight consecutive threads (one phase
+ * of a 16-byte store) write the eight chunks of one 128-byte row segment. */
+FP_MMA_INDEX int fp_mma_load_chunk(int tid, int chunks_per_row) { return tid % chunks_per_row; }
+FP_MMA_INDEX int fp_mma_load_row(int tid, int pass, int chunks_per_row, int threads)
+{
+    return tid / chunks_per_row + pass * (threads / chunks_per_row);
+}
 
 #endif /* FP_MMA_FRAGMENT_LAYOUT_H */

@@ -24,18 +24,16 @@ struct fp_tile_loader {
     static_assert(THREADS % CHUNKS_PER_ROW == 0, "a pass covers whole rows");
     static_assert(ROWS % ROWS_PER_PASS == 0, "the tile is whole passes");
 
-    /* Each thread always copies the same chunk column, in rows tid / CHUNKS_PER_ROW + k * pass. */
     static __device__ __forceinline__ void load_async(T *smem, const T *src, int64_t row_stride,
                                                       int n_rows, int d)
     {
-        const int chunk = threadIdx.x % CHUNKS_PER_ROW;
-        const int row0 = threadIdx.x / CHUNKS_PER_ROW;
+        const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const int valid_cols = d - chunk * 8;
         const int row_bytes = valid_cols <= 0 ? 0 : (valid_cols >= 8 ? 16 : valid_cols * 2);
         const uint32_t base = fp_smem_addr(smem);
 #pragma unroll
         for (int k = 0; k < PASSES; ++k) {
-            const int row = row0 + k * ROWS_PER_PASS;
+            const int row = fp_mma_load_row(threadIdx.x, k, CHUNKS_PER_ROW, THREADS);
             const bool in = row < n_rows && row_bytes > 0;
             /* A zero-size copy still names a source; the tile origin is always mapped. */
             const T *from = in ? src + row * row_stride + chunk * 8 : src;
@@ -47,12 +45,11 @@ struct fp_tile_loader {
     static __device__ __forceinline__ void load_sync(T *smem, const T *src, int64_t row_stride,
                                                      int n_rows, int d)
     {
-        const int chunk = threadIdx.x % CHUNKS_PER_ROW;
-        const int row0 = threadIdx.x / CHUNKS_PER_ROW;
+        const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const uint16_t *from16 = reinterpret_cast<const uint16_t *>(src);
 #pragma unroll
         for (int k = 0; k < PASSES; ++k) {
-            const int row = row0 + k * ROWS_PER_PASS;
+            const int row = fp_mma_load_row(threadIdx.x, k, CHUNKS_PER_ROW, THREADS);
             uint32_t w[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
