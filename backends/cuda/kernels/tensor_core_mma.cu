@@ -42,8 +42,7 @@ int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props 
         return 0;
     }
     if (p->dtype != FLASHPORT_F16 && p->dtype != FLASHPORT_BF16) {
-        snprintf(why, why_len, "tensor-core path takes f16 or bf16, not %s",
-                 flashport_dtype_name(p->dtype));
+        snprintf(why, why_len, "tensor-core path takes f16 or bf16 inputs, not f32");
         return 0;
     }
     if (p->head_dim > 256) {
