@@ -93,7 +93,7 @@ static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_
     gpuError_t err = raise_smem_limit<T, D>();
     if (err != gpuSuccess)
         return err;
-    fp_tc_forward_kernel<T, D><<<grid, FP_TC_THREADS, fp_tc_smem_bytes<D>(), stream>>>(prm);
+    fp_tc_forward_kernel<T, D><<<grid, fp_tc_config<D>::WARPS * 32, fp_tc_smem_bytes<D>(), stream>>>(prm);
     return gpuGetLastError();
 }
 
