@@ -58,12 +58,12 @@ struct fp_tc_params {
  * fragment per m16n8k16).
  *   D=64:  4 warps x 2 slices, BC 64. O 64 + S 64 + Q 32 registers a thread.
  *          smem 16 KiB Q + 3 x 16 KiB K/V = 64 KiB.
- * D=64 and D=128 run two blocks (8 warps) an SM; ptxas then has up to 255 registers a thread
- * and uses them without spilling (asking for three blocks spills).
  *   D=128: 4 warps x 2 slices, BC 32. O 128 + S 32 registers; Q re-read.
  *          smem 32 KiB Q + 3 x 16 KiB K/V = 80 KiB.
  *   D=256: 8 warps x 1 slice, BC 32. O alone is 128 registers; Q re-read.
  *          smem 64 KiB Q + 2 x 32 KiB K/V = 128 KiB.
+ * D=64 and D=128 run two blocks (8 warps) an SM; ptxas then has up to 255 registers a thread
+ * and uses them without spilling (asking for three blocks spills).
  */
 template <int D>
 struct fp_tc_config;
@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(fp_tc_config<D>::WARPS * 32, fp_tc_config<D>::
     const int a_row = fp_mma_ldsm_rowmajor_row(lane), a_chunk = fp_mma_ldsm_rowmajor_chunk(lane);
     const int q_lane = fp_mma_swizzle(warp * 16 * MT + a_row, a_chunk, CPR);
     const int v_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
-    const int k_lane = fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
+    const int k_lane =
+        fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
 
     uint32_t qf[MT][Cfg::Q_IN_REGS ? QK_STEPS : 1][4];
     float o[MT][D_TILES][4];
@@ -187,28 +188,33 @@ __global__ void __launch_bounds__(fp_tc_config<D>::WARPS * 32, fp_tc_config<D>::
             l[mt][i] = 0.0f;
         }
 
+    bool q_loaded = false; /* Q fragments are read at the warp's first computed tile */
     for (int t = 0; t < n_tiles; ++t) {
         fp_cp_async_wait<STAGES - 2>();
         __syncthreads();
         if (t + STAGES - 1 < n_tiles)
             load_tile(t + STAGES - 1);
         fp_cp_async_commit();
-        if (!warp_active)
+        const int kb = kv_lo + t * BC;
+        /* A tile wholly above the diagonal for every row of this warp would leave its state as
+         * it is (p = 0, alpha = 1): skip it. */
+        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag))
             continue;
 
-        if (Cfg::Q_IN_REGS && t == 0) {
+        if (Cfg::Q_IN_REGS && !q_loaded) {
+            q_loaded = true;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int kk = 0; kk < (Cfg::Q_IN_REGS ? QK_STEPS : 0); ++kk)
                     if (kk < qk_steps)
-                        fp_ldmatrix_x4(qf[mt][kk], sQ_addr + 2u * fp_mma_swizzle_step(
-                                                                      q_lane, 16 * mt, 2 * kk, CPR));
+                        fp_ldmatrix_x4(qf[mt][kk],
+                                       sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 16 * mt, 2 * kk,
+                                                                          CPR));
         }
 
         const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
-        const int kb = kv_lo + t * BC;
 
         float s[MT][KEY_TILES][4];
 #pragma unroll
@@ -237,7 +243,8 @@ __global__ void __launch_bounds__(fp_tc_config<D>::WARPS * 32, fp_tc_config<D>::
 #pragma unroll
             for (int np = 0; np < KEY_TILES / 2; ++np) {
                 uint32_t bk[4];
-                fp_ldmatrix_x4(bk, sK_addr + 2u * fp_mma_swizzle_step(k_lane, 16 * np, 2 * kk, CPR));
+                fp_ldmatrix_x4(bk,
+                               sK_addr + 2u * fp_mma_swizzle_step(k_lane, 16 * np, 2 * kk, CPR));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     Ops::mma(s[mt][2 * np], aq[mt], bk[0], bk[1]);
