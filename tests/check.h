@@ -19,7 +19,7 @@ static int check_failures, check_count;
         }                                                                                      \
     } while (0)
 
-static int message_has(const char *needle) {
+static inline int message_has(const char *needle) {
     return !needle || strstr(flashport_last_error(), needle) != NULL;
 }
 
@@ -38,7 +38,7 @@ static int message_has(const char *needle) {
         }                                                                                      \
     } while (0)
 
-static int check_report(const char *name) {
+static inline int check_report(const char *name) {
     printf("%s: %d checks, %d failed\n", name, check_count, check_failures);
     return check_failures ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 
 #define FP_GPU_BACKEND_NAME "cuda"
 #define FP_GPU_VENDOR "NVIDIA"
+#define FP_GPU_API_PREFIX "cuda" /* runtime calls are named "cuda" + what follows gpu */
 #define FP_WARP_SIZE 32
 
 /* Types */

@@ -27,16 +27,16 @@ __device__ __forceinline__ float fp_load_or_zero(const T *x, int64_t i, int64_t 
 }
 
 /*
- * Host side: runs `body` with T bound to the storage type of `dtype`, e.g.
- *   FP_DISPATCH_DTYPE(p->dtype, T, err = launch_tile<T>(L));
- * An unknown dtype leaves `body` unrun (the core validated the dtype before the call).
+ * Host side: runs the statement after T with T bound to the storage type of `dtype`, e.g.
+ *   FP_DISPATCH_DTYPE(p->dtype, T, kernel<T><<<grid, block, 0, stream>>>(args));
+ * An unknown dtype runs nothing (the core validated the dtype before the call).
  */
-#define FP_DISPATCH_DTYPE(dtype, T, body)                                                       \
+#define FP_DISPATCH_DTYPE(dtype, T, ...)                                                        \
     do {                                                                                        \
         switch (dtype) {                                                                        \
-        case FLASHPORT_F32: { typedef float T; body; } break;                                   \
-        case FLASHPORT_F16: { typedef gpuHalf T; body; } break;                                 \
-        case FLASHPORT_BF16: { typedef gpuBFloat16 T; body; } break;                            \
+        case FLASHPORT_F32: { typedef float T; __VA_ARGS__; } break;                            \
+        case FLASHPORT_F16: { typedef gpuHalf T; __VA_ARGS__; } break;                          \
+        case FLASHPORT_BF16: { typedef gpuBFloat16 T; __VA_ARGS__; } break;                     \
         }                                                                                       \
     } while (0)
 
