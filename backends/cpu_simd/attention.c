@@ -1,0 +1,262 @@
+#include "attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "topology.h"
+
+#define ALIGN_FLOATS 16 /* 64 bytes: every scratch array starts on a cache line */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t) {
+    t->dq = round_up(p->head_dim, CS_DIM_STEP);
+    /* Q and O of a tile: 2 * rows * dq floats, kept under 256 KiB (half of the smallest L2 of
+     * current AVX2 cores); 48 rows is where the score kernel's K loads are amortised. */
+    int64_t rows = min64(48, max64(CS_PV_ROWS, 32768 / t->dq));
+    rows = rows / CS_PV_ROWS * CS_PV_ROWS;
+    const int64_t group = p->heads_q / p->heads_kv;
+    t->heads = (int)min64(group, rows);
+    t->queries = (int)min64(p->seq_q, max64(1, rows / t->heads));
+    t->rows = (int)round_up((int64_t)t->heads * t->queries, CS_PV_ROWS);
+    /* One block of K (and one of V) about 16 KiB: stays in L1 while every row of the tile
+     * streams past it. */
+    int64_t keys = min64(128, max64(CS_KEY_STEP, 4096 / t->dq));
+    keys = keys / CS_KEY_STEP * CS_KEY_STEP;
+    t->keys = (int)min64(keys, round_up(p->seq_kv, CS_KEY_STEP));
+    t->threads = threads < 1 ? 1 : threads;
+}
+
+/* Floats of one thread's scratch, each array rounded to a cache line. */
+typedef struct scratch_layout {
+    int64_t q, o, k, v, s, m, l, alpha, count, visible, total;
+} scratch_layout;
+
+static scratch_layout layout_of(const cs_tiling *t) {
+    scratch_layout L;
+    int64_t at = 0;
+#define PLACE(field, n) (L.field = at, at += round_up((n), ALIGN_FLOATS))
+    PLACE(q, (int64_t)t->rows * t->dq);
+    PLACE(o, (int64_t)t->rows * t->dq);
+    PLACE(k, (int64_t)t->keys * t->dq);
+    PLACE(v, (int64_t)t->keys * t->dq);
+    PLACE(s, (int64_t)t->rows * t->keys);
+    PLACE(m, t->rows);
+    PLACE(l, t->rows);
+    PLACE(alpha, t->rows);
+    PLACE(count, t->rows); /* ints share the float slots: both are 4 bytes */
+    PLACE(visible, t->rows);
+#undef PLACE
+    L.total = at;
+    return L;
+}
+
+size_t cs_scratch_bytes(const cs_tiling *t) {
+    return (size_t)layout_of(t).total * sizeof(float) * (size_t)t->threads;
+}
+
+void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]) {
+    param[0] = t->heads;
+    param[1] = t->queries;
+    param[2] = t->rows;
+    param[3] = t->keys;
+    param[4] = t->dq;
+    param[5] = t->threads;
+}
+
+void cs_tiling_from_params(const int64_t param[8], cs_tiling *t) {
+    t->heads = (int)param[0];
+    t->queries = (int)param[1];
+    t->rows = (int)param[2];
+    t->keys = (int)param[3];
+    t->dq = param[4];
+    t->threads = (int)param[5];
+}
+
+/* Everything a tile needs to know about the call. */
+typedef struct call {
+    const cs_kernel_ops *ops;
+    const cs_tiling *t;
+    const flashport_problem *p;
+    const fp_args *a;
+    size_t esize;
+    int64_t group;       /* query heads per KV head */
+    float q_mul;         /* scale * log2(e) */
+    scratch_layout L;
+} call;
+
+typedef struct tile_scratch {
+    float *q, *o, *k, *v, *s, *m, *l, *alpha;
+    int *count, *visible;
+} tile_scratch;
+
+static const void *elem(const void *base, const flashport_strides *st, int64_t b, int64_t h,
+                        int64_t n, size_t esize) {
+    return (const char *)base + (size_t)(b * st->batch + h * st->head + n * st->seq) * esize;
+}
+
+/* Converts keys [j0, j0 + n) of K and V into the block buffers; rows up to `padded` are zero
+ * so the micro-kernels can run on whole steps. */
+static void pack_kv(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, int64_t j0, int n,
+                    int padded) {
+    const flashport_problem *p = c->p;
+    for (int j = 0; j < n; ++j) {
+        c->ops->load_row(elem(c->a->k, &p->k, b, kvh, j0 + j, c->esize), p->dtype, p->head_dim,
+                         c->t->dq, 1.0f, ts->k + (int64_t)j * c->t->dq);
+        c->ops->load_row(elem(c->a->v, &p->v, b, kvh, j0 + j, c->esize), p->dtype, p->head_dim,
+                         c->t->dq, 1.0f, ts->v + (int64_t)j * c->t->dq);
+    }
+    const size_t tail = (size_t)(padded - n) * (size_t)c->t->dq * sizeof(float);
+    memset(ts->k + (int64_t)n * c->t->dq, 0, tail);
+    memset(ts->v + (int64_t)n * c->t->dq, 0, tail);
+}
+
+/* Online-softmax update of one row for its `vis` visible scores of this block; P replaces S. */
+static void update_row(const call *c, float *srow, int vis, float *m, float *l, float *alpha) {
+    const float mb = c->ops->row_max(srow, vis);
+    /* NaN must stick: a row that met a NaN score stays NaN (fmaxf would drop it). */
+    const float m_new = (mb != mb || *m != *m) ? NAN : (mb > *m ? mb : *m);
+    *alpha = *m == -INFINITY ? 0.0f : exp2f(*m - m_new);
+    *l = *l * *alpha + c->ops->exp2_row(srow, vis, m_new);
+    *m = m_new;
+}
+
+/* One tile: query positions [i0, i0 + nq) of query heads [h0, h0 + nh) within the group of KV
+ * head kvh. Row r of the tile is position i0 + r / nh of head h0 + r % nh, so rows that share
+ * a position (and so a causal limit) sit next to each other. */
+static void run_tile(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, int64_t h0,
+                     int64_t i0) {
+    const flashport_problem *p = c->p;
+    const cs_tiling *t = c->t;
+    const cs_kernel_ops *ops = c->ops;
+    const int64_t dq = t->dq;
+    const int nh = (int)min64(t->heads, c->group - h0);
+    const int nq = (int)min64(t->queries, p->seq_q - i0);
+    const int real = nh * nq;
+    const int rows = (int)round_up(real, CS_PV_ROWS);
+    const int64_t causal_shift = p->seq_kv - p->seq_q;
+
+    int64_t last_key = 0;
+    for (int r = 0; r < real; ++r) {
+        const int64_t head = kvh * c->group + h0 + r % nh, i = i0 + r / nh;
+        ops->load_row(elem(c->a->q, &p->q, b, head, i, c->esize), p->dtype, p->head_dim, dq,
+                      c->q_mul, ts->q + (int64_t)r * dq);
+        const int64_t count =
+            p->causal ? min64(p->seq_kv, max64(0, i + causal_shift + 1)) : p->seq_kv;
+        ts->count[r] = (int)min64(count, INT32_MAX);
+        last_key = max64(last_key, count);
+        ts->m[r] = -INFINITY;
+        ts->l[r] = 0.0f;
+    }
+    memset(ts->q + (int64_t)real * dq, 0, (size_t)(rows - real) * (size_t)dq * sizeof(float));
+    memset(ts->o, 0, (size_t)rows * (size_t)dq * sizeof(float));
+    for (int r = real; r < rows; ++r) ts->alpha[r] = 1.0f;
+
+    for (int64_t j0 = 0; j0 < last_key; j0 += t->keys) {
+        const int n = (int)min64(t->keys, last_key - j0);
+        const int padded = (int)round_up(n, CS_KEY_STEP);
+        pack_kv(c, ts, b, kvh, j0, n, padded);
+        ops->scores(ts->q, ts->k, dq, rows, padded, ts->s, t->keys);
+        for (int r = 0; r < real; ++r) {
+            const int vis = (int)max64(0, min64(ts->count[r] - j0, n));
+            ts->visible[r] = vis;
+            if (vis == 0) ts->alpha[r] = 1.0f;
+            else update_row(c, ts->s + (int64_t)r * t->keys, vis, &ts->m[r], &ts->l[r], &ts->alpha[r]);
+        }
+        /* The group kernel takes the keys every real row of the group sees; a row's keys past
+         * that are added by itself, so that no row ever touches a key it cannot see (0 * NaN
+         * from a hidden V row must not reach it). */
+        for (int g = 0; g < rows && g < real; g += CS_PV_ROWS) {
+            const int g_end = (int)min64(g + CS_PV_ROWS, real);
+            int common = n;
+            for (int r = g; r < g_end; ++r) common = ts->visible[r] < common ? ts->visible[r] : common;
+            ops->pv_rows(ts->s + (int64_t)g * t->keys, t->keys, ts->v, dq, common, ts->alpha + g,
+                         ts->o + (int64_t)g * dq);
+            for (int r = g; r < g_end; ++r)
+                if (ts->visible[r] > common)
+                    ops->pv_row(ts->s + (int64_t)r * t->keys, ts->v, dq, common, ts->visible[r],
+                                ts->o + (int64_t)r * dq);
+        }
+    }
+
+    float *lse = (float *)c->a->lse;
+    for (int r = 0; r < real; ++r) {
+        const int64_t head = kvh * c->group + h0 + r % nh, i = i0 + r / nh;
+        const float l = ts->l[r];
+        /* A row with no visible key has l = 0: O = 0 and LSE = -inf. */
+        ops->store_row(ts->o + (int64_t)r * dq, p->head_dim, l == 0.0f ? 0.0f : 1.0f / l,
+                       p->dtype, (void *)elem(c->a->o, &p->o, b, head, i, c->esize));
+        if (lse)
+            lse[(b * p->heads_q + head) * p->seq_q + i] =
+                l == 0.0f ? -INFINITY
+                          : (float)(((double)ts->m[r] + log2((double)l)) * 0.69314718055994530942);
+    }
+}
+
+static tile_scratch scratch_of(const call *c, void *base, int thread) {
+    float *f = (float *)base + (int64_t)thread * c->L.total;
+    tile_scratch ts = {
+        .q = f + c->L.q, .o = f + c->L.o, .k = f + c->L.k, .v = f + c->L.v, .s = f + c->L.s,
+        .m = f + c->L.m, .l = f + c->L.l, .alpha = f + c->L.alpha,
+        .count = (int *)(f + c->L.count), .visible = (int *)(f + c->L.visible),
+    };
+    return ts;
+}
+
+#if defined(_OPENMP)
+/* Worker threads are bound to cores once; the caller's own thread is left where it is, so the
+ * library never changes the application's affinity. */
+static _Thread_local int bound_core = -1;
+#endif
+
+/* Work item `it` of the call's list: tiles are handed out last query tile first. Under a
+ * causal mask those see the most keys, so the long ones start early and the short ones fill
+ * the gaps at the end. */
+typedef struct work_list {
+    int64_t head_chunks, q_tiles, per_q_tile, items;
+} work_list;
+
+static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_t it) {
+    const int64_t qt = w->q_tiles - 1 - it / w->per_q_tile, rest = it % w->per_q_tile;
+    const int64_t hc = rest % w->head_chunks;
+    const int64_t kvh = rest / w->head_chunks % c->p->heads_kv;
+    const int64_t b = rest / w->head_chunks / c->p->heads_kv;
+    run_tile(c, ts, b, kvh, hc * c->t->heads, qt * c->t->queries);
+}
+
+void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const flashport_problem *p,
+                  const fp_args *args, void *scratch) {
+    call c = {
+        .ops = ops, .t = t, .p = p, .a = args, .esize = p->dtype == FLASHPORT_F32 ? 4 : 2,
+        .group = p->heads_q / p->heads_kv, .q_mul = p->scale * 1.44269504088896340736f,
+        .L = layout_of(t),
+    };
+    work_list w;
+    w.head_chunks = (c.group + t->heads - 1) / t->heads;
+    w.q_tiles = (p->seq_q + t->queries - 1) / t->queries;
+    w.per_q_tile = p->batch * p->heads_kv * w.head_chunks;
+    w.items = w.per_q_tile * w.q_tiles;
+#if defined(_OPENMP)
+    const int threads = (int)min64(t->threads, w.items);
+#pragma omp parallel num_threads(threads)
+    {
+        const int me = omp_get_thread_num();
+        if (me > 0 && bound_core != me) {
+            cs_bind_thread_to_core(me);
+            bound_core = me;
+        }
+        tile_scratch ts = scratch_of(&c, scratch, me);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it);
+    }
+#else
+    tile_scratch ts = scratch_of(&c, scratch, 0);
+    for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it);
+#endif
+}
