@@ -19,12 +19,12 @@ void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
     /* Q and O of a tile: 2 * rows * dq floats, kept under 256 KiB (half of the smallest L2 of
      * current AVX2 cores); 48 rows is where the score kernel's K loads are amortised. */
-    int64_t rows = min64(48, max64(CS_PV_ROWS, 32768 / t->dq));
-    rows = rows / CS_PV_ROWS * CS_PV_ROWS;
+    int64_t rows = min64(48, max64(CS_Q_PANEL, 32768 / t->dq));
+    rows = rows / CS_Q_PANEL * CS_Q_PANEL;
     const int64_t group = p->heads_q / p->heads_kv;
     t->heads = (int)min64(group, rows);
     t->queries = (int)min64(p->seq_q, max64(1, rows / t->heads));
-    t->rows = (int)round_up((int64_t)t->heads * t->queries, CS_PV_ROWS);
+    t->rows = (int)round_up((int64_t)t->heads * t->queries, CS_Q_PANEL);
     /* One block of K (and one of V) about 16 KiB: stays in L1 while every row of the tile
      * streams past it. */
     int64_t keys = min64(128, max64(CS_KEY_STEP, 4096 / t->dq));
@@ -117,77 +117,94 @@ static void pack_kv(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, int
     memset(ts->v + (int64_t)n * c->t->dq, 0, tail);
 }
 
-/* Online-softmax update of one row for its `vis` visible scores of this block; P replaces S. */
-static void update_row(const call *c, float *srow, int vis, float *m, float *l, float *alpha) {
-    const float mb = c->ops->row_max(srow, vis);
-    /* NaN must stick: a row that met a NaN score stays NaN (fmaxf would drop it). */
-    const float m_new = (mb != mb || *m != *m) ? NAN : (mb > *m ? mb : *m);
-    *alpha = *m == -INFINITY ? 0.0f : exp2f(*m - m_new);
-    *l = *l * *alpha + c->ops->exp2_row(srow, vis, m_new);
-    *m = m_new;
+/* Row r of a tile is position i0 + r / nh of query head h0 + r % nh (within KV head kvh's
+ * group), so rows that share a position, and so a causal limit, sit next to each other. */
+typedef struct tile_pos {
+    int64_t b, kvh, h0, i0;
+    int nh;
+} tile_pos;
+
+static int64_t head_of(const call *c, const tile_pos *tp, int r) {
+    return tp->kvh * c->group + tp->h0 + r % tp->nh;
+}
+static int64_t position_of(const tile_pos *tp, int r) { return tp->i0 + r / tp->nh; }
+
+/* Converts the tile's query rows (scaled by scale * log2 e) and lays them out as transposed
+ * panels; rows past `real` are zero. `rows_tmp` holds real * dq floats. */
+static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real, int rows,
+                   float *rows_tmp) {
+    const flashport_problem *p = c->p;
+    const int64_t dq = c->t->dq;
+    for (int r = 0; r < real; ++r)
+        c->ops->load_row(elem(c->a->q, &p->q, tp->b, head_of(c, tp, r), position_of(tp, r), c->esize),
+                         p->dtype, p->head_dim, dq, c->q_mul, rows_tmp + (int64_t)r * dq);
+    for (int r = 0; r < rows; ++r) {
+        float *panel = ts->q + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
+        if (r < real)
+            for (int64_t col = 0; col < dq; ++col) panel[col * CS_Q_PANEL] = rows_tmp[(int64_t)r * dq + col];
+        else
+            for (int64_t col = 0; col < dq; ++col) panel[col * CS_Q_PANEL] = 0.0f;
+    }
 }
 
 /* One tile: query positions [i0, i0 + nq) of query heads [h0, h0 + nh) within the group of KV
- * head kvh. Row r of the tile is position i0 + r / nh of head h0 + r % nh, so rows that share
- * a position (and so a causal limit) sit next to each other. */
+ * head kvh. */
 static void run_tile(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, int64_t h0,
                      int64_t i0) {
     const flashport_problem *p = c->p;
     const cs_tiling *t = c->t;
     const cs_kernel_ops *ops = c->ops;
     const int64_t dq = t->dq;
-    const int nh = (int)min64(t->heads, c->group - h0);
+    const tile_pos tp = {b, kvh, h0, i0, (int)min64(t->heads, c->group - h0)};
     const int nq = (int)min64(t->queries, p->seq_q - i0);
-    const int real = nh * nq;
-    const int rows = (int)round_up(real, CS_PV_ROWS);
+    const int real = tp.nh * nq;
+    const int rows = t->rows;                           /* a multiple of CS_Q_PANEL */
+    const int score_rows = (int)round_up(real, CS_ROW_STEP); /* rows past these are all padding */
     const int64_t causal_shift = p->seq_kv - p->seq_q;
 
     int64_t last_key = 0;
-    for (int r = 0; r < real; ++r) {
-        const int64_t head = kvh * c->group + h0 + r % nh, i = i0 + r / nh;
-        ops->load_row(elem(c->a->q, &p->q, b, head, i, c->esize), p->dtype, p->head_dim, dq,
-                      c->q_mul, ts->q + (int64_t)r * dq);
-        const int64_t count =
-            p->causal ? min64(p->seq_kv, max64(0, i + causal_shift + 1)) : p->seq_kv;
-        ts->count[r] = (int)min64(count, INT32_MAX);
-        last_key = max64(last_key, count);
+    for (int r = 0; r < rows; ++r) {
         ts->m[r] = -INFINITY;
         ts->l[r] = 0.0f;
+        ts->alpha[r] = 1.0f;
+        ts->count[r] = 0;
+        if (r >= real) continue;
+        const int64_t count =
+            p->causal ? min64(p->seq_kv, max64(0, position_of(&tp, r) + causal_shift + 1)) : p->seq_kv;
+        ts->count[r] = (int)min64(count, INT32_MAX);
+        last_key = max64(last_key, count);
     }
-    memset(ts->q + (int64_t)real * dq, 0, (size_t)(rows - real) * (size_t)dq * sizeof(float));
+    pack_q(c, ts, &tp, real, rows, ts->o); /* O's space is free until the first block */
     memset(ts->o, 0, (size_t)rows * (size_t)dq * sizeof(float));
-    for (int r = real; r < rows; ++r) ts->alpha[r] = 1.0f;
+    /* Score rows past score_rows are never written: zero keeps the P V kernel's padding rows
+     * finite. */
+    memset(ts->s, 0, (size_t)t->keys * (size_t)rows * sizeof(float));
 
     for (int64_t j0 = 0; j0 < last_key; j0 += t->keys) {
         const int n = (int)min64(t->keys, last_key - j0);
         const int padded = (int)round_up(n, CS_KEY_STEP);
         pack_kv(c, ts, b, kvh, j0, n, padded);
-        ops->scores(ts->q, ts->k, dq, rows, padded, ts->s, t->keys);
-        for (int r = 0; r < real; ++r) {
-            const int vis = (int)max64(0, min64(ts->count[r] - j0, n));
-            ts->visible[r] = vis;
-            if (vis == 0) ts->alpha[r] = 1.0f;
-            else update_row(c, ts->s + (int64_t)r * t->keys, vis, &ts->m[r], &ts->l[r], &ts->alpha[r]);
-        }
+        ops->scores(ts->q, ts->k, p->head_dim, dq, score_rows, padded, ts->s, rows);
+        for (int r = 0; r < score_rows; ++r)
+            ts->visible[r] = (int)max64(0, min64((int64_t)ts->count[r] - j0, n));
+        ops->softmax(ts->s, rows, score_rows, ts->visible, ts->m, ts->l, ts->alpha);
         /* The group kernel takes the keys every real row of the group sees; a row's keys past
          * that are added by itself, so that no row ever touches a key it cannot see (0 * NaN
          * from a hidden V row must not reach it). */
-        for (int g = 0; g < rows && g < real; g += CS_PV_ROWS) {
+        for (int g = 0; g < real; g += CS_PV_ROWS) {
             const int g_end = (int)min64(g + CS_PV_ROWS, real);
             int common = n;
             for (int r = g; r < g_end; ++r) common = ts->visible[r] < common ? ts->visible[r] : common;
-            ops->pv_rows(ts->s + (int64_t)g * t->keys, t->keys, ts->v, dq, common, ts->alpha + g,
-                         ts->o + (int64_t)g * dq);
+            ops->pv_rows(ts->s + g, rows, ts->v, dq, common, ts->alpha + g, ts->o + (int64_t)g * dq);
             for (int r = g; r < g_end; ++r)
                 if (ts->visible[r] > common)
-                    ops->pv_row(ts->s + (int64_t)r * t->keys, ts->v, dq, common, ts->visible[r],
-                                ts->o + (int64_t)r * dq);
+                    ops->pv_row(ts->s + r, rows, ts->v, dq, common, ts->visible[r], ts->o + (int64_t)r * dq);
         }
     }
 
     float *lse = (float *)c->a->lse;
     for (int r = 0; r < real; ++r) {
-        const int64_t head = kvh * c->group + h0 + r % nh, i = i0 + r / nh;
+        const int64_t head = head_of(c, &tp, r), i = position_of(&tp, r);
         const float l = ts->l[r];
         /* A row with no visible key has l = 0: O = 0 and LSE = -inf. */
         ops->store_row(ts->o + (int64_t)r * dq, p->head_dim, l == 0.0f ? 0.0f : 1.0f / l,

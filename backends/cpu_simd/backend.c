@@ -1,10 +1,10 @@
-/* sysconf, clock_gettime: POSIX beyond C11. */
-#define _POSIX_C_SOURCE 200809L
 /*
  * cpu_simd: the fast CPU path. Buffers are host memory, runs are synchronous (the "queue" is
  * the calling thread), and the planner picks the AVX2 kernels when cpuid allows, the portable
  * kernels otherwise.
  */
+/* sysconf: POSIX beyond C11. */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* sysconf, clock_gettime: POSIX beyond C11. */
+/* sysconf: POSIX beyond C11. */
 #define _POSIX_C_SOURCE 200809L
 #include "topology.h"
 

@@ -2,11 +2,17 @@
  * The micro-kernels of the cpu_simd backend, as a table so that one tile algorithm
  * (attention.c) drives both the AVX2 path and the portable path.
  *
- * Shapes the tile algorithm guarantees to every kernel:
- *   - rows are packed float32, dq floats apart, dq = head_dim rounded up to CS_DIM_STEP and
- *     zero beyond head_dim, 32-byte aligned;
- *   - a tile has a multiple of CS_PV_ROWS rows (and so of CS_SCORE_ROWS);
- *   - a key block holds a multiple of CS_KEY_STEP keys; keys past the end are zero rows.
+ * Layouts (all float32, 32-byte aligned):
+ *   - Q of a tile is stored transposed in panels of CS_Q_PANEL rows: element (r, c) at
+ *     qp[(r / CS_Q_PANEL) * dq * CS_Q_PANEL + c * CS_Q_PANEL + r % CS_Q_PANEL], so that one
+ *     load gives 8 rows of one column;
+ *   - K and V blocks are rows of dq floats (dq = head_dim rounded up to CS_DIM_STEP, zero past
+ *     head_dim); keys past the end of the block are zero rows;
+ *   - scores and probabilities are stored transposed too, st[j * ld + r] for key j and row r,
+ *     so that the softmax runs down the keys with 8 rows per register and needs no horizontal
+ *     reduction.
+ * A tile has a multiple of CS_Q_PANEL rows (so also of CS_PV_ROWS and CS_ROW_STEP) and a key
+ * block a multiple of CS_KEY_STEP keys.
  */
 #ifndef CS_KERNEL_OPS_H
 #define CS_KERNEL_OPS_H
@@ -16,7 +22,8 @@
 #include "flashport.h"
 
 #define CS_DIM_STEP 8    /* one AVX register of float32 */
-#define CS_SCORE_ROWS 3  /* query rows of the S = Q K^T micro-kernel */
+#define CS_ROW_STEP 8    /* rows handled together by the score and softmax kernels */
+#define CS_Q_PANEL 24    /* rows of the S = Q K^T micro-kernel (3 registers) */
 #define CS_SCORE_KEYS 4  /* keys of the S = Q K^T micro-kernel */
 #define CS_PV_ROWS 6     /* rows of the O += P V micro-kernel */
 #define CS_KEY_STEP 16   /* key blocks are multiples of this */
@@ -28,18 +35,24 @@ typedef struct cs_kernel_ops {
                      float *dst);
     /* dst[0..d) = mul * src[0..d) converted to dtype (round to nearest even). */
     void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
-    /* s[r*lds + j] = q_r . k_j for r < rows, j < keys (rows, keys multiples of the micro-tile). */
-    void (*scores)(const float *q, const float *k, int64_t dq, int rows, int keys, float *s,
-                   int64_t lds);
-    /* Largest of s[0..n); NaN when any is NaN. */
-    float (*row_max)(const float *s, int n);
-    /* s[j] = 2^(s[j] - m) for j < n (exactly 0 below 2^-126); returns the sum of the new s. */
-    float (*exp2_row)(float *s, int n, float m);
-    /* For CS_PV_ROWS rows r: o_r = alpha[r] * o_r + sum_{j < keys} p[r*ldp + j] * v_j. */
+    /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP), j < keys
+     * (a multiple of CS_SCORE_KEYS); only the first d columns are read. */
+    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, int keys,
+                   float *st, int64_t ldst);
+    /* Online-softmax step for rows r < rows (a multiple of CS_ROW_STEP), row r seeing keys
+     * j < visible[r] of the block: m[r] becomes the running max (NaN once a visible score is
+     * NaN), st[j * ldst + r] becomes 2^(s - m) for visible keys and 0 for the others,
+     * alpha[r] = 2^(m_old - m) rescales the row's accumulator (0 when m_old = -inf) and
+     * l[r] = l[r] * alpha[r] + sum of the row's new probabilities. */
+    void (*softmax)(float *st, int64_t ldst, int rows, const int *visible, float *m, float *l,
+                    float *alpha);
+    /* For CS_PV_ROWS rows r: o_r = alpha[r] * o_r + sum_{j < keys} p[j * ldp + r] * v_j. */
     void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int keys,
                     const float *alpha, float *o);
-    /* One row: o += sum_{j0 <= j < j1} p[j] * v_j (keys of a row past its group's common part). */
-    void (*pv_row)(const float *p, const float *v, int64_t dq, int j0, int j1, float *o);
+    /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row past its group's
+     * common part). */
+    void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
+                   float *o);
 } cs_kernel_ops;
 
 extern const cs_kernel_ops cs_kernels_portable;

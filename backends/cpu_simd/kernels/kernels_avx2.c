@@ -60,72 +60,44 @@ static void store_row_avx2(const float *src, int64_t d, float mul, flashport_dty
     }
 }
 
-/* Horizontal sums of four vectors, as one 4-float vector {sum a, sum b, sum c, sum d}. */
-static inline __m128 sum4_avx2(__m256 a, __m256 b, __m256 c, __m256 d) {
-    __m256 ab = _mm256_hadd_ps(a, b);
-    __m256 cd = _mm256_hadd_ps(c, d);
-    __m256 abcd = _mm256_hadd_ps(ab, cd);
-    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
-/* 3 query rows x 4 keys per step: 12 accumulators stay in registers across the whole head
- * dimension, each loaded vector feeds 3 or 4 FMAs. */
-static void scores_avx2(const float *q, const float *k, int64_t dq, int rows, int keys, float *s,
-                        int64_t lds) {
-    for (int r = 0; r < rows; r += CS_SCORE_ROWS) {
-        const float *q0 = q + (int64_t)r * dq, *q1 = q0 + dq, *q2 = q1 + dq;
-        for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
-            const float *k0 = k + (int64_t)j * dq, *k1 = k0 + dq, *k2 = k1 + dq, *k3 = k2 + dq;
-            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-            __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-            __m256 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
-            for (int64_t c = 0; c < dq; c += 8) {
-                const __m256 x0 = _mm256_load_ps(q0 + c), x1 = _mm256_load_ps(q1 + c),
-                             x2 = _mm256_load_ps(q2 + c);
-                __m256 y = _mm256_load_ps(k0 + c);
-                a00 = _mm256_fmadd_ps(x0, y, a00);
-                a10 = _mm256_fmadd_ps(x1, y, a10);
-                a20 = _mm256_fmadd_ps(x2, y, a20);
-                y = _mm256_load_ps(k1 + c);
-                a01 = _mm256_fmadd_ps(x0, y, a01);
-                a11 = _mm256_fmadd_ps(x1, y, a11);
-                a21 = _mm256_fmadd_ps(x2, y, a21);
-                y = _mm256_load_ps(k2 + c);
-                a02 = _mm256_fmadd_ps(x0, y, a02);
-                a12 = _mm256_fmadd_ps(x1, y, a12);
-                a22 = _mm256_fmadd_ps(x2, y, a22);
-                y = _mm256_load_ps(k3 + c);
-                a03 = _mm256_fmadd_ps(x0, y, a03);
-                a13 = _mm256_fmadd_ps(x1, y, a13);
-                a23 = _mm256_fmadd_ps(x2, y, a23);
-            }
-            float *srow = s + (int64_t)r * lds + j;
-            _mm_storeu_ps(srow, sum4_avx2(a00, a01, a02, a03));
-            _mm_storeu_ps(srow + lds, sum4_avx2(a10, a11, a12, a13));
-            _mm_storeu_ps(srow + 2 * lds, sum4_avx2(a20, a21, a22, a23));
+/* RV registers of rows (8 * RV rows of one Q panel) x 4 keys: the 4 * RV accumulators stay in
+ * registers across the head dimension; per column, RV loads of Q and 4 broadcasts of K feed
+ * 4 * RV FMAs. Called with a constant RV so that the compiler unrolls it. */
+static inline __attribute__((always_inline)) void scores_panel_avx2(
+    const float *qp, const float *k, int64_t d, int64_t dq, int keys, float *st, int64_t ldst,
+    const int RV) {
+    for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
+        const float *k0 = k + (int64_t)j * dq, *k1 = k0 + dq, *k2 = k1 + dq, *k3 = k2 + dq;
+        __m256 acc[CS_SCORE_KEYS][3];
+        for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+            for (int rv = 0; rv < RV; ++rv) acc[jj][rv] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < d; ++c) {
+            __m256 x[3];
+            for (int rv = 0; rv < RV; ++rv) x[rv] = _mm256_load_ps(qp + c * CS_Q_PANEL + 8 * rv);
+            __m256 y = _mm256_broadcast_ss(k0 + c);
+            for (int rv = 0; rv < RV; ++rv) acc[0][rv] = _mm256_fmadd_ps(x[rv], y, acc[0][rv]);
+            y = _mm256_broadcast_ss(k1 + c);
+            for (int rv = 0; rv < RV; ++rv) acc[1][rv] = _mm256_fmadd_ps(x[rv], y, acc[1][rv]);
+            y = _mm256_broadcast_ss(k2 + c);
+            for (int rv = 0; rv < RV; ++rv) acc[2][rv] = _mm256_fmadd_ps(x[rv], y, acc[2][rv]);
+            y = _mm256_broadcast_ss(k3 + c);
+            for (int rv = 0; rv < RV; ++rv) acc[3][rv] = _mm256_fmadd_ps(x[rv], y, acc[3][rv]);
         }
+        for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+            for (int rv = 0; rv < RV; ++rv)
+                _mm256_storeu_ps(st + (int64_t)(j + jj) * ldst + 8 * rv, acc[jj][rv]);
     }
 }
 
-static float row_max_avx2(const float *s, int n) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    __m256 vnan = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 x = _mm256_loadu_ps(s + j);
-        vmax = _mm256_max_ps(vmax, x);
-        vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+static void scores_avx2(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
+                        int keys, float *st, int64_t ldst) {
+    for (int r = 0; r < rows; r += CS_Q_PANEL) {
+        const float *panel = qp + (int64_t)r * dq;
+        const int left = rows - r;
+        if (left >= 24) scores_panel_avx2(panel, k, d, dq, keys, st + r, ldst, 3);
+        else if (left >= 16) scores_panel_avx2(panel, k, d, dq, keys, st + r, ldst, 2);
+        else scores_panel_avx2(panel, k, d, dq, keys, st + r, ldst, 1);
     }
-    if (_mm256_movemask_ps(vnan)) return NAN;
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vmax);
-    float m = lanes[0];
-    for (int i = 1; i < 8; ++i) m = lanes[i] > m ? lanes[i] : m;
-    for (; j < n; ++j) {
-        if (s[j] != s[j]) return NAN;
-        m = s[j] > m ? s[j] : m;
-    }
-    return m;
 }
 
 /* 2^x for x <= 0 (or NaN, which stays NaN): x = n + f with n an integer and |f| <= 1/2,
@@ -147,28 +119,42 @@ static inline __m256 exp2_avx2(__m256 x) {
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
 
-static float exp2_row_avx2(float *s, int n, float m) {
-    const __m256 vm = _mm256_set1_ps(m);
-    __m256 vsum = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 p = exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-        _mm256_storeu_ps(s + j, p);
-        vsum = _mm256_add_ps(vsum, p);
+/* Eight rows per register, straight down the keys: no horizontal work. */
+static void softmax_avx2(float *st, int64_t ldst, int rows, const int *visible, float *m,
+                         float *l, float *alpha) {
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    for (int r = 0; r < rows; r += CS_ROW_STEP) {
+        const __m256i vis = _mm256_loadu_si256((const __m256i *)(visible + r));
+        int keys = 0;
+        for (int i = 0; i < CS_ROW_STEP; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
+        if (keys == 0) {
+            _mm256_storeu_ps(alpha + r, _mm256_set1_ps(1.0f));
+            continue;
+        }
+        const __m256 m_old = _mm256_loadu_ps(m + r);
+        __m256 block_max = neg_inf, nan = _mm256_cmp_ps(m_old, m_old, _CMP_UNORD_Q);
+        for (int j = 0; j < keys; ++j) {
+            const __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vis, _mm256_set1_epi32(j)));
+            const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(st + j * ldst + r), seen);
+            block_max = _mm256_max_ps(block_max, s);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
+        }
+        /* max_ps drops NaN, so a row that saw one is set to NaN explicitly. */
+        const __m256 m_new = _mm256_blendv_ps(_mm256_max_ps(m_old, block_max), _mm256_set1_ps(NAN), nan);
+        const __m256 fresh = _mm256_cmp_ps(m_old, neg_inf, _CMP_EQ_OQ);
+        const __m256 a = _mm256_andnot_ps(fresh, exp2_avx2(_mm256_sub_ps(m_old, m_new)));
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < keys; ++j) {
+            const __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vis, _mm256_set1_epi32(j)));
+            float *sj = st + j * ldst + r;
+            const __m256 p = _mm256_and_ps(seen, exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(sj), m_new)));
+            _mm256_storeu_ps(sj, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        _mm256_storeu_ps(m + r, m_new);
+        _mm256_storeu_ps(alpha + r, a);
+        _mm256_storeu_ps(l + r, _mm256_fmadd_ps(_mm256_loadu_ps(l + r), a, sum));
     }
-    if (j < n) {
-        /* Tail through the same polynomial: lanes past n read as -inf and give 0. */
-        float tail[8];
-        for (int i = 0; i < 8; ++i) tail[i] = j + i < n ? s[j + i] : -INFINITY;
-        __m256 p = exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(tail), vm));
-        _mm256_storeu_ps(tail, p);
-        for (int i = 0; j + i < n; ++i) s[j + i] = tail[i];
-        vsum = _mm256_add_ps(vsum, p);
-    }
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(vsum), _mm256_extractf128_ps(vsum, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
 }
 
 /* 6 rows x 16 columns of O in 12 registers for the whole key block: per key, two loads of V
@@ -186,8 +172,9 @@ static void pv_rows_avx2(const float *p, int64_t ldp, const float *v, int64_t dq
         for (int j = 0; j < keys; ++j) {
             const __m256 v0 = _mm256_load_ps(v + (int64_t)j * dq + c);
             const __m256 v1 = _mm256_load_ps(v + (int64_t)j * dq + c + 8);
+            const float *pj = p + (int64_t)j * ldp;
             for (int r = 0; r < CS_PV_ROWS; ++r) {
-                const __m256 pr = _mm256_broadcast_ss(p + r * ldp + j);
+                const __m256 pr = _mm256_broadcast_ss(pj + r);
                 acc[r][0] = _mm256_fmadd_ps(pr, v0, acc[r][0]);
                 acc[r][1] = _mm256_fmadd_ps(pr, v1, acc[r][1]);
             }
@@ -204,17 +191,19 @@ static void pv_rows_avx2(const float *p, int64_t ldp, const float *v, int64_t dq
         for (int j = 0; j < keys; ++j) {
             const __m256 v0 = _mm256_load_ps(v + (int64_t)j * dq + c);
             for (int r = 0; r < CS_PV_ROWS; ++r)
-                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * ldp + j), v0, acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + (int64_t)j * ldp + r), v0, acc[r]);
         }
         for (int r = 0; r < CS_PV_ROWS; ++r) _mm256_store_ps(o + r * dq + c, acc[r]);
     }
 }
 
-static void pv_row_avx2(const float *p, const float *v, int64_t dq, int j0, int j1, float *o) {
+static void pv_row_avx2(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
+                        float *o) {
     for (int64_t c = 0; c < dq; c += 8) {
         __m256 acc = _mm256_load_ps(o + c);
         for (int j = j0; j < j1; ++j)
-            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_load_ps(v + (int64_t)j * dq + c), acc);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + (int64_t)j * ldp),
+                                  _mm256_load_ps(v + (int64_t)j * dq + c), acc);
         _mm256_store_ps(o + c, acc);
     }
 }
@@ -224,8 +213,7 @@ const cs_kernel_ops cs_kernels_avx2 = {
     .load_row = load_row_avx2,
     .store_row = store_row_avx2,
     .scores = scores_avx2,
-    .row_max = row_max_avx2,
-    .exp2_row = exp2_row_avx2,
+    .softmax = softmax_avx2,
     .pv_rows = pv_rows_avx2,
     .pv_row = pv_row_avx2,
 };

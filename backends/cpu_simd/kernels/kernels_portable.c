@@ -1,7 +1,7 @@
 /*
  * Portable C micro-kernels: the same blocking as the AVX2 path, written with fixed-width inner
- * loops over 8 independent lanes so that any compiler can vectorise them without reassociating
- * sums (no fast-math). Builds on every architecture.
+ * loops over independent lanes (rows of a Q panel, columns of O) so that any compiler can
+ * vectorise them without reassociating sums (no fast-math). Builds on every architecture.
  */
 #include <math.h>
 #include <stdint.h>
@@ -10,8 +10,6 @@
 #include "exp2_poly.h"
 #include "fp_half.h"
 #include "kernel_ops.h"
-
-#define LANES CS_DIM_STEP
 
 static void load_row_portable(const void *src, flashport_dtype dtype, int64_t d, int64_t dq,
                               float mul, float *dst) {
@@ -42,41 +40,27 @@ static void store_row_portable(const float *src, int64_t d, float mul, flashport
     }
 }
 
-static float lane_sum(const float a[LANES]) {
-    /* Pairwise, in the same order as the AVX2 horizontal sum of one register. */
-    float s0 = (a[0] + a[1]) + (a[2] + a[3]);
-    float s1 = (a[4] + a[5]) + (a[6] + a[7]);
-    return s0 + s1;
-}
-
-static void scores_portable(const float *q, const float *k, int64_t dq, int rows, int keys,
-                            float *s, int64_t lds) {
-    for (int r = 0; r < rows; r += CS_SCORE_ROWS) {
+/* One Q panel (up to CS_Q_PANEL rows) x CS_SCORE_KEYS keys: the lane loops are what the
+ * compiler turns into vector FMAs, the accumulators live in a small local array. */
+static void scores_portable(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
+                            int keys, float *st, int64_t ldst) {
+    for (int r = 0; r < rows; r += CS_Q_PANEL) {
+        const float *panel = qp + (int64_t)r * dq;
+        const int width = rows - r < CS_Q_PANEL ? rows - r : CS_Q_PANEL;
         for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
-            float acc[CS_SCORE_ROWS][CS_SCORE_KEYS][LANES];
+            float acc[CS_SCORE_KEYS][CS_Q_PANEL];
             memset(acc, 0, sizeof acc);
-            for (int64_t c = 0; c < dq; c += LANES)
-                for (int rr = 0; rr < CS_SCORE_ROWS; ++rr)
-                    for (int jj = 0; jj < CS_SCORE_KEYS; ++jj) {
-                        const float *x = q + (int64_t)(r + rr) * dq + c;
-                        const float *y = k + (int64_t)(j + jj) * dq + c;
-                        for (int l = 0; l < LANES; ++l) acc[rr][jj][l] += x[l] * y[l];
-                    }
-            for (int rr = 0; rr < CS_SCORE_ROWS; ++rr)
-                for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
-                    s[(int64_t)(r + rr) * lds + j + jj] = lane_sum(acc[rr][jj]);
+            for (int64_t c = 0; c < d; ++c) {
+                const float *x = panel + c * CS_Q_PANEL;
+                for (int jj = 0; jj < CS_SCORE_KEYS; ++jj) {
+                    const float y = k[(int64_t)(j + jj) * dq + c];
+                    for (int i = 0; i < CS_Q_PANEL; ++i) acc[jj][i] += x[i] * y;
+                }
+            }
+            for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+                for (int i = 0; i < width; ++i) st[(int64_t)(j + jj) * ldst + r + i] = acc[jj][i];
         }
     }
-}
-
-static float row_max_portable(const float *s, int n) {
-    float m = -INFINITY;
-    int nan = 0;
-    for (int j = 0; j < n; ++j) {
-        nan |= s[j] != s[j];
-        m = s[j] > m ? s[j] : m;
-    }
-    return nan ? NAN : m;
 }
 
 /* 2^x for x <= 0 (NaN stays NaN). Adding 1.5 * 2^23 rounds x to an integer n in the float's
@@ -98,19 +82,44 @@ static inline float exp2_portable(float x) {
     return x < CS_EXP2_MIN ? 0.0f : p * fp_bits_f32(bits);
 }
 
-static float exp2_row_portable(float *s, int n, float m) {
-    float acc[LANES] = {0};
-    int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; ++l) {
-            s[j + l] = exp2_portable(s[j + l] - m);
-            acc[l] += s[j + l];
+/* CS_ROW_STEP rows at a time, lanes innermost, as the AVX2 path does it with registers. */
+static void softmax_portable(float *st, int64_t ldst, int rows, const int *visible, float *m,
+                             float *l, float *alpha) {
+    for (int r = 0; r < rows; r += CS_ROW_STEP) {
+        int keys = 0;
+        for (int i = 0; i < CS_ROW_STEP; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
+        float block_max[CS_ROW_STEP], sum[CS_ROW_STEP], m_new[CS_ROW_STEP];
+        int nan[CS_ROW_STEP];
+        for (int i = 0; i < CS_ROW_STEP; ++i) {
+            block_max[i] = -INFINITY;
+            sum[i] = 0.0f;
+            nan[i] = m[r + i] != m[r + i];
         }
-    for (int l = 0; j + l < n; ++l) {
-        s[j + l] = exp2_portable(s[j + l] - m);
-        acc[l] += s[j + l];
+        for (int j = 0; j < keys; ++j)
+            for (int i = 0; i < CS_ROW_STEP; ++i) {
+                const float s = j < visible[r + i] ? st[j * ldst + r + i] : -INFINITY;
+                nan[i] |= s != s;
+                block_max[i] = s > block_max[i] ? s : block_max[i];
+            }
+        for (int i = 0; i < CS_ROW_STEP; ++i) {
+            const float mo = m[r + i];
+            m_new[i] = nan[i] ? NAN : (block_max[i] > mo ? block_max[i] : mo);
+            /* A row that saw nothing in this block keeps its accumulator as it is. */
+            alpha[r + i] = visible[r + i] == 0 ? 1.0f : mo == -INFINITY ? 0.0f : exp2_portable(mo - m_new[i]);
+        }
+        for (int j = 0; j < keys; ++j)
+            for (int i = 0; i < CS_ROW_STEP; ++i) {
+                float *sj = st + j * ldst + r + i;
+                const float p = j < visible[r + i] ? exp2_portable(*sj - m_new[i]) : 0.0f;
+                *sj = p;
+                sum[i] += p;
+            }
+        for (int i = 0; i < CS_ROW_STEP; ++i) {
+            if (visible[r + i] == 0) continue;
+            m[r + i] = m_new[i];
+            l[r + i] = l[r + i] * alpha[r + i] + sum[i];
+        }
     }
-    return lane_sum(acc);
 }
 
 static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int keys,
@@ -119,23 +128,22 @@ static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_
         float *orow = o + (int64_t)r * dq;
         for (int64_t c = 0; c < dq; ++c) orow[c] *= alpha[r];
     }
-    for (int64_t c = 0; c < dq; c += 2 * LANES) {
-        const int64_t w = dq - c < 2 * LANES ? dq - c : 2 * LANES;
-        for (int j = 0; j < keys; ++j) {
-            const float *vrow = v + (int64_t)j * dq + c;
-            for (int r = 0; r < CS_PV_ROWS; ++r) {
-                const float pr = p[(int64_t)r * ldp + j];
-                float *orow = o + (int64_t)r * dq + c;
-                for (int64_t l = 0; l < w; ++l) orow[l] += pr * vrow[l];
-            }
+    for (int j = 0; j < keys; ++j) {
+        const float *vrow = v + (int64_t)j * dq;
+        for (int r = 0; r < CS_PV_ROWS; ++r) {
+            const float pr = p[(int64_t)j * ldp + r];
+            float *orow = o + (int64_t)r * dq;
+            for (int64_t c = 0; c < dq; ++c) orow[c] += pr * vrow[c];
         }
     }
 }
 
-static void pv_row_portable(const float *p, const float *v, int64_t dq, int j0, int j1, float *o) {
+static void pv_row_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int j0,
+                            int j1, float *o) {
     for (int j = j0; j < j1; ++j) {
         const float *vrow = v + (int64_t)j * dq;
-        for (int64_t c = 0; c < dq; ++c) o[c] += p[j] * vrow[c];
+        const float pj = p[(int64_t)j * ldp];
+        for (int64_t c = 0; c < dq; ++c) o[c] += pj * vrow[c];
     }
 }
 
@@ -144,8 +152,7 @@ const cs_kernel_ops cs_kernels_portable = {
     .load_row = load_row_portable,
     .store_row = store_row_portable,
     .scores = scores_portable,
-    .row_max = row_max_portable,
-    .exp2_row = exp2_row_portable,
+    .softmax = softmax_portable,
     .pv_rows = pv_rows_portable,
     .pv_row = pv_row_portable,
 };
