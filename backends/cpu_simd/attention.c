@@ -17,17 +17,17 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
-    /* Q and O of a tile: 2 * rows * dq floats, kept under 256 KiB (half of the smallest L2 of
-     * current AVX2 cores); 48 rows is where the score kernel's K loads are amortised. */
-    int64_t rows = min64(48, max64(CS_Q_PANEL, 32768 / t->dq));
+    /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
+     * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
+    int64_t rows = min64(96, max64(CS_Q_PANEL, 65536 / t->dq));
     rows = rows / CS_Q_PANEL * CS_Q_PANEL;
     const int64_t group = p->heads_q / p->heads_kv;
     t->heads = (int)min64(group, rows);
     t->queries = (int)min64(p->seq_q, max64(1, rows / t->heads));
     t->rows = (int)round_up((int64_t)t->heads * t->queries, CS_Q_PANEL);
-    /* One block of K (and one of V) about 16 KiB: stays in L1 while every row of the tile
-     * streams past it. */
-    int64_t keys = min64(128, max64(CS_KEY_STEP, 4096 / t->dq));
+    /* Blocks of K and V of about 64 KiB each (L2): longer blocks spread the per-block softmax
+     * and rescaling over more products; measured best between 64 and 128 keys at d = 64..128. */
+    int64_t keys = min64(128, max64(CS_KEY_STEP, 16384 / t->dq));
     keys = keys / CS_KEY_STEP * CS_KEY_STEP;
     t->keys = (int)min64(keys, round_up(p->seq_kv, CS_KEY_STEP));
     t->threads = threads < 1 ? 1 : threads;
