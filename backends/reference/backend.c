@@ -1,0 +1,125 @@
+/*
+ * The reference backend: portable C on the host, double accumulation. It is the in-process
+ * oracle every other backend is checked against and the backend of last resort. Buffers are
+ * host memory; calls run synchronously.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fp_backend.h"
+#include "kernels/attention_double.h"
+#include "planner.h"
+
+static const fp_host *host;
+static const char NAME[] = "reference";
+
+static const fp_variant variants[] = {
+    {"double_accumulation", "straightforward two-pass softmax per query row, double precision",
+     FP_PRECISION_NATIVE},
+};
+
+static int probe(char *reason, size_t len) {
+    (void)reason;
+    (void)len;
+    return 1;
+}
+
+static flashport_status device_info(int device, flashport_device_info *out) {
+    (void)device;
+    snprintf(out->name, sizeof out->name, "host CPU (double-precision reference)");
+    snprintf(out->vendor, sizeof out->vendor, "portable C");
+    out->kind = FLASHPORT_DEVICE_CPU;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    out->compute_units = 1;
+    snprintf(out->details, sizeof out->details, "threads=1; accumulation=double");
+    return FLASHPORT_OK;
+}
+
+static void dev_close(void *dev) { (void)dev; }
+
+static flashport_status buffer_alloc(void *dev, size_t bytes, void **handle) {
+    (void)dev;
+    *handle = malloc(bytes);
+    if (!*handle)
+        return host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, NAME, "malloc: %zu bytes", bytes);
+    return FLASHPORT_OK;
+}
+
+static void buffer_free(void *dev, void *handle) {
+    (void)dev;
+    free(handle);
+}
+
+static flashport_status buffer_upload(void *dev, void *handle, size_t offset, const void *src,
+                                      size_t bytes) {
+    (void)dev;
+    memcpy((char *)handle + offset, src, bytes);
+    return FLASHPORT_OK;
+}
+
+static flashport_status buffer_download(void *dev, const void *handle, size_t offset, void *dst,
+                                        size_t bytes) {
+    (void)dev;
+    memcpy(dst, (const char *)handle + offset, bytes);
+    return FLASHPORT_OK;
+}
+
+static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
+    (void)dev;
+    return fp_reference_plan(p, forced, out);
+}
+
+static flashport_status run(void *dev, const fp_plan *pl, const flashport_problem *p,
+                            const fp_args *args) {
+    (void)dev;
+    (void)pl;
+    flashport_status st = fp_reference_attention(p, args);
+    if (st)
+        return host->error(st, NAME, "attention: cannot allocate %lld doubles of row scratch",
+                           (long long)(p->seq_kv + p->head_dim));
+    return FLASHPORT_OK;
+}
+
+static flashport_status synchronize(void *dev) {
+    (void)dev;
+    return FLASHPORT_OK;
+}
+
+static const fp_device_ops ops = {
+    .close = dev_close,
+    .buffer_alloc = buffer_alloc,
+    .buffer_free = buffer_free,
+    .buffer_upload = buffer_upload,
+    .buffer_download = buffer_download,
+    .plan = plan,
+    .run = run,
+    .synchronize = synchronize,
+};
+
+static flashport_status open_device(int device, const fp_device_ops **o, void **dev) {
+    (void)device;
+    *o = &ops;
+    *dev = NULL;
+    return FLASHPORT_OK;
+}
+
+static const fp_backend backend = {
+    .abi = FP_BACKEND_ABI,
+    .name = NAME,
+    .kind = FLASHPORT_DEVICE_CPU,
+    .host_memory = 1,
+    .variants = variants,
+    .n_variants = 1,
+    .probe = probe,
+    .device_info = device_info,
+    .open = open_device,
+};
+
+const fp_backend *fp_reference_entry(const fp_host *h) {
+    host = h;
+    return &backend;
+}

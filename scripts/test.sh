@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds into build-test, and runs every test
+# (unit tests, and the conformance suite on every backend built here) with ctest.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$here/scripts/setup.sh"
+# Tests only compile the GPU modules where there is no GPU: one CUDA target keeps that short.
+FLASHPORT_CUDA_ARCHITECTURES=${FLASHPORT_CUDA_ARCHITECTURES:-90-real} \
+  "$here/scripts/build.sh" "$here/build-test"
+ctest --test-dir "$here/build-test" --output-on-failure -j"$(nproc)" "$@"
