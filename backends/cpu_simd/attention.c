@@ -87,7 +87,7 @@ typedef struct call {
     const fp_args *a;
     size_t esize;
     int64_t group;       /* query heads per KV head */
-    float q_mul;         /* scale * log2(e) */
+    float scale2;        /* scale * log2(e): softmax in base 2 */
     scratch_layout L;
 } call;
 
@@ -129,7 +129,8 @@ static int64_t head_of(const call *c, const tile_pos *tp, int r) {
 }
 static int64_t position_of(const tile_pos *tp, int r) { return tp->i0 + r / tp->nh; }
 
-/* Converts the tile's query rows (scaled by scale * log2 e) and lays them out as transposed
+/* Converts the tile's query rows (unscaled: the scale is applied to the scores, one rounding
+ * at their own magnitude) and lays them out as transposed
  * panels; rows past `real` are zero. `rows_tmp` holds real * dq floats. */
 static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real, int rows,
                    float *rows_tmp) {
@@ -137,7 +138,7 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     const int64_t dq = c->t->dq;
     for (int r = 0; r < real; ++r)
         c->ops->load_row(elem(c->a->q, &p->q, tp->b, head_of(c, tp, r), position_of(tp, r), c->esize),
-                         p->dtype, p->head_dim, dq, c->q_mul, rows_tmp + (int64_t)r * dq);
+                         p->dtype, p->head_dim, dq, 1.0f, rows_tmp + (int64_t)r * dq);
     for (int r = 0; r < rows; ++r) {
         float *panel = ts->q + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
         if (r < real)
@@ -187,7 +188,7 @@ static void run_tile(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, in
         ops->scores(ts->q, ts->k, p->head_dim, dq, score_rows, padded, ts->s, rows);
         for (int r = 0; r < score_rows; ++r)
             ts->visible[r] = (int)max64(0, min64((int64_t)ts->count[r] - j0, n));
-        ops->softmax(ts->s, rows, score_rows, ts->visible, ts->m, ts->l, ts->alpha);
+        ops->softmax(ts->s, rows, score_rows, ts->visible, c->scale2, ts->m, ts->l, ts->alpha);
         /* The group kernel takes the keys every real row of the group sees; a row's keys past
          * that are added by itself, so that no row ever touches a key it cannot see (0 * NaN
          * from a hidden V row must not reach it). */
@@ -251,7 +252,7 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const flashport_
                   const fp_args *args, void *scratch) {
     call c = {
         .ops = ops, .t = t, .p = p, .a = args, .esize = p->dtype == FLASHPORT_F32 ? 4 : 2,
-        .group = p->heads_q / p->heads_kv, .q_mul = p->scale * 1.44269504088896340736f,
+        .group = p->heads_q / p->heads_kv, .scale2 = p->scale * 1.44269504088896340736f,
         .L = layout_of(t),
     };
     work_list w;

@@ -4,7 +4,7 @@
  * A tile is a few query rows of every query head that shares one KV head (GQA), stacked so that
  * each block of K and V is converted once and used by all of them. For each key block the tile
  * computes S = Q K^T with the score micro-kernel, updates the running max and sum of every row
- * (online softmax, base 2: Q is pre-scaled by scale * log2 e), and accumulates O += P V with the
+ * (online softmax in base 2: scores times scale * log2 e), and accumulates O += P V with the
  * P V micro-kernel. Causal tiles stop at their last visible key, so blocks above the diagonal
  * are never touched. Threads take tiles from a shared counter, most expensive first.
  */

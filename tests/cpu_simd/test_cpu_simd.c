@@ -142,7 +142,8 @@ static void free_tensors(tensors *t) {
 }
 
 static double tolerance_rel_l2(const test_case *tc) {
-    if (tc->special == LARGE_LOGITS) return 1e-3; /* f32 scores of ~1000 carry ~1e-4 absolute error */
+    /* f32 scores of ~1000 are rounded at ulp(1000) ~ 6e-5: ten times the f32 tolerance. */
+    if (tc->special == LARGE_LOGITS) return 1e-4;
     return tc->dtype == FLASHPORT_F32 ? 1e-5 : tc->dtype == FLASHPORT_F16 ? 2e-3 : 1e-2;
 }
 

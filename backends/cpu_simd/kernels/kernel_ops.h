@@ -27,6 +27,10 @@
 #define CS_SCORE_KEYS 4  /* keys of the S = Q K^T micro-kernel */
 #define CS_PV_ROWS 6     /* rows of the O += P V micro-kernel */
 #define CS_KEY_STEP 16   /* key blocks are multiples of this */
+/* The score kernel sums the head dimension in chunks of this many columns, each chunk in
+ * fresh registers, then adds the chunk to the score: a dominant component then meets only a
+ * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
+#define CS_SCORE_CHUNK 16
 
 typedef struct cs_kernel_ops {
     const char *name;
@@ -36,16 +40,18 @@ typedef struct cs_kernel_ops {
     /* dst[0..d) = mul * src[0..d) converted to dtype (round to nearest even). */
     void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
     /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP), j < keys
-     * (a multiple of CS_SCORE_KEYS); only the first d columns are read. */
+     * (a multiple of CS_SCORE_KEYS); only the first d columns are read; sums in chunks of
+     * CS_SCORE_CHUNK columns. */
     void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, int keys,
                    float *st, int64_t ldst);
     /* Online-softmax step for rows r < rows (a multiple of CS_ROW_STEP), row r seeing keys
-     * j < visible[r] of the block: m[r] becomes the running max (NaN once a visible score is
-     * NaN), st[j * ldst + r] becomes 2^(s - m) for visible keys and 0 for the others,
-     * alpha[r] = 2^(m_old - m) rescales the row's accumulator (0 when m_old = -inf) and
+     * j < visible[r] of the block, with scores taken as t = scale2 * st (scale2 = scale *
+     * log2 e, so that 2^t is e^(scale * s)): m[r] becomes the running max of t (NaN once a
+     * visible score is NaN), st[j * ldst + r] becomes 2^(t - m) for visible keys and 0 for the
+     * others, alpha[r] = 2^(m_old - m) rescales the row's accumulator (0 when m_old = -inf) and
      * l[r] = l[r] * alpha[r] + sum of the row's new probabilities. */
-    void (*softmax)(float *st, int64_t ldst, int rows, const int *visible, float *m, float *l,
-                    float *alpha);
+    void (*softmax)(float *st, int64_t ldst, int rows, const int *visible, float scale2,
+                    float *m, float *l, float *alpha);
     /* For CS_PV_ROWS rows r: o_r = alpha[r] * o_r + sum_{j < keys} p[j * ldp + r] * v_j. */
     void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int keys,
                     const float *alpha, float *o);

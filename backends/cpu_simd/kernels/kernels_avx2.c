@@ -68,24 +68,29 @@ static inline __attribute__((always_inline)) void scores_panel_avx2(
     const int RV) {
     for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
         const float *k0 = k + (int64_t)j * dq, *k1 = k0 + dq, *k2 = k1 + dq, *k3 = k2 + dq;
-        __m256 acc[CS_SCORE_KEYS][3];
-        for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
-            for (int rv = 0; rv < RV; ++rv) acc[jj][rv] = _mm256_setzero_ps();
-        for (int64_t c = 0; c < d; ++c) {
-            __m256 x[3];
-            for (int rv = 0; rv < RV; ++rv) x[rv] = _mm256_load_ps(qp + c * CS_Q_PANEL + 8 * rv);
-            __m256 y = _mm256_broadcast_ss(k0 + c);
-            for (int rv = 0; rv < RV; ++rv) acc[0][rv] = _mm256_fmadd_ps(x[rv], y, acc[0][rv]);
-            y = _mm256_broadcast_ss(k1 + c);
-            for (int rv = 0; rv < RV; ++rv) acc[1][rv] = _mm256_fmadd_ps(x[rv], y, acc[1][rv]);
-            y = _mm256_broadcast_ss(k2 + c);
-            for (int rv = 0; rv < RV; ++rv) acc[2][rv] = _mm256_fmadd_ps(x[rv], y, acc[2][rv]);
-            y = _mm256_broadcast_ss(k3 + c);
-            for (int rv = 0; rv < RV; ++rv) acc[3][rv] = _mm256_fmadd_ps(x[rv], y, acc[3][rv]);
+        for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
+            const int64_t c1 = c0 + CS_SCORE_CHUNK < d ? c0 + CS_SCORE_CHUNK : d;
+            __m256 acc[CS_SCORE_KEYS][3];
+            for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+                for (int rv = 0; rv < RV; ++rv) acc[jj][rv] = _mm256_setzero_ps();
+            for (int64_t c = c0; c < c1; ++c) {
+                __m256 x[3];
+                for (int rv = 0; rv < RV; ++rv) x[rv] = _mm256_load_ps(qp + c * CS_Q_PANEL + 8 * rv);
+                __m256 y = _mm256_broadcast_ss(k0 + c);
+                for (int rv = 0; rv < RV; ++rv) acc[0][rv] = _mm256_fmadd_ps(x[rv], y, acc[0][rv]);
+                y = _mm256_broadcast_ss(k1 + c);
+                for (int rv = 0; rv < RV; ++rv) acc[1][rv] = _mm256_fmadd_ps(x[rv], y, acc[1][rv]);
+                y = _mm256_broadcast_ss(k2 + c);
+                for (int rv = 0; rv < RV; ++rv) acc[2][rv] = _mm256_fmadd_ps(x[rv], y, acc[2][rv]);
+                y = _mm256_broadcast_ss(k3 + c);
+                for (int rv = 0; rv < RV; ++rv) acc[3][rv] = _mm256_fmadd_ps(x[rv], y, acc[3][rv]);
+            }
+            for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+                for (int rv = 0; rv < RV; ++rv) {
+                    float *out = st + (int64_t)(j + jj) * ldst + 8 * rv;
+                    _mm256_storeu_ps(out, c0 == 0 ? acc[jj][rv] : _mm256_add_ps(_mm256_loadu_ps(out), acc[jj][rv]));
+                }
         }
-        for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
-            for (int rv = 0; rv < RV; ++rv)
-                _mm256_storeu_ps(st + (int64_t)(j + jj) * ldst + 8 * rv, acc[jj][rv]);
     }
 }
 
@@ -120,9 +125,9 @@ static inline __m256 exp2_avx2(__m256 x) {
 }
 
 /* Eight rows per register, straight down the keys: no horizontal work. */
-static void softmax_avx2(float *st, int64_t ldst, int rows, const int *visible, float *m,
-                         float *l, float *alpha) {
-    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+static void softmax_avx2(float *st, int64_t ldst, int rows, const int *visible, float scale2,
+                         float *m, float *l, float *alpha) {
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY), vscale = _mm256_set1_ps(scale2);
     for (int r = 0; r < rows; r += CS_ROW_STEP) {
         const __m256i vis = _mm256_loadu_si256((const __m256i *)(visible + r));
         int keys = 0;
@@ -135,7 +140,8 @@ static void softmax_avx2(float *st, int64_t ldst, int rows, const int *visible, 
         __m256 block_max = neg_inf, nan = _mm256_cmp_ps(m_old, m_old, _CMP_UNORD_Q);
         for (int j = 0; j < keys; ++j) {
             const __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vis, _mm256_set1_epi32(j)));
-            const __m256 s = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(st + j * ldst + r), seen);
+            const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(st + j * ldst + r), vscale);
+            const __m256 s = _mm256_blendv_ps(neg_inf, t, seen);
             block_max = _mm256_max_ps(block_max, s);
             nan = _mm256_or_ps(nan, _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
         }
@@ -147,7 +153,8 @@ static void softmax_avx2(float *st, int64_t ldst, int rows, const int *visible, 
         for (int j = 0; j < keys; ++j) {
             const __m256 seen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(vis, _mm256_set1_epi32(j)));
             float *sj = st + j * ldst + r;
-            const __m256 p = _mm256_and_ps(seen, exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(sj), m_new)));
+            const __m256 t = _mm256_fmsub_ps(_mm256_loadu_ps(sj), vscale, m_new);
+            const __m256 p = _mm256_and_ps(seen, exp2_avx2(t));
             _mm256_storeu_ps(sj, p);
             sum = _mm256_add_ps(sum, p);
         }

@@ -48,17 +48,22 @@ static void scores_portable(const float *qp, const float *k, int64_t d, int64_t 
         const float *panel = qp + (int64_t)r * dq;
         const int width = rows - r < CS_Q_PANEL ? rows - r : CS_Q_PANEL;
         for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
-            float acc[CS_SCORE_KEYS][CS_Q_PANEL];
-            memset(acc, 0, sizeof acc);
-            for (int64_t c = 0; c < d; ++c) {
-                const float *x = panel + c * CS_Q_PANEL;
-                for (int jj = 0; jj < CS_SCORE_KEYS; ++jj) {
-                    const float y = k[(int64_t)(j + jj) * dq + c];
-                    for (int i = 0; i < CS_Q_PANEL; ++i) acc[jj][i] += x[i] * y;
+            float total[CS_SCORE_KEYS][CS_Q_PANEL] = {{0}};
+            for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
+                const int64_t c1 = c0 + CS_SCORE_CHUNK < d ? c0 + CS_SCORE_CHUNK : d;
+                float acc[CS_SCORE_KEYS][CS_Q_PANEL] = {{0}};
+                for (int64_t c = c0; c < c1; ++c) {
+                    const float *x = panel + c * CS_Q_PANEL;
+                    for (int jj = 0; jj < CS_SCORE_KEYS; ++jj) {
+                        const float y = k[(int64_t)(j + jj) * dq + c];
+                        for (int i = 0; i < CS_Q_PANEL; ++i) acc[jj][i] += x[i] * y;
+                    }
                 }
+                for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+                    for (int i = 0; i < CS_Q_PANEL; ++i) total[jj][i] += acc[jj][i];
             }
             for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
-                for (int i = 0; i < width; ++i) st[(int64_t)(j + jj) * ldst + r + i] = acc[jj][i];
+                for (int i = 0; i < width; ++i) st[(int64_t)(j + jj) * ldst + r + i] = total[jj][i];
         }
     }
 }
@@ -83,8 +88,8 @@ static inline float exp2_portable(float x) {
 }
 
 /* CS_ROW_STEP rows at a time, lanes innermost, as the AVX2 path does it with registers. */
-static void softmax_portable(float *st, int64_t ldst, int rows, const int *visible, float *m,
-                             float *l, float *alpha) {
+static void softmax_portable(float *st, int64_t ldst, int rows, const int *visible,
+                             float scale2, float *m, float *l, float *alpha) {
     for (int r = 0; r < rows; r += CS_ROW_STEP) {
         int keys = 0;
         for (int i = 0; i < CS_ROW_STEP; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
@@ -97,7 +102,7 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *visib
         }
         for (int j = 0; j < keys; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
-                const float s = j < visible[r + i] ? st[j * ldst + r + i] : -INFINITY;
+                const float s = j < visible[r + i] ? st[j * ldst + r + i] * scale2 : -INFINITY;
                 nan[i] |= s != s;
                 block_max[i] = s > block_max[i] ? s : block_max[i];
             }
@@ -110,7 +115,7 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *visib
         for (int j = 0; j < keys; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
                 float *sj = st + j * ldst + r + i;
-                const float p = j < visible[r + i] ? exp2_portable(*sj - m_new[i]) : 0.0f;
+                const float p = j < visible[r + i] ? exp2_portable(*sj * scale2 - m_new[i]) : 0.0f;
                 *sj = p;
                 sum[i] += p;
             }
