@@ -35,7 +35,7 @@ void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t) {
 
 /* Floats of one thread's scratch, each array rounded to a cache line. */
 typedef struct scratch_layout {
-    int64_t q, o, k, v, s, m, l, alpha, count, visible, total;
+    int64_t q, o, k, v, s, m, l, alpha, count, visible, common, total;
 } scratch_layout;
 
 static scratch_layout layout_of(const cs_tiling *t) {
@@ -52,6 +52,7 @@ static scratch_layout layout_of(const cs_tiling *t) {
     PLACE(alpha, t->rows);
     PLACE(count, t->rows); /* ints share the float slots: both are 4 bytes */
     PLACE(visible, t->rows);
+    PLACE(common, t->rows / CS_PV_ROWS);
 #undef PLACE
     L.total = at;
     return L;
@@ -93,7 +94,7 @@ typedef struct call {
 
 typedef struct tile_scratch {
     float *q, *o, *k, *v, *s, *m, *l, *alpha;
-    int *count, *visible;
+    int *count, *visible, *common; /* common: keys every row of a P V group sees */
 } tile_scratch;
 
 static const void *elem(const void *base, const flashport_strides *st, int64_t b, int64_t h,
@@ -190,17 +191,23 @@ static void run_tile(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, in
             ts->visible[r] = (int)max64(0, min64((int64_t)ts->count[r] - j0, n));
         ops->softmax(ts->s, rows, score_rows, ts->visible, c->scale2, ts->m, ts->l, ts->alpha);
         /* The group kernel takes the keys every real row of the group sees; a row's keys past
-         * that are added by itself, so that no row ever touches a key it cannot see (0 * NaN
-         * from a hidden V row must not reach it). */
+         * that are added by itself afterwards (the group kernel applies the rescaling), so that
+         * no row ever touches a key it cannot see (0 * NaN from a hidden V row must not reach
+         * it). Columns outermost: one strip of V serves every group from L1. */
         for (int g = 0; g < real; g += CS_PV_ROWS) {
-            const int g_end = (int)min64(g + CS_PV_ROWS, real);
             int common = n;
-            for (int r = g; r < g_end; ++r) common = ts->visible[r] < common ? ts->visible[r] : common;
-            ops->pv_rows(ts->s + g, rows, ts->v, dq, common, ts->alpha + g, ts->o + (int64_t)g * dq);
-            for (int r = g; r < g_end; ++r)
-                if (ts->visible[r] > common)
-                    ops->pv_row(ts->s + r, rows, ts->v, dq, common, ts->visible[r], ts->o + (int64_t)r * dq);
+            for (int r = g; r < g + CS_PV_ROWS && r < real; ++r)
+                common = ts->visible[r] < common ? ts->visible[r] : common;
+            ts->common[g / CS_PV_ROWS] = common;
         }
+        for (int64_t c0 = 0; c0 < dq; c0 += CS_PV_COLS)
+            for (int g = 0; g < real; g += CS_PV_ROWS)
+                ops->pv_rows(ts->s + g, rows, ts->v + c0, dq, min64(CS_PV_COLS, dq - c0),
+                             ts->common[g / CS_PV_ROWS], ts->alpha + g, ts->o + (int64_t)g * dq + c0);
+        for (int r = 0; r < real; ++r)
+            if (ts->visible[r] > ts->common[r / CS_PV_ROWS])
+                ops->pv_row(ts->s + r, rows, ts->v, dq, ts->common[r / CS_PV_ROWS], ts->visible[r],
+                            ts->o + (int64_t)r * dq);
     }
 
     float *lse = (float *)c->a->lse;
@@ -223,6 +230,7 @@ static tile_scratch scratch_of(const call *c, void *base, int thread) {
         .q = f + c->L.q, .o = f + c->L.o, .k = f + c->L.k, .v = f + c->L.v, .s = f + c->L.s,
         .m = f + c->L.m, .l = f + c->L.l, .alpha = f + c->L.alpha,
         .count = (int *)(f + c->L.count), .visible = (int *)(f + c->L.visible),
+        .common = (int *)(f + c->L.common),
     };
     return ts;
 }

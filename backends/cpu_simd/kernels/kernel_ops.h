@@ -27,6 +27,7 @@
 #define CS_SCORE_KEYS 4  /* keys of the S = Q K^T micro-kernel */
 #define CS_PV_ROWS 6     /* rows of the O += P V micro-kernel */
 #define CS_KEY_STEP 16   /* key blocks are multiples of this */
+#define CS_PV_COLS 32    /* columns of O per pass over a V block: the strip of V stays in L1 */
 /* The score kernel sums the head dimension in chunks of this many columns, each chunk in
  * fresh registers, then adds the chunk to the score: a dominant component then meets only a
  * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
@@ -52,9 +53,11 @@ typedef struct cs_kernel_ops {
      * l[r] = l[r] * alpha[r] + sum of the row's new probabilities. */
     void (*softmax)(float *st, int64_t ldst, int rows, const int *visible, float scale2,
                     float *m, float *l, float *alpha);
-    /* For CS_PV_ROWS rows r: o_r = alpha[r] * o_r + sum_{j < keys} p[j * ldp + r] * v_j. */
-    void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int keys,
-                    const float *alpha, float *o);
+    /* For CS_PV_ROWS rows r and columns c < cols (a multiple of CS_DIM_STEP):
+     * o_r[c] = alpha[r] * o_r[c] + sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of v and o are
+     * dq floats apart. */
+    void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                    int keys, const float *alpha, float *o);
     /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row past its group's
      * common part). */
     void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,

@@ -166,10 +166,10 @@ static void softmax_avx2(float *st, int64_t ldst, int rows, const int *visible, 
 
 /* 6 rows x 16 columns of O in 12 registers for the whole key block: per key, two loads of V
  * and six broadcasts of P feed twelve FMAs. */
-static void pv_rows_avx2(const float *p, int64_t ldp, const float *v, int64_t dq, int keys,
-                         const float *alpha, float *o) {
+static void pv_rows_avx2(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                         int keys, const float *alpha, float *o) {
     int64_t c = 0;
-    for (; c + 16 <= dq; c += 16) {
+    for (; c + 16 <= cols; c += 16) {
         __m256 acc[CS_PV_ROWS][2];
         for (int r = 0; r < CS_PV_ROWS; ++r) {
             const __m256 a = _mm256_broadcast_ss(alpha + r);
@@ -191,7 +191,7 @@ static void pv_rows_avx2(const float *p, int64_t ldp, const float *v, int64_t dq
             _mm256_store_ps(o + r * dq + c + 8, acc[r][1]);
         }
     }
-    if (c < dq) { /* dq is a multiple of 8: one 8-column strip is left */
+    if (c < cols) { /* cols is a multiple of 8: one 8-column strip is left */
         __m256 acc[CS_PV_ROWS];
         for (int r = 0; r < CS_PV_ROWS; ++r)
             acc[r] = _mm256_mul_ps(_mm256_broadcast_ss(alpha + r), _mm256_load_ps(o + r * dq + c));

@@ -127,18 +127,18 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *visib
     }
 }
 
-static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int keys,
-                             const float *alpha, float *o) {
+static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_t dq,
+                             int64_t cols, int keys, const float *alpha, float *o) {
     for (int r = 0; r < CS_PV_ROWS; ++r) {
         float *orow = o + (int64_t)r * dq;
-        for (int64_t c = 0; c < dq; ++c) orow[c] *= alpha[r];
+        for (int64_t c = 0; c < cols; ++c) orow[c] *= alpha[r];
     }
     for (int j = 0; j < keys; ++j) {
         const float *vrow = v + (int64_t)j * dq;
         for (int r = 0; r < CS_PV_ROWS; ++r) {
             const float pr = p[(int64_t)j * ldp + r];
             float *orow = o + (int64_t)r * dq;
-            for (int64_t c = 0; c < dq; ++c) orow[c] += pr * vrow[c];
+            for (int64_t c = 0; c < cols; ++c) orow[c] += pr * vrow[c];
         }
     }
 }
