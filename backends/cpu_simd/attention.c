@@ -24,13 +24,27 @@ void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t) {
     const int64_t group = p->heads_q / p->heads_kv;
     t->heads = (int)min64(group, rows);
     t->queries = (int)min64(p->seq_q, max64(1, rows / t->heads));
+    t->threads = threads < 1 ? 1 : threads;
+    /* With only a few equal tiles per thread (no causal mask), the last round leaves threads
+     * idle unless the tile count divides evenly: round it up to a multiple that does. */
+    const int64_t per_q_tile = p->batch * p->heads_kv * ((group + t->heads - 1) / t->heads);
+    int64_t q_tiles = (p->seq_q + t->queries - 1) / t->queries;
+    if (!p->causal && t->threads > 1 && per_q_tile * q_tiles < 8 * (int64_t)t->threads) {
+        int64_t a = per_q_tile, b = t->threads;
+        while (b) {
+            const int64_t r = a % b;
+            a = b;
+            b = r;
+        }
+        q_tiles = round_up(q_tiles, t->threads / a);
+        t->queries = (int)max64(1, (p->seq_q + q_tiles - 1) / q_tiles);
+    }
     t->rows = (int)round_up((int64_t)t->heads * t->queries, CS_Q_PANEL);
     /* Blocks of K and V of about 64 KiB each (L2): longer blocks spread the per-block softmax
      * and rescaling over more products; measured best between 64 and 128 keys at d = 64..128. */
     int64_t keys = min64(128, max64(CS_KEY_STEP, 16384 / t->dq));
     keys = keys / CS_KEY_STEP * CS_KEY_STEP;
     t->keys = (int)min64(keys, round_up(p->seq_kv, CS_KEY_STEP));
-    t->threads = threads < 1 ? 1 : threads;
 }
 
 /* Floats of one thread's scratch, each array rounded to a cache line. */
