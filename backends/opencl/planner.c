@@ -92,22 +92,24 @@ static int64_t round_up_pow2(int64_t x, int64_t lo, int64_t hi) {
 
 static void default_shape(const fp_cl_device_desc *dev, const flashport_problem *p, int64_t *t) {
     int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
-    /* 64x64 blocks with 4x4 register tiles: 256 work-items, each with 16 scores and up to
-     * 32 output accumulators in registers. CPUs (PoCL) run work-items as loops, where smaller
-     * blocks waste less on short sequences. */
-    t[FP_CL_P_BR] = gpu_like ? 64 : 32;
-    t[FP_CL_P_BC] = gpu_like ? 64 : 32;
-    t[FP_CL_P_TM] = gpu_like ? 4 : 2;
-    t[FP_CL_P_TN] = gpu_like ? 4 : 2;
-    if (p->seq_q <= 16) { /* decode-like: one row per work-item */
+    /* GPUs: 64x64 blocks with 4x4 register tiles, 256 work-items, each with 16 scores and up
+     * to 32 output accumulators in registers. CPUs (PoCL) run the work-items of a group as
+     * loops between barriers, where fewer, larger work-items (8x8 tiles, 64 per group) run
+     * several times faster. */
+    t[FP_CL_P_BR] = 64;
+    t[FP_CL_P_BC] = 64;
+    t[FP_CL_P_TM] = gpu_like ? 4 : 8;
+    t[FP_CL_P_TN] = gpu_like ? 4 : 8;
+    if (p->seq_q <= 16) { /* decode-like: a 16-row tile */
         t[FP_CL_P_BR] = 16;
-        t[FP_CL_P_TM] = 1;
+        t[FP_CL_P_TM] = gpu_like ? 1 : 2;
     }
     t[FP_CL_P_KC] = round_up_pow2(p->head_dim, 8, 32);
     t[FP_CL_P_VC] = t[FP_CL_P_BC] < 32 ? t[FP_CL_P_BC] : 32;
-    /* Output columns per group: the head dim rounded up, at most 128 (wider heads are split
-     * into slices that each recompute the scores, which keeps the accumulators in registers). */
-    t[FP_CL_P_DV] = round_up_pow2(p->head_dim, 16, 128);
+    /* Output columns per group: the head dim rounded up, at most 128 on GPUs and 256 on CPUs
+     * (wider heads are split into slices that each recompute the scores, which keeps the
+     * accumulators in registers). */
+    t[FP_CL_P_DV] = round_up_pow2(p->head_dim, 16, gpu_like ? 128 : 256);
 
     /* Small devices: halve the blocks until the shape fits the work-group and local limits. */
     char why[128];

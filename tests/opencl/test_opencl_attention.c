@@ -4,6 +4,7 @@
  * rows that see no key, both layouts and padded strides, head dims from 1 to 1024 (several
  * output slices), LSE, the three dtypes, and NaN confined to the rows that see it.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -198,6 +199,22 @@ int main(int argc, char **argv) {
      * stay finite, also in the block the diagonal crosses. */
     run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0}, 99, 20);
     run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0}, 98, 30);
+
+
+    /* The GPU tile shapes, forced here so that a CPU OpenCL device checks them too: 256
+     * work-items with 4x4 register tiles and 128-column output slices, and the decode shape. */
+    const char *gpu_shapes[] = {"br=64,bc=64,tm=4,tn=4,kc=32,vc=32,dv=128",
+                                "br=16,bc=64,tm=1,tn=4,kc=16,vc=32,dv=64"};
+    for (int g = 0; g < 2; g++) {
+        setenv("FLASHPORT_OPENCL_TILE", gpu_shapes[g], 1);
+        printf("FLASHPORT_OPENCL_TILE=%s\n", gpu_shapes[g]);
+        run_case(ctx, cases[1], 201, -1);
+        run_case(ctx, cases[2], 202, -1);
+        run_case(ctx, cases[5], 203, -1);
+        run_case(ctx, cases[8], 204, -1);
+        run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0}, 205, 20);
+    }
+    unsetenv("FLASHPORT_OPENCL_TILE");
 
     flashport_context_destroy(ctx);
     return check_report("test_opencl_attention");
