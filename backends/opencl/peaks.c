@@ -59,7 +59,7 @@ static flashport_status fma_rate(fp_cl_dev *dev, double *tflops, size_t *items_o
         double ms = 0.0;
         st = event_ms(dev, event, &ms);
         if (st != FLASHPORT_OK) break;
-        if (ms > 0.0) best = 2.0 * 16.0 * (double)iters * (double)items / (ms * 1e-3) / 1e12;
+        if (ms > 0.0) best = 2.0 * 32.0 * (double)iters * (double)items / (ms * 1e-3) / 1e12;
         if (ms >= 20.0 || iters >= (1 << 22)) break;
         iters *= 2;
     }
@@ -114,7 +114,7 @@ flashport_status fp_cl_measure_peaks(fp_cl_dev *dev, flashport_peaks *out) {
         dev->desc->compute_units ? tflops / (double)dev->desc->compute_units : 0.0;
     out->copy_gbps = gbps;
     snprintf(out->method, sizeof out->method,
-             "fma: %zu work-items x 16 chains x %d fma, profiled; per core = per compute unit; "
+             "fma: %zu work-items x 32 chains x %d fma, profiled; per core = per compute unit; "
              "copy: clEnqueueCopyBuffer %zu MiB, best of 5",
              items, iters, bytes >> 20);
     return FLASHPORT_OK;

@@ -59,6 +59,8 @@ static int apply_override(const char *text, int64_t *t, char *why, size_t len) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
     for (char *item = strtok(buf, ", "); item; item = strtok(NULL, ", ")) {
+        char original[64];
+        snprintf(original, sizeof original, "%s", item);
         char *eq = strchr(item, '=');
         int found = 0;
         if (eq) {
@@ -77,7 +79,7 @@ static int apply_override(const char *text, int64_t *t, char *why, size_t len) {
             snprintf(why, len,
                      "FLASHPORT_OPENCL_TILE: cannot read \"%s\" (expected key=value items with "
                      "keys br, bc, tm, tn, kc, vc, dv)",
-                     item);
+                     original);
             return 0;
         }
     }

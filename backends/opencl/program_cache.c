@@ -2,7 +2,8 @@
  * Built programs: kept per context in memory, and on disk across processes so that slow
  * compilers (PoCL compiles through LLVM) pay once. A disk entry is keyed by the source, the
  * build options, the device, the driver and the platform version; the file holds the full key
- * text before the binary, so a hash collision or a stale file is detected and rebuilt.
+ * text and a checksum before the binary, so a hash collision, a stale or a damaged file is
+ * detected and rebuilt.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -26,6 +27,15 @@ struct fp_cl_program_entry {
 static uint64_t fnv1a(const char *text, uint64_t h) {
     for (const unsigned char *s = (const unsigned char *)text; *s; s++) {
         h ^= *s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t fnv1a_bytes(const unsigned char *data, size_t len) {
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= data[i];
         h *= 1099511628211ull;
     }
     return h;
@@ -61,7 +71,15 @@ static int cache_dir(char *buf, size_t len) {
         mkdir(buf, 0755);
         *p = '/';
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+        static int warned; /* once per process: every build would repeat it */
+        if (!warned++)
+            fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME,
+                            "cannot create the program cache folder %s (%s); compiled programs "
+                            "are not kept on disk",
+                            buf, strerror(errno));
+        return 0;
+    }
     return 1;
 }
 
@@ -72,7 +90,7 @@ static char *disk_key(const fp_cl_device_desc *d, const char *source, const char
                  strlen(d->platform_version) + strlen(options) + 128;
     char *key = malloc(len);
     if (key)
-        snprintf(key, len, "flashport-opencl program 1\n%s\n%s\n%s\n%s\n%s\nsource %s\n", d->name,
+        snprintf(key, len, "flashport-opencl program 2\n%s\n%s\n%s\n%s\n%s\nsource %s\n", d->name,
                  d->driver_version, d->platform_name, d->platform_version, options, hash);
     return key;
 }
@@ -96,10 +114,21 @@ static cl_program load_cached(fp_cl_dev *dev, const char *key, const char *optio
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     size_t key_len = strlen(key);
-    if (size > (long)key_len && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size)) &&
-        fread(data, 1, (size_t)size, f) == (size_t)size && memcmp(data, key, key_len) == 0) {
-        const unsigned char *binary = data + key_len;
-        size_t binary_len = (size_t)size - key_len;
+    const size_t sum_len = 17; /* 16 hex digits of the binary's checksum and a newline */
+    if (size > (long)(key_len + sum_len) && fseek(f, 0, SEEK_SET) == 0 &&
+        (data = malloc((size_t)size)) && fread(data, 1, (size_t)size, f) == (size_t)size &&
+        memcmp(data, key, key_len) == 0) {
+        const unsigned char *binary = data + key_len + sum_len;
+        size_t binary_len = (size_t)size - key_len - sum_len;
+        char sum[18];
+        snprintf(sum, sizeof sum, "%016llx\n", (unsigned long long)fnv1a_bytes(binary, binary_len));
+        if (memcmp(data + key_len, sum, sum_len) != 0) {
+            fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME, "cached program %s is damaged; rebuilding",
+                            path);
+            free(data);
+            fclose(f);
+            return NULL;
+        }
         cl_int status = CL_SUCCESS, err = CL_SUCCESS;
         program = dev->cl->clCreateProgramWithBinary(dev->context, 1, &dev->desc->id, &binary_len,
                                                      &binary, &status, &err);
@@ -122,8 +151,6 @@ static void store_cached(fp_cl_dev *dev, cl_program program, const char *key) {
     char path[1200], tmp[1300];
     size_t binary_len = 0;
     if (!cache_path(key, path, sizeof path)) {
-        fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME,
-                        "no program cache directory (FLASHPORT_CACHE_DIR, XDG_CACHE_HOME, HOME)");
         return;
     }
     if (dev->cl->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof binary_len, &binary_len,
@@ -143,7 +170,10 @@ static void store_cached(fp_cl_dev *dev, cl_program program, const char *key) {
     FILE *f = ok ? fopen(tmp, "wb") : NULL;
     if (f) {
         size_t key_len = strlen(key);
-        ok = fwrite(key, 1, key_len, f) == key_len && fwrite(binary, 1, binary_len, f) == binary_len;
+        char sum[18];
+        snprintf(sum, sizeof sum, "%016llx\n", (unsigned long long)fnv1a_bytes(binary, binary_len));
+        ok = fwrite(key, 1, key_len, f) == key_len && fwrite(sum, 1, 17, f) == 17 &&
+             fwrite(binary, 1, binary_len, f) == binary_len;
         ok = (fclose(f) == 0) && ok;
         ok = ok && rename(tmp, path) == 0;
         if (!ok) remove(tmp);
