@@ -21,9 +21,9 @@ static const char *const param_keys[7] = {"br", "bc", "tm", "tn", "kc", "vc", "d
 
 size_t fp_cl_tile_local_bytes(const int64_t *t) {
     int64_t ct = t[FP_CL_P_BC] / t[FP_CL_P_TN];
-    int64_t qk = (t[FP_CL_P_BR] + t[FP_CL_P_BC]) * (t[FP_CL_P_KC] + 1);
-    int64_t vv = t[FP_CL_P_VC] * t[FP_CL_P_DV];
-    int64_t floats = (qk > vv ? qk : vv) + t[FP_CL_P_BR] * (t[FP_CL_P_BC] + 1) +
+    int64_t qk = (t[FP_CL_P_BR] + t[FP_CL_P_BC]) * (t[FP_CL_P_KC] + 4);
+    int64_t vv = (t[FP_CL_P_VC] + 4) * t[FP_CL_P_DV];
+    int64_t floats = (qk > vv ? qk : vv) + t[FP_CL_P_BR] * (t[FP_CL_P_BC] + 4) +
                      2 * t[FP_CL_P_BR] * (ct + 1);
     return (size_t)floats * sizeof(float);
 }
@@ -38,8 +38,11 @@ static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, char *wh
         }
     }
     if (t[FP_CL_P_BR] % t[FP_CL_P_TM] || t[FP_CL_P_BC] % t[FP_CL_P_TN] ||
-        t[FP_CL_P_BC] % t[FP_CL_P_VC] || t[FP_CL_P_DV] % (t[FP_CL_P_BC] / t[FP_CL_P_TN])) {
-        snprintf(why, len, "tile shape needs tm | br, tn | bc, vc | bc and (bc/tn) | dv");
+        t[FP_CL_P_BC] % t[FP_CL_P_VC] || t[FP_CL_P_DV] % (t[FP_CL_P_BC] / t[FP_CL_P_TN]) ||
+        t[FP_CL_P_KC] % 4 || t[FP_CL_P_VC] % 4) {
+        snprintf(why, len,
+                 "tile shape needs tm | br, tn | bc, vc | bc, (bc/tn) | dv, and kc, vc multiples "
+                 "of 4");
         return;
     }
     int64_t threads = (t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]);

@@ -3,11 +3,14 @@
  *
  * One work-group owns BR query rows of one (batch, query head, slice of DV output columns).
  * Key/value blocks of BC keys stream through local memory: Q and K in KC-column steps for the
- * scores, V in VC-row steps for the product. Work-item (tr, tc) holds a TM x TN register tile
- * of the scores (rows tr*TM.., keys tc + j*CT) and a TM x OC tile of the output (columns
- * tc + c*CT); the interleaved columns keep consecutive work-items on consecutive local-memory
- * words. Row maxima and sums are combined across the CT work-items of a row through local
- * memory. Scores are kept in log2 units (Q is pre-multiplied by scale*log2(e)) so exp2 serves.
+ * scores, V (stored transposed) in VC-key steps for the product. Work-item (tr, tc) holds a
+ * TM x TN register tile of the scores (rows tr*TM.., keys tc + j*CT) and a TM x OC tile of the
+ * output (columns tc + c*CT). Inner loops read local memory as float4 along the reduced index
+ * (head dim for the scores, keys for the product): one load feeds 4 multiply-adds per register
+ * tile entry. Rows are padded by 4 floats, which keeps the float4 reads of the 8 work-items
+ * served together on distinct banks. Row maxima and sums are combined across the CT
+ * work-items of a row through local memory. Scores are kept in log2 units (Q is
+ * pre-multiplied by scale*log2(e)) so exp2 serves.
  *
  * Build options (all required): BR BC TM TN KC VC DV, and DTYPE 0 (float), 1 (IEEE half through
  * vload_half/vstore_half, no cl_khr_fp16 needed) or 2 (bfloat16 through bit shifts).
@@ -18,11 +21,12 @@
 #define RT (BR / TM)         /* work-items across the rows of the tile */
 #define NT (RT * CT)         /* work-group size */
 #define OC (DV / CT)         /* output columns per work-item */
-#define KC_PAD (KC + 1)      /* padded strides keep column reads free of bank conflicts */
-#define BC_PAD (BC + 1)
+#define KC_PAD (KC + 4)
+#define BC_PAD (BC + 4)
+#define VC_PAD (VC + 4)
 #define CT_PAD (CT + 1)
 #define QK_FLOATS ((BR + BC) * KC_PAD)
-#define V_FLOATS (VC * DV)
+#define V_FLOATS (DV * VC_PAD)
 #define STAGE_FLOATS (QK_FLOATS > V_FLOATS ? QK_FLOATS : V_FLOATS)
 
 #if DTYPE == 0
@@ -49,9 +53,12 @@ ushort float_to_bf16(float x) {
 #error "DTYPE must be 0 (float), 1 (half) or 2 (bfloat16)"
 #endif
 
-#if BR % TM || BC % TN || DV % CT || BC % VC
-#error "tile shape: TM must divide BR, TN BC, BC/TN DV, and VC BC"
+#if BR % TM || BC % TN || DV % CT || BC % VC || KC % 4 || VC % 4
+#error "tile shape: TM must divide BR, TN BC, BC/TN DV, VC BC; KC and VC multiples of 4"
 #endif
+
+/* The float4 at float offset i (a multiple of 4) of a local array. */
+#define LOCAL4(base, i) (*(__local float4 *)((base) + (i)))
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_tiled(__global const storage_t *q, __global const storage_t *k,
@@ -60,13 +67,15 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                      int causal, float scale_log2, long q_sb, long q_sh, long q_sn, long k_sb,
                      long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb, long o_sh,
                      long o_sn) {
-    __local float stage[STAGE_FLOATS];
-    __local float ps[BR * BC_PAD];
+    __local float4 stage4[STAGE_FLOATS / 4];
+    __local float4 ps4[BR * BC_PAD / 4];
+    __local float *stage = (__local float *)stage4;
+    __local float *ps = (__local float *)ps4;
     __local float red_max[BR * CT_PAD];
     __local float red_sum[BR * CT_PAD];
     __local float *qs = stage;               /* [BR][KC_PAD] */
     __local float *ks = stage + BR * KC_PAD; /* [BC][KC_PAD] */
-    __local float *vs = stage;               /* [VC][DV] */
+    __local float *vt = stage;               /* [DV][VC_PAD]: V transposed */
 
     const int tid = (int)get_local_id(0);
     const int tr = tid / CT;
@@ -114,12 +123,17 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 ks[r * KC_PAD + c] = (key < nkv && col < d) ? LOAD(k, k_base + key * k_sn + col) : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int c = 0; c < KC; c++) {
-                float qv[TM], kv[TN];
-                for (int i = 0; i < TM; i++) qv[i] = qs[(tr * TM + i) * KC_PAD + c];
-                for (int j = 0; j < TN; j++) kv[j] = ks[(tc + j * CT) * KC_PAD + c];
+            for (int c = 0; c < KC; c += 4) {
+                float4 qv[TM], kv[TN];
+                for (int i = 0; i < TM; i++) qv[i] = LOCAL4(qs, (tr * TM + i) * KC_PAD + c);
+                for (int j = 0; j < TN; j++) kv[j] = LOCAL4(ks, (tc + j * CT) * KC_PAD + c);
                 for (int i = 0; i < TM; i++)
-                    for (int j = 0; j < TN; j++) s[i][j] += qv[i] * kv[j];
+                    for (int j = 0; j < TN; j++) {
+                        s[i][j] += qv[i].x * kv[j].x;
+                        s[i][j] += qv[i].y * kv[j].y;
+                        s[i][j] += qv[i].z * kv[j].z;
+                        s[i][j] += qv[i].w * kv[j].w;
+                    }
             }
         }
 
@@ -176,16 +190,33 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             for (int e = tid; e < VC * DV; e += NT) {
                 const int r = e / DV, c = e % DV;
                 const int key = kb + v0 + r, col = dv0 + c;
-                vs[e] = (key < nkv && col < d) ? LOAD(v, v_base + key * v_sn + col) : 0.0f;
+                vt[c * VC_PAD + r] = (key < nkv && col < d) ? LOAD(v, v_base + key * v_sn + col) : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int kk = 0; kk < VC; kk++) {
-                float vv[OC];
-                for (int c = 0; c < OC; c++) vv[c] = vs[kk * DV + tc + c * CT];
+            for (int kk = 0; kk < VC; kk += 4) {
+                float4 vv[OC];
+                for (int c = 0; c < OC; c++) vv[c] = LOCAL4(vt, (tc + c * CT) * VC_PAD + kk);
                 for (int i = 0; i < TM; i++) {
-                    if (guarded && kb + v0 + kk > r0 + tr * TM + i + offset) continue;
-                    const float p = ps[(tr * TM + i) * BC_PAD + v0 + kk];
-                    for (int c = 0; c < OC; c++) acc[i][c] += p * vv[c];
+                    const float4 p = LOCAL4(ps, (tr * TM + i) * BC_PAD + v0 + kk);
+                    if (guarded) {
+                        /* keys kb+v0+kk+u with u <= last are visible to this row */
+                        const long last = r0 + tr * TM + i + offset - (kb + v0 + kk);
+                        for (int c = 0; c < OC; c++) {
+                            float a = acc[i][c];
+                            a = last >= 0 ? a + p.x * vv[c].x : a;
+                            a = last >= 1 ? a + p.y * vv[c].y : a;
+                            a = last >= 2 ? a + p.z * vv[c].z : a;
+                            a = last >= 3 ? a + p.w * vv[c].w : a;
+                            acc[i][c] = a;
+                        }
+                    } else {
+                        for (int c = 0; c < OC; c++) {
+                            acc[i][c] += p.x * vv[c].x;
+                            acc[i][c] += p.y * vv[c].y;
+                            acc[i][c] += p.z * vv[c].z;
+                            acc[i][c] += p.w * vv[c].w;
+                        }
+                    }
                 }
             }
         }
