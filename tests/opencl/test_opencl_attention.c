@@ -18,6 +18,7 @@ typedef struct {
     int causal;
     flashport_layout layout;
     int64_t seq_pad; /* extra elements per row of every tensor: strides that are not packed */
+    float scale;     /* 0: 1/sqrt(d) */
 } shape;
 
 static double uniform(uint64_t *s) {
@@ -102,7 +103,7 @@ static void run_case(flashport_context *ctx, shape s, uint64_t seed, int64_t nan
     p.q = p.o = padded(s.layout, s.hq, s.nq, s.d, s.seq_pad);
     p.k = p.v = padded(s.layout, s.hkv, s.nkv, s.d, s.seq_pad);
     p.causal = s.causal;
-    p.scale = (float)(1.0 / sqrt((double)s.d));
+    p.scale = s.scale != 0.0f ? s.scale : (float)(1.0 / sqrt((double)s.d));
     int64_t nq_el = flashport_problem_extent(&p, 'q'), nk_el = flashport_problem_extent(&p, 'k');
     size_t es = dsize(s.dtype);
     void *q = malloc((size_t)nq_el * es), *k = malloc((size_t)nk_el * es);
@@ -162,11 +163,11 @@ static void run_case(flashport_context *ctx, shape s, uint64_t seed, int64_t nan
              (s.dtype != FLASHPORT_F32 || max_abs <= 1e-4);
     CHECK(ok);
     printf("%s %s b=%lld hq=%lld hkv=%lld nq=%lld nkv=%lld d=%lld causal=%d %s pad=%lld nan=%lld: "
-           "rel_l2=%.2e max_abs=%.2e special=%d pad=%d\n",
+           "scale=%g rel_l2=%.2e max_abs=%.2e special=%d pad=%d\n",
            ok ? "ok  " : "FAIL", flashport_dtype_name(s.dtype), (long long)s.b, (long long)s.hq,
            (long long)s.hkv, (long long)s.nq, (long long)s.nkv, (long long)s.d, s.causal,
            s.layout == FLASHPORT_LAYOUT_BHND ? "bhnd" : "bnhd", (long long)s.seq_pad,
-           (long long)nan_at, rel, max_abs, bad_special, bad_pad);
+           (long long)nan_at, p.scale, rel, max_abs, bad_special, bad_pad);
     free(q), free(k), free(v), free(o), free(lse), free(row);
 }
 
@@ -180,25 +181,27 @@ int main(int argc, char **argv) {
     const flashport_dtype F32 = FLASHPORT_F32, F16 = FLASHPORT_F16, BF16 = FLASHPORT_BF16;
     const shape cases[] = {
         /* dtype b hq hkv nq nkv d causal layout pad */
-        {F32, 1, 1, 1, 1, 1, 1, 0, H, 0},
-        {F32, 2, 4, 2, 37, 53, 64, 0, H, 0},      /* GQA, ragged tiles */
-        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3},      /* Nq > Nkv causal: first rows see no key */
-        {F32, 1, 3, 3, 20, 100, 32, 1, H, 0},     /* Nq < Nkv causal, skipped blocks */
-        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0},       /* tiny d */
-        {F32, 1, 1, 1, 40, 70, 130, 0, H, 2},     /* two output slices */
-        {F32, 1, 1, 1, 9, 17, 1024, 1, N, 0},     /* largest d, decode-like rows */
-        {F32, 1, 8, 1, 1, 200, 64, 1, H, 0},      /* MQA decode */
-        {F16, 2, 2, 1, 45, 66, 64, 1, N, 1},
-        {F16, 1, 1, 1, 30, 30, 200, 0, H, 0},
-        {BF16, 1, 4, 2, 65, 65, 128, 1, H, 0},
-        {BF16, 2, 1, 1, 17, 40, 16, 0, N, 0},
+        {F32, 1, 1, 1, 1, 1, 1, 0, H, 0, 0.0f},
+        {F32, 2, 4, 2, 37, 53, 64, 0, H, 0, 0.0f},      /* GQA, ragged tiles */
+        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3, 0.0f},      /* Nq > Nkv causal: first rows see no key */
+        {F32, 1, 3, 3, 20, 100, 32, 1, H, 0, 0.0f},     /* Nq < Nkv causal, skipped blocks */
+        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0, 0.0f},       /* tiny d */
+        {F32, 1, 1, 1, 40, 70, 130, 0, H, 2, 0.0f},     /* two output slices */
+        {F32, 1, 1, 1, 9, 17, 1024, 1, N, 0, 0.0f},     /* largest d, decode-like rows */
+        {F32, 1, 8, 1, 1, 200, 64, 1, H, 0, 0.0f},      /* MQA decode */
+        {F16, 2, 2, 1, 45, 66, 64, 1, N, 1, 0.0f},
+        {F16, 1, 1, 1, 30, 30, 200, 0, H, 0, 0.0f},
+        {BF16, 1, 4, 2, 65, 65, 128, 1, H, 0, 0.0f},
+        {BF16, 2, 1, 1, 17, 40, 16, 0, N, 0, 0.0f},
+        {F32, 1, 2, 2, 60, 80, 40, 1, H, 0, -0.7f}, /* a negative scale: the max is at min q.k */
+        {F32, 1, 1, 1, 50, 50, 64, 0, N, 0, 3.0f},  /* logits in the hundreds */
     };
     uint64_t seed = 1;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(ctx, cases[c], seed++, -1);
     /* A NaN in one key reaches exactly the rows that see it: with causal the rows before it
      * stay finite, also in the block the diagonal crosses. */
-    run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0}, 99, 20);
-    run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0}, 98, 30);
+    run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 99, 20);
+    run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0, 0.0f}, 98, 30);
 
 
     /* The GPU tile shapes, forced here so that a CPU OpenCL device checks them too: 256
@@ -212,7 +215,7 @@ int main(int argc, char **argv) {
         run_case(ctx, cases[2], 202, -1);
         run_case(ctx, cases[5], 203, -1);
         run_case(ctx, cases[8], 204, -1);
-        run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0}, 205, 20);
+        run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 205, 20);
     }
     unsetenv("FLASHPORT_OPENCL_TILE");
 

@@ -9,8 +9,11 @@
  * (head dim for the scores, keys for the product): one load feeds 4 multiply-adds per register
  * tile entry. Rows are padded by 4 floats, which keeps the float4 reads of the 8 work-items
  * served together on distinct banks. Row maxima and sums are combined across the CT
- * work-items of a row through local memory. Scores are kept in log2 units (Q is
- * pre-multiplied by scale*log2(e)) so exp2 serves.
+ * work-items of a row through local memory.
+ *
+ * Scores stay unscaled (Q times the sign of the scale, which is exact) through the maximum;
+ * the scale is applied to the difference from the maximum, p = exp2((s - m) * |scale|*log2(e)).
+ * Scaling the small difference rather than each large score keeps large logits accurate.
  *
  * Build options (all required): BR BC TM TN KC VC DV, and DTYPE 0 (float), 1 (IEEE half through
  * vload_half/vstore_half, no cl_khr_fp16 needed) or 2 (bfloat16 through bit shifts).
@@ -64,7 +67,7 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                      __global const storage_t *v, __global storage_t *o, __global float *lse,
                      int has_lse, int nq, int nkv, int d, int heads_q, int group, int n_slices,
-                     int causal, float scale_log2, long q_sb, long q_sh, long q_sn, long k_sb,
+                     int causal, float q_sign, float scale_abs, float scale_log2, long q_sb, long q_sh, long q_sn, long k_sb,
                      long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb, long o_sh,
                      long o_sn) {
     __local float4 stage4[STAGE_FLOATS / 4];
@@ -115,7 +118,7 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 const int r = e / KC, c = e % KC;
                 const int row = r0 + r, col = c0 + c;
                 qs[r * KC_PAD + c] =
-                    (row < nq && col < d) ? LOAD(q, q_base + row * q_sn + col) * scale_log2 : 0.0f;
+                    (row < nq && col < d) ? LOAD(q, q_base + row * q_sn + col) * q_sign : 0.0f;
             }
             for (int e = tid; e < BC * KC; e += NT) {
                 const int r = e / KC, c = e % KC;
@@ -164,11 +167,11 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             /* A row that has seen no visible key yet keeps m = -inf; subtracting 0 instead
              * gives p = 0 for its masked scores rather than NaN from -inf - -inf. */
             const float base = mx == -INFINITY ? 0.0f : mx;
-            alpha[i] = exp2(m[i] - base);
+            alpha[i] = exp2((m[i] - base) * scale_log2);
             m[i] = mx;
             float sum = 0.0f;
             for (int j = 0; j < TN; j++) {
-                const float p = exp2(s[i][j] - base);
+                const float p = exp2((s[i][j] - base) * scale_log2);
                 ps[(tr * TM + i) * BC_PAD + tc + j * CT] = p;
                 sum += p;
             }
@@ -233,6 +236,6 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         }
         if (has_lse && slice == 0 && tc == 0)
             lse[((long)b * heads_q + h) * nq + row] =
-                l[i] == 0.0f ? -INFINITY : (m[i] + log2(l[i])) * M_LN2_F;
+                l[i] == 0.0f ? -INFINITY : m[i] * scale_abs + log(l[i]);
     }
 }
