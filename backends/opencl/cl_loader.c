@@ -88,7 +88,7 @@ const char *fp_cl_error_name(cl_int err) {
         FP_CL_CASE(CL_INVALID_GLOBAL_WORK_SIZE)
 #undef FP_CL_CASE
     case -1001:
-        return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform registered with the ICD loader)";
+        return "CL_PLATFORM_NOT_FOUND_KHR";
     default: {
         static _Thread_local char buf[32];
         snprintf(buf, sizeof buf, "OpenCL error %d", (int)err);

@@ -109,8 +109,8 @@ int fp_cl_enumerate(char *reason, size_t reason_len) {
         if (cl) err = cl->clGetPlatformIDs(16, platforms, &n_platforms);
         if (cl && (err != CL_SUCCESS || n_platforms == 0)) {
             snprintf(enumerate_reason, sizeof enumerate_reason,
-                     "no OpenCL platforms (clGetPlatformIDs: %s): no driver is registered with the "
-                     "ICD loader",
+                     "no OpenCL platforms: the ICD loader has no driver registered "
+                     "(clGetPlatformIDs: %s)",
                      err == CL_SUCCESS ? "0 platforms" : fp_cl_error_name(err));
             n_platforms = 0;
         }
