@@ -51,7 +51,7 @@ for s in $stages; do
     stage ctest ctest --test-dir "$build" --output-on-failure -j8
     ;;
   sanitize)
-    small=${SANITIZE_CASES:-n17*,n127*causal*,gqa4*}
+    small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k}
     for tool in memcheck racecheck synccheck; do
       stage "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$bin/flashport-conformance" --backend cuda --cases "$small"
