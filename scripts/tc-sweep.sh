@@ -77,6 +77,12 @@ echo "tensor_core_mma bf16 tile-config sweep, batch*N = 16384, hidden 2048" \
   cat "$rows"
 } | if command -v column > /dev/null; then column -t -s $'\t'; else cat; fi
 echo
+echo "configs as listed in backends/cuda/kernels/mma/tile_configs.h"
+echo "  X(d, index, warps, slices a warp, key tile, stages, Q in registers, min blocks an SM):"
+grep -o 'X([0-9, ]*)' "$here/backends/cuda/kernels/mma/tile_configs.h" | sed 's/^/  /'
+echo
 echo "best config per (d, N, causal):"
 sort -t $'\t' -k2,2n -k3,3n -k4,4n -k5,5gr "$rows" | awk -F '\t' '
-  $8 == "ok" && !seen[$2 FS $3 FS $4]++ { printf "  d=%-4s N=%-6s causal=%s  config %s  %s TFLOP/s\n", $2, $3, $4, $1, $5 }'
+  $8 == "ok" && !seen[$2 FS $3 FS $4]++ {
+    printf "  d=%-4s N=%-6s causal=%s  config %s  %s TFLOP/s\n", $2, $3, $4, $1, $5
+  }'

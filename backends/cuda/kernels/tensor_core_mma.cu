@@ -4,9 +4,11 @@
  * the split-KV variant shares: the support check and the launcher of every kernel instance.
  *
  * Tile configuration: each padded head dim has a few compiled candidates (mma/tile_configs.h),
- * and runs its default one. For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs candidate <index>
- * of the problem's padded head dim instead, in both variants; an index the head dim does not
- * have makes the variants decline the problem with that reason (the planner then says so).
+ * and runs its default one (or, on a device with less shared memory than the default needs,
+ * the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
+ * candidate <index> of the problem's padded head dim instead, in both variants; an index the
+ * head dim does not have makes the variants decline the problem with that reason (the planner
+ * then says so, and falls back to the next variant).
  *
  * param[0] = the tile configuration's index.
  */
@@ -97,11 +99,13 @@ static int config_count(int padded_d)
 }
 
 /* The configuration index for padded head dim padded_d: FP_TC_CONFIG_ENV when set and not
- * empty, else the default. -1 and the reason in why when the variable names no config. */
-static int choose_config(int padded_d, char *why, size_t why_len)
+ * empty (*named = 1), else the default. -1 and the reason in why when the variable names no
+ * config. */
+static int choose_config(int padded_d, int *named, char *why, size_t why_len)
 {
     const char *env = getenv(FP_TC_CONFIG_ENV);
-    if (!env || !*env)
+    *named = env && *env;
+    if (!*named)
         return default_config(padded_d);
     const int count = config_count(padded_d);
     char *end = NULL;
@@ -147,9 +151,18 @@ int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props 
         return 0;
     }
     const int padded_d = padded_head_dim(p->head_dim);
-    *config = choose_config(padded_d, why, why_len);
+    int named = 0;
+    *config = choose_config(padded_d, &named, why, why_len);
     if (*config < 0)
         return 0;
+    /* A default sized for sm_90 may not fit a device with less shared memory; unless the config
+     * was named, the lowest-numbered one that fits stands in for it. */
+    if (!named && find_instance(padded_d, *config)->smem > props->smem_per_block_optin)
+        for (int i = 0; find_instance(padded_d, i); ++i)
+            if (find_instance(padded_d, i)->smem <= props->smem_per_block_optin) {
+                *config = i;
+                break;
+            }
     const size_t smem = find_instance(padded_d, *config)->smem;
     if (smem > props->smem_per_block_optin) {
         snprintf(why, why_len,
