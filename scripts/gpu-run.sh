@@ -70,7 +70,7 @@ for s in $stages; do
         --backend cuda --json "$logs/fa-grid-$dt.json"
     done
     stage bench-f32 python3 "$here/bench/compare_torch.py" --preset fa-grid --dtype f32 \
-      --device cuda --impl efficient,math --flashport-bench "$b" --backend cuda \
+      --device cuda --impl efficient --flashport-bench "$b" --backend cuda \
       --json "$logs/fa-grid-f32.json"
     stage bench-seed-torch python3 "$here/bench/compare_torch.py" --preset seed --device cuda \
       --flashport-bench "$b" --backend cuda --json "$logs/seed-torch.json"
