@@ -5,6 +5,7 @@
 #   conf      conformance suite on cuda and opencl, every kernel variant
 #   ctest     the unit tests, which also run every CUDA variant when a GPU is present
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on small conformance cases
+#   cpu       cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
 #   bench     ladder, seed, fa-grid (bf16, f16, f32 subset), decode; opencl beside cuda;
 #             PyTorch's SDPA on the same shapes in the same run
 # Stages after a failed one still run; the exit status says whether any failed.
@@ -86,6 +87,17 @@ for s in $stages; do
       done
       stage "bench-opencl-f16-d$d" "$b" --backend opencl --b 4 --hq $((2048 / d)) --nq 4096 \
         --d $d --dtype f16 --json "$logs/opencl-f16-d$d.json"
+    done
+    ;;
+  cpu)
+    # The GPU machine's host CPU is idle and has many cores: the cpu_simd figures come from here.
+    b="$bin/flashport-bench"
+    for t in 1 2; do
+      stage "cpu-bench-t$t" "$b" --preset cpu --backend cpu_simd --threads $t \
+        --json "$logs/cpu-t$t.json"
+      stage "cpu-torch-t$t" python3 "$here/bench/compare_torch.py" --preset cpu --device cpu \
+        --threads $t --impl flash,math --flashport-bench "$b" --backend cpu_simd \
+        --flashport-args "--threads $t" --json "$logs/cpu-torch-t$t.json"
     done
     ;;
   *) echo "unknown stage $s"; failed+=("$s(unknown)") ;;
