@@ -3,6 +3,7 @@
 # the command line (default: all) and pack every log and JSON into $OUT/gpu-results.tar.gz.
 #   build     configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
 #   conf      conformance suite on cuda and opencl, every kernel variant
+#   ctest     the unit tests, which also run every CUDA variant when a GPU is present
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on small conformance cases
 #   bench     ladder, seed, fa-grid (bf16, f16, f32 subset), decode; opencl beside cuda;
 #             PyTorch's SDPA on the same shapes in the same run
@@ -13,7 +14,7 @@ out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)
 build=$here/build-gpu
 bin=$build/bin
-stages=${*:-build conf sanitize bench}
+stages=${*:-build conf ctest sanitize bench}
 failed=()
 export PYTHONUNBUFFERED=1
 
@@ -46,8 +47,11 @@ for s in $stages; do
     stage conf-opencl "$bin/flashport-conformance" --backend opencl \
       --json "$logs/conf-opencl.json"
     ;;
+  ctest)
+    stage ctest ctest --test-dir "$build" --output-on-failure -j8
+    ;;
   sanitize)
-    small=${SANITIZE_CASES:-n17*,n127*causal*,gqa4*}
+    small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k}
     for tool in memcheck racecheck synccheck; do
       stage "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$bin/flashport-conformance" --backend cuda --cases "$small"
