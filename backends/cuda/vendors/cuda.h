@@ -62,6 +62,10 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 
+/* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. The launch
+ * syntax sits behind a macro so that the CPU emulation the tests use can run the same launchers. */
+#define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
+
 /* Device code: conversions of the 16-bit storage types, and a butterfly shuffle in which every
  * lane of the warp takes part (CUDA needs the member mask, HIP has none). */
 #define gpuHalfToFloat __half2float

@@ -175,7 +175,7 @@ static gpuError_t fp_register_tile_launch(const fp_gpu_launch *L) {
                     (unsigned)(L->p.batch * L->p.heads_q));
     FP_DISPATCH_DTYPE(L->p.dtype, T,
                       fp_register_tile_attention<T, WARPS, RQ, RC, RV, SHARE_KV_BUFFER>
-                      <<<grid, S::THREADS, 0, L->stream>>>(a));
+                      FP_GPU_LAUNCH(grid, S::THREADS, 0, L->stream)(a));
     return gpuGetLastError();
 }
 
