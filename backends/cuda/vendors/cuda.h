@@ -16,6 +16,7 @@ typedef cudaStream_t gpuStream_t;
 typedef cudaError_t gpuError_t;
 typedef cudaEvent_t gpuEvent_t;
 typedef cudaDeviceProp gpuDeviceProp_t;
+typedef cudaDeviceAttr gpuDeviceAttr_t;
 typedef __half gpuHalf;
 typedef __nv_bfloat16 gpuBFloat16;
 
@@ -30,7 +31,15 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuSetDevice cudaSetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#define gpuDevAttrWarpSize cudaDevAttrWarpSize
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuDevAttrMaxSharedMemoryPerMultiprocessor cudaDevAttrMaxSharedMemoryPerMultiprocessor
+#define gpuDevAttrMaxRegistersPerMultiprocessor cudaDevAttrMaxRegistersPerMultiprocessor
+#define gpuDevAttrMaxThreadsPerMultiProcessor cudaDevAttrMaxThreadsPerMultiProcessor
+#define gpuDevAttrL2CacheSize cudaDevAttrL2CacheSize
 #define gpuDevAttrClockRate cudaDevAttrClockRate
 #define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
 #define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
