@@ -6,7 +6,8 @@
  * layouts, f32/f16/bf16, LSE, and NaN inputs that must reach exactly the rows that see them.
  * Warps run in forward, reverse and shuffled order, so a shared buffer reused without a
  * barrier (the write-up's kernels 4 and 5) fails here; the first check shows the emulation does
- * catch such a race.
+ * catch such a race. The planner is built the same way, with only these four variants linked,
+ * to check its fallback along the ladder and its refusals.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "kernels/register_tiled.cu"
 #include "kernels/smem_tiled.cu"
 #include "kernels/wide_register_tile.cu"
+#include "planner.cu"
 
 #include "check.h"
 
@@ -93,7 +95,8 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     const int64_t nq = flashport_problem_extent(&p, 'q'), nk = flashport_problem_extent(&p, 'k');
     const int64_t nv = flashport_problem_extent(&p, 'v'), no = flashport_problem_extent(&p, 'o');
     const int64_t nl = (int64_t)s.b * s.hq * s.nq;
-    std::vector<uint8_t> q(nq * es), k(nk * es), v(nv * es), o((no + 2 * GUARD) * es), o_ref(no * es);
+    std::vector<uint8_t> q(nq * es), k(nk * es), v(nv * es), o_ref(no * es);
+    std::vector<uint8_t> o((no + 2 * GUARD) * es);
     std::vector<float> lse(nl + 2 * GUARD, SENTINEL), lse_ref(nl);
     for (int64_t i = 0; i < nq; i++) put(q, i, s.dtype, uniform());
     for (int64_t i = 0; i < nk; i++) put(k, i, s.dtype, uniform());
@@ -142,7 +145,9 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     }
     for (int64_t i = 0; i < nl; i++) {
         const float x = lse[GUARD + i], r = lse_ref[i];
-        const bool same = isnan(r) ? isnan(x) : isinf(r) ? x == r : fabsf(x - r) <= 1e-4f * fmaxf(1.0f, fabsf(r));
+        const bool same = isnan(r)   ? isnan(x)
+                          : isinf(r) ? x == r
+                                     : fabsf(x - r) <= 1e-4f * fmaxf(1.0f, fabsf(r));
         lse_mismatch += !same;
     }
     const double rel = den > 0.0 ? sqrt(num / den) : sqrt(num);
@@ -156,8 +161,39 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     return ok;
 }
 
+/* ---- the planner, with only the four ladder variants built ---- */
+
+static void check_planner(void) {
+    fp_gpu_device_props props = {};
+    props.sm_count = 132;
+    props.warp_size = 32;
+    flashport_problem p;
+    flashport_problem_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024, FLASHPORT_LAYOUT_BHND);
+    p.scale = 1.0f / 32.0f;
+    fp_plan plan = {};
+    CHECK(fp_gpu_kernel_count() == 4);
+    CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_OK);
+    CHECK(strcmp(fp_gpu_kernel_at(plan.variant)->info.name, "wide_register_tile") == 0);
+    CHECK(strstr(plan.reason, "ladder fallback") != NULL);
+    CHECK(strstr(plan.reason, "fa2_f32_split_kv: not built") != NULL);
+
+    p.dtype = FLASHPORT_BF16;
+    CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_OK);
+    CHECK(strstr(plan.reason, "tensor_core_mma_split_kv: not built") != NULL);
+
+    CHECK(fp_gpu_plan(&props, &p, 0, &plan) == FLASHPORT_OK && plan.variant == 0);
+    CHECK(strcmp(plan.reason, "requested by name") == 0);
+
+    flashport_problem_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64, FLASHPORT_LAYOUT_BHND);
+    CHECK(fp_gpu_plan(&props, &p, 1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
+    CHECK(strstr(plan.reason, "exceeds the grid limit") != NULL);
+    CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
+    CHECK(strstr(plan.reason, "every variant declined") != NULL);
+}
+
 int main(void) {
     check_emulation_sees_races();
+    check_planner();
 
     flashport_context *ref = NULL;
     CHECK(flashport_context_create("reference", &ref) == FLASHPORT_OK);

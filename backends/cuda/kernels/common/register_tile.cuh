@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
 #pragma unroll
                 for (int i = 0; i < RQ; i++) q[i] = q_s[(group * RQ + i) * FP_RT_DK + kk];
 #pragma unroll
-                for (int j = 0; j < RC; j++) k[j] = k_s[(lane + FP_RT_LANES * j) * S::K_STRIDE + kk];
+                for (int j = 0; j < RC; j++)
+                    k[j] = k_s[(lane + FP_RT_LANES * j) * S::K_STRIDE + kk];
 #pragma unroll
                 for (int i = 0; i < RQ; i++)
 #pragma unroll
