@@ -11,8 +11,9 @@ Each case is a dict. Fields (defaults in DEFAULTS):
              tensors; the gaps in O are guard regions the runner checks are untouched)
   inputs     how Q, K, V are drawn (see generate.py): normal | writeup | big_logits
   nan        None, or (tensor, batch, head, seq, dim): one element set to NaN after drawing
-  tol_factor multiplies the dtype's tolerances; only where the case's own conditioning
-             demands it, with the reason beside it
+  tol_factor multiplies the dtype's tolerances on O (not LSE, which is judged relative to
+             its magnitude); only where the case's own conditioning demands it, with the
+             reason beside it
 
 Sizes are chosen so that the whole list runs in a few minutes on two CPU cores on the
 reference backend (double accumulation) and the CPU and OpenCL-on-CPU backends.
@@ -65,12 +66,13 @@ CASES = [
     _case("scale0p3", 200, scale=0.3),
     _case("scale2_causal", 150, scale=2.0, causal=True, head_dim=32),
     # Logits near +1000 and -1000 (an unguarded exp overflows to inf or underflows to 0).
-    # Scores are exact in f32 (small integers, scale 1/8), but a kernel that rounds
-    # scale*log2(e)*s in f32 at |s| ~ 1000 loses ~1e-4 absolute in the exponent, so this case
-    # gets 30x the f32 tolerances; overflow shows up as inf/NaN or an order-one error.
-    _case("big_logits", 200, inputs="big_logits", tol_factor=30.0),
+    # Scores are exact in f32 (small integers, scale 1/8), but a kernel that forms
+    # scale*log2(e)*s in f32 at |s| ~ 1000 loses ~1e-4 in the exponent: an f32 model of such a
+    # kernel in NumPy lands at rel_l2 ~2e-5, so these cases get 10x the f32 tolerances on O.
+    # Overflow shows up as inf/NaN or an error of order one, far outside either.
+    _case("big_logits", 200, inputs="big_logits", tol_factor=10.0),
     _case("big_logits_causal", 150, inputs="big_logits", causal=True, heads_q=2, heads_kv=1,
-          tol_factor=30.0),
+          tol_factor=10.0),
     # [B,N,H,d] layout.
     _case("bnhd", 130, batch=2, heads_q=4, heads_kv=4, layout="bnhd"),
     _case("bnhd_gqa_causal", 70, 90, batch=2, heads_q=4, heads_kv=2, layout="bnhd", causal=True),
