@@ -27,6 +27,8 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
   tail -n 25 "$logs/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || failed+=("$name($rc)")
+  # Packed after every stage, so that a visit cut short still brings back what it measured.
+  mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 }
 
 for s in $stages; do
@@ -64,11 +66,12 @@ for s in $stages; do
     stage bench-seed "$b" --preset seed --backend cuda --kernel all --json "$logs/seed-cuda.json"
     for dt in bf16 f16; do
       stage "bench-fa-grid-$dt" python3 "$here/bench/compare_torch.py" --preset fa-grid \
-        --dtype $dt --device cuda --flashport-bench "$b" --backend cuda \
-        --json "$logs/fa-grid-$dt.json"
+        --dtype $dt --device cuda --impl flash,cudnn,efficient --flashport-bench "$b" \
+        --backend cuda --json "$logs/fa-grid-$dt.json"
     done
     stage bench-f32 python3 "$here/bench/compare_torch.py" --preset fa-grid --dtype f32 \
-      --device cuda --flashport-bench "$b" --backend cuda --json "$logs/fa-grid-f32.json"
+      --device cuda --impl efficient --flashport-bench "$b" --backend cuda \
+      --json "$logs/fa-grid-f32.json"
     stage bench-seed-torch python3 "$here/bench/compare_torch.py" --preset seed --device cuda \
       --flashport-bench "$b" --backend cuda --json "$logs/seed-torch.json"
     stage bench-decode python3 "$here/bench/compare_torch.py" --preset decode --device cuda \
@@ -89,7 +92,5 @@ for s in $stages; do
   esac
 done
 
-mkdir -p "$out"
-tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 echo "stages failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]
