@@ -501,8 +501,8 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
     if (err != gpuSuccess) return err;
     dim3 grid((unsigned)((p->seq_q + CFG::BR - 1) / CFG::BR), (unsigned)splits,
               (unsigned)(p->batch * p->heads_q));
-    kernel<<<grid, THREADS, CFG::SMEM_BYTES, L->stream>>>(fp_attn_args_make(L), sp,
-                                                          rows_are_float4(L) ? 1 : 0);
+    kernel FP_GPU_LAUNCH(grid, THREADS, CFG::SMEM_BYTES, L->stream)(
+        fp_attn_args_make(L), sp, rows_are_float4(L) ? 1 : 0);
     return gpuGetLastError();
 }
 
