@@ -12,11 +12,14 @@ const fp_cl_api *fp_cl_load(char *reason, size_t reason_len) {
     if (load_state == 0) {
         /* The versioned name is what the loader packages install without a -dev package. */
         void *lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!lib) lib = dlopen("libOpenCL.so", RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
+            /* The versioned name's failure is the one worth reporting. */
             const char *why = dlerror();
             snprintf(load_reason, sizeof load_reason, "no OpenCL ICD loader (libOpenCL.so.1): %s",
                      why ? why : "not found");
+            lib = dlopen("libOpenCL.so", RTLD_NOW | RTLD_LOCAL);
+        }
+        if (!lib) {
             load_state = -1;
         } else {
             load_state = 1;

@@ -9,6 +9,8 @@
 
 #define FP_CL_NAME "opencl"
 
+/* The module's entry point (FP_BACKEND_ENTRY_SYMBOL); keeps host in fp_cl_host. */
+FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host *host);
 extern const fp_host *fp_cl_host;
 
 /* One OpenCL device and the properties the planner and flashport-info use. */

@@ -16,6 +16,7 @@ typedef cudaStream_t gpuStream_t;
 typedef cudaError_t gpuError_t;
 typedef cudaEvent_t gpuEvent_t;
 typedef cudaDeviceProp gpuDeviceProp_t;
+typedef cudaDeviceAttr gpuDeviceAttr_t;
 typedef __half gpuHalf;
 typedef __nv_bfloat16 gpuBFloat16;
 
@@ -30,7 +31,15 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuSetDevice cudaSetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#define gpuDevAttrWarpSize cudaDevAttrWarpSize
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuDevAttrMaxSharedMemoryPerMultiprocessor cudaDevAttrMaxSharedMemoryPerMultiprocessor
+#define gpuDevAttrMaxRegistersPerMultiprocessor cudaDevAttrMaxRegistersPerMultiprocessor
+#define gpuDevAttrMaxThreadsPerMultiProcessor cudaDevAttrMaxThreadsPerMultiProcessor
+#define gpuDevAttrL2CacheSize cudaDevAttrL2CacheSize
 #define gpuDevAttrClockRate cudaDevAttrClockRate
 #define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
 #define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
@@ -61,6 +70,10 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuFuncSetAttribute cudaFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+
+/* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. The launch
+ * syntax sits behind a macro so that the CPU emulation the tests use can run the same launchers. */
+#define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 
 /* Device code: conversions of the 16-bit storage types, and a butterfly shuffle in which every
  * lane of the warp takes part (CUDA needs the member mask, HIP has none). */

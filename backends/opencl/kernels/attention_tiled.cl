@@ -67,9 +67,9 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                      __global const storage_t *v, __global storage_t *o, __global float *lse,
                      int has_lse, int nq, int nkv, int d, int heads_q, int group, int n_slices,
-                     int causal, float q_sign, float scale_abs, float scale_log2, long q_sb, long q_sh, long q_sn, long k_sb,
-                     long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb, long o_sh,
-                     long o_sn) {
+                     int causal, float q_sign, float scale_abs, float scale_log2,
+                     long q_sb, long q_sh, long q_sn, long k_sb, long k_sh, long k_sn,
+                     long v_sb, long v_sh, long v_sn, long o_sb, long o_sh, long o_sn) {
     __local float4 stage4[STAGE_FLOATS / 4];
     __local float4 ps4[BR * BC_PAD / 4];
     __local float *stage = (__local float *)stage4;
@@ -123,7 +123,8 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             for (int e = tid; e < BC * KC; e += NT) {
                 const int r = e / KC, c = e % KC;
                 const int key = kb + r, col = c0 + c;
-                ks[r * KC_PAD + c] = (key < nkv && col < d) ? LOAD(k, k_base + key * k_sn + col) : 0.0f;
+                ks[r * KC_PAD + c] =
+                    (key < nkv && col < d) ? LOAD(k, k_base + key * k_sn + col) : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int c = 0; c < KC; c += 4) {
@@ -193,7 +194,8 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             for (int e = tid; e < VC * DV; e += NT) {
                 const int r = e / DV, c = e % DV;
                 const int key = kb + v0 + r, col = dv0 + c;
-                vt[c * VC_PAD + r] = (key < nkv && col < d) ? LOAD(v, v_base + key * v_sn + col) : 0.0f;
+                vt[c * VC_PAD + r] =
+                    (key < nkv && col < d) ? LOAD(v, v_base + key * v_sn + col) : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int kk = 0; kk < VC; kk += 4) {
