@@ -69,7 +69,8 @@ static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_
     gpuError_t err = raise_smem_limit<T, Cfg>();
     if (err != gpuSuccess)
         return err;
-    fp_tc_forward_kernel<T, Cfg><<<grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES, stream>>>(prm);
+    constexpr int threads = Cfg::WARPS * 32;
+    fp_tc_forward_kernel<T, Cfg> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES, stream)(prm);
     return gpuGetLastError();
 }
 
