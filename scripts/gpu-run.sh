@@ -9,8 +9,8 @@
 #                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
 #   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh)
 #   bench-ladder  peaks, the ladder preset, the seed shape on every variant and beside PyTorch
-#   bench-f32     f32 at N = 4096, d = 64 and 128, and decode, beside PyTorch; the N = 131072
-#                 memory shape
+#   bench-f32     f32 at N = 4096, d = 64 and 128 beside PyTorch; the N = 131072 memory shape
+#   bench-decode  the decode preset beside PyTorch
 #   bench-tc      the fa-grid in bf16 and f16 beside PyTorch's flash, cuDNN and efficient
 #   bench-opencl  opencl beside cuda on the same shapes, and a sweep of OpenCL tile overrides
 #   cpu           cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
@@ -21,7 +21,7 @@ out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)
 build=$here/build-gpu
 bin=$build/bin
-stages=${*:-build conf ctest memcheck racecheck synccheck bench-ladder bench-f32 bench-tc bench-opencl cpu}
+stages=${*:-build conf ctest memcheck racecheck synccheck bench-ladder bench-f32 bench-decode bench-tc bench-opencl cpu}
 failed=()
 export PYTHONUNBUFFERED=1
 
@@ -81,10 +81,12 @@ for s in $stages; do
         --nq 4096 --d $d --dtype f32 --device cuda --impl efficient,unfused \
         --flashport-bench "$b" --backend cuda --kernel all --json "$logs/f32-d$d.json"
     done
-    stage bench-decode python3 "$here/bench/compare_torch.py" --preset decode --device cuda \
-      --impl flash,efficient,cudnn --flashport-bench "$b" --backend cuda --json "$logs/decode.json"
     stage bench-memory "$b" --backend cuda --nq 131072 --d 128 --dtype bf16 --repeat 3 \
       --json "$logs/memory-n131072.json"
+    ;;
+  bench-decode)
+    stage bench-decode python3 "$here/bench/compare_torch.py" --preset decode --device cuda \
+      --impl flash,efficient,cudnn --flashport-bench "$b" --backend cuda --json "$logs/decode.json"
     ;;
   bench-tc)
     for dt in bf16 f16; do

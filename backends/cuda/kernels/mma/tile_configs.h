@@ -42,9 +42,10 @@
     X(256, 2, 8, 1, 64, 2, 0, 1)                                                               \
     X(256, 3, 8, 1, 32, 4, 0, 1)
 
-/* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set. */
-#define FP_TC_DEFAULT_CONFIG_D64 0
+/* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set: the fastest
+ * of scripts/tc-sweep.sh on the H200 (bf16, N = 16384, causal and not; bench/results). */
+#define FP_TC_DEFAULT_CONFIG_D64 2
 #define FP_TC_DEFAULT_CONFIG_D128 0
-#define FP_TC_DEFAULT_CONFIG_D256 0
+#define FP_TC_DEFAULT_CONFIG_D256 2
 
 #endif /* FP_MMA_TILE_CONFIGS_H */
