@@ -7,10 +7,6 @@
  * variants are not built or decline the problem, the ladder is walked from its fastest step
  * down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never chosen
  * automatically; it runs when asked for by name.
- *
- * Decode (Nq <= DECODE_ROWS) in f16/bf16 goes first to the CUDA-core split-KV kernel: its
- * 16-row blocks compute 16x fewer padding rows than the tensor core's 128, and decode is bound
- * by reading K and V, not by arithmetic.
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +24,6 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
  * whether splitting pays, and the plain variant follows when it declines). */
 #define TENSOR_CORE_ROWS 128
 #define FA2_F32_ROWS 64
-#define DECODE_ROWS 16
 
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
@@ -88,10 +83,8 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
     const char *plain = f32 ? "fa2_f32" : "tensor_core_mma";
     const char *split = f32 ? "fa2_f32_split_kv" : "tensor_core_mma_split_kv";
 
-    const int decode = !f32 && p->seq_q <= DECODE_ROWS;
-    const char *order[3 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    const char *order[2 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
     int n_order = 0;
-    if (decode) order[n_order++] = "fa2_f32_split_kv";
     order[n_order++] = small_grid ? split : plain;
     order[n_order++] = small_grid ? plain : split;
     for (size_t i = 0; i < sizeof ladder_fallback / sizeof ladder_fallback[0]; i++)
@@ -109,17 +102,10 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             continue;
         }
         const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on tensor cores";
-        if (decode && o == 0) {
-            snprintf(out->reason, sizeof out->reason,
-                     "decode (Nq = %lld <= %d): CUDA-core split-KV, 16-row blocks",
-                     (long long)p->seq_q, DECODE_ROWS);
-            return FLASHPORT_OK;
-        }
-        const int pos = decode ? o - 1 : o; /* position in the regular order */
-        if (pos == 0)
+        if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kind, blocks, rows, props->sm_count);
-        else if (pos == 1)
+        else if (o == 1)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs; %s",
                      kind, blocks, rows, props->sm_count, skipped);
         else
