@@ -2,18 +2,73 @@
 #ifndef FP_VENDORS_CUDA_H
 #define FP_VENDORS_CUDA_H
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define FP_GPU_BACKEND_NAME "cuda"
+#define FP_GPU_VENDOR "NVIDIA"
+#define FP_GPU_API_PREFIX "cuda" /* runtime calls are named "cuda" + what follows gpu */
 #define FP_WARP_SIZE 32
 
+/* Types */
 typedef cudaStream_t gpuStream_t;
 typedef cudaError_t gpuError_t;
 typedef cudaEvent_t gpuEvent_t;
+typedef cudaDeviceProp gpuDeviceProp_t;
+typedef __half gpuHalf;
+typedef __nv_bfloat16 gpuBFloat16;
+
+/* Errors */
 #define gpuSuccess cudaSuccess
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
 #define gpuGetErrorString cudaGetErrorString
 #define gpuGetLastError cudaGetLastError
+
+/* Devices */
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuDevAttrClockRate cudaDevAttrClockRate
+#define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
+#define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
+#define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuRuntimeGetVersion cudaRuntimeGetVersion
+
+/* Memory */
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+
+/* Streams and events */
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+
+/* Kernels */
 #define gpuFuncSetAttribute cudaFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+
+/* Device code: conversions of the 16-bit storage types, and a butterfly shuffle in which every
+ * lane of the warp takes part (CUDA needs the member mask, HIP has none). */
+#define gpuHalfToFloat __half2float
+#define gpuFloatToHalf __float2half_rn
+#define gpuBFloat16ToFloat __bfloat162float
+#define gpuFloatToBFloat16 __float2bfloat16_rn
+#define FP_SHFL_XOR(value, lane_mask, width) \
+    __shfl_xor_sync(0xffffffffu, (value), (lane_mask), (width))
 
 #endif /* FP_VENDORS_CUDA_H */

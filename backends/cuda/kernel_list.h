@@ -1,0 +1,84 @@
+/*
+ * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X), in ladder order
+ * (the write-up's eight steps) and then production order. The build defines
+ * FP_HAVE_KERNEL_<name> for each kernels/<name>.cu it compiles, so the list holds exactly the
+ * variants that are linked; the planner builds its table from it.
+ */
+#ifndef FP_CUDA_KERNEL_LIST_H
+#define FP_CUDA_KERNEL_LIST_H
+
+#include "kernel_table.h"
+
+#ifdef FP_HAVE_KERNEL_naive_tiled
+#define FP_KERNEL_IF_naive_tiled(X) X(naive_tiled)
+#else
+#define FP_KERNEL_IF_naive_tiled(X)
+#endif
+#ifdef FP_HAVE_KERNEL_smem_tiled
+#define FP_KERNEL_IF_smem_tiled(X) X(smem_tiled)
+#else
+#define FP_KERNEL_IF_smem_tiled(X)
+#endif
+#ifdef FP_HAVE_KERNEL_register_tiled
+#define FP_KERNEL_IF_register_tiled(X) X(register_tiled)
+#else
+#define FP_KERNEL_IF_register_tiled(X)
+#endif
+#ifdef FP_HAVE_KERNEL_wide_register_tile
+#define FP_KERNEL_IF_wide_register_tile(X) X(wide_register_tile)
+#else
+#define FP_KERNEL_IF_wide_register_tile(X)
+#endif
+#ifdef FP_HAVE_KERNEL_float4_loads
+#define FP_KERNEL_IF_float4_loads(X) X(float4_loads)
+#else
+#define FP_KERNEL_IF_float4_loads(X)
+#endif
+#ifdef FP_HAVE_KERNEL_transposed_smem
+#define FP_KERNEL_IF_transposed_smem(X) X(transposed_smem)
+#else
+#define FP_KERNEL_IF_transposed_smem(X)
+#endif
+#ifdef FP_HAVE_KERNEL_double_buffered
+#define FP_KERNEL_IF_double_buffered(X) X(double_buffered)
+#else
+#define FP_KERNEL_IF_double_buffered(X)
+#endif
+#ifdef FP_HAVE_KERNEL_wmma_f16
+#define FP_KERNEL_IF_wmma_f16(X) X(wmma_f16)
+#else
+#define FP_KERNEL_IF_wmma_f16(X)
+#endif
+#ifdef FP_HAVE_KERNEL_tensor_core_mma
+#define FP_KERNEL_IF_tensor_core_mma(X) X(tensor_core_mma)
+#else
+#define FP_KERNEL_IF_tensor_core_mma(X)
+#endif
+#ifdef FP_HAVE_KERNEL_tensor_core_mma_split_kv
+#define FP_KERNEL_IF_tensor_core_mma_split_kv(X) X(tensor_core_mma_split_kv)
+#else
+#define FP_KERNEL_IF_tensor_core_mma_split_kv(X)
+#endif
+#ifdef FP_HAVE_KERNEL_fa2_f32
+#define FP_KERNEL_IF_fa2_f32(X) X(fa2_f32)
+#else
+#define FP_KERNEL_IF_fa2_f32(X)
+#endif
+#ifdef FP_HAVE_KERNEL_fa2_f32_split_kv
+#define FP_KERNEL_IF_fa2_f32_split_kv(X) X(fa2_f32_split_kv)
+#else
+#define FP_KERNEL_IF_fa2_f32_split_kv(X)
+#endif
+
+#define FP_GPU_KERNELS(X)                                                                      \
+    FP_KERNEL_IF_naive_tiled(X) FP_KERNEL_IF_smem_tiled(X) FP_KERNEL_IF_register_tiled(X)      \
+    FP_KERNEL_IF_wide_register_tile(X) FP_KERNEL_IF_float4_loads(X)                            \
+    FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X) FP_KERNEL_IF_wmma_f16(X)   \
+    FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                   \
+    FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X)
+
+#define FP_DECLARE_GPU_KERNEL(name) extern const fp_gpu_kernel fp_kernel_##name;
+FP_GPU_KERNELS(FP_DECLARE_GPU_KERNEL)
+#undef FP_DECLARE_GPU_KERNEL
+
+#endif /* FP_CUDA_KERNEL_LIST_H */

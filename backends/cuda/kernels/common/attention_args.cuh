@@ -1,0 +1,113 @@
+/*
+ * What an attention kernel receives, passed by value, and the index arithmetic every kernel
+ * shares: which (batch, query head, kv head) a block works on, where a head's rows start, and
+ * how far each query row may look under the bottom-right causal mask.
+ *
+ * Grid convention of the kernels that use fp_attn_head(): blockIdx.z = batch * Hq + query head.
+ */
+#ifndef FP_KERNELS_ATTENTION_ARGS_CUH
+#define FP_KERNELS_ATTENTION_ARGS_CUH
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "../../kernel_table.h"
+#include "online_softmax.cuh"
+
+#define FP_GRID_Z_MAX 65535 /* also the limit of gridDim.y */
+
+struct fp_attn_args {
+    const void *q, *k, *v;
+    void *o;
+    float *lse; /* NULL: not requested */
+    flashport_strides qs, ks, vs, os;
+    int heads_q;
+    int group;  /* Hq / Hkv: query heads per kv head */
+    int nq, nkv, d;
+    int causal;
+    int causal_offset; /* Nkv - Nq: key j is visible to query i when j <= i + causal_offset */
+    float scale_log2;  /* scale * log2(e) */
+};
+
+static inline fp_attn_args fp_attn_args_make(const fp_gpu_launch *L) {
+    const flashport_problem *p = &L->p;
+    fp_attn_args a;
+    a.q = L->q;
+    a.k = L->k;
+    a.v = L->v;
+    a.o = L->o;
+    a.lse = L->lse;
+    a.qs = p->q;
+    a.ks = p->k;
+    a.vs = p->v;
+    a.os = p->o;
+    a.heads_q = (int)p->heads_q;
+    a.group = (int)(p->heads_q / p->heads_kv);
+    a.nq = (int)p->seq_q;
+    a.nkv = (int)p->seq_kv;
+    a.d = (int)p->head_dim;
+    a.causal = p->causal != 0;
+    a.causal_offset = (int)(p->seq_kv - p->seq_q);
+    a.scale_log2 = p->scale * FP_LOG2E;
+    return a;
+}
+
+/* Host check shared by the supports() of kernels on this grid convention (blockIdx.y = block of
+ * `cols_per_block` output columns of d): sizes fit the int index arithmetic and the grid's y
+ * and z limits. Returns 1, or 0 with the reason. */
+static inline int fp_attn_grid_fits(const flashport_problem *p, int cols_per_block, char *why,
+                                    size_t why_len) {
+    if (p->seq_q > INT_MAX / 2 || p->seq_kv > INT_MAX / 2 || p->head_dim > INT_MAX / 2) {
+        snprintf(why, why_len, "sequence lengths and head_dim must stay below 2^30");
+        return 0;
+    }
+    if (p->batch * p->heads_q > FP_GRID_Z_MAX) {
+        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid limit of %d",
+                 (long long)(p->batch * p->heads_q), FP_GRID_Z_MAX);
+        return 0;
+    }
+    if ((p->head_dim + cols_per_block - 1) / cols_per_block > FP_GRID_Z_MAX) {
+        snprintf(why, why_len, "head_dim = %lld needs more than %d column blocks",
+                 (long long)p->head_dim, FP_GRID_Z_MAX);
+        return 0;
+    }
+    return 1;
+}
+
+/* One (batch, query head): the first element of each tensor's head, and its LSE row. */
+template <typename T> struct fp_attn_head {
+    const T *q, *k, *v;
+    T *o;
+    float *lse; /* NULL: not requested */
+};
+
+template <typename T>
+__device__ __forceinline__ fp_attn_head<T> fp_attn_head_of(const fp_attn_args &a, int bh) {
+    int b = bh / a.heads_q, h = bh % a.heads_q, hkv = h / a.group;
+    fp_attn_head<T> H;
+    H.q = (const T *)a.q + b * a.qs.batch + h * a.qs.head;
+    H.k = (const T *)a.k + b * a.ks.batch + hkv * a.ks.head;
+    H.v = (const T *)a.v + b * a.vs.batch + hkv * a.vs.head;
+    H.o = (T *)a.o + b * a.os.batch + h * a.os.head;
+    H.lse = a.lse ? a.lse + (int64_t)bh * a.nq : (float *)0;
+    return H;
+}
+
+/* Keys [0, n) that query row `row` may see: all of them, or under the causal mask those with
+ * j <= row + Nkv - Nq (possibly none). */
+__device__ __forceinline__ int fp_visible_keys(const fp_attn_args &a, int row) {
+    if (!a.causal) return a.nkv;
+    int n = row + a.causal_offset + 1;
+    return n < 0 ? 0 : (n > a.nkv ? a.nkv : n);
+}
+
+/* Keys any row of [row0, row0 + rows) may see: the loop bound of a block's key tiles, so that
+ * tiles wholly above the causal diagonal are never visited. */
+__device__ __forceinline__ int fp_block_key_end(const fp_attn_args &a, int row0, int rows) {
+    int last = row0 + rows - 1;
+    if (last > a.nq - 1) last = a.nq - 1;
+    return fp_visible_keys(a, last);
+}
+
+#endif /* FP_KERNELS_ATTENTION_ARGS_CUH */

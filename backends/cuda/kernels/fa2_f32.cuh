@@ -1,0 +1,528 @@
+/*
+ * FlashAttention-2 forward on the CUDA cores in exact float32 (no tf32), shared by the
+ * fa2_f32 and fa2_f32_split_kv variants. f16 and bf16 inputs are converted on load; all
+ * arithmetic is float32.
+ *
+ * One block of 256 threads owns BR query rows of one (batch, query head) and the whole head
+ * dimension (padded to D, a multiple of 4; padding columns are zero and cost only FLOPs). It
+ * walks the key tiles of its range, BC keys at a time, in three barrier-separated phases:
+ *
+ *   A  S = Q K^T. Q was scaled by scale*log2(e) when it was staged, so S is already in the
+ *      log2 domain. Each thread computes an SR x SC register tile of S over D/KS of the head
+ *      dimension, four columns of d at a time with float4 shared-memory reads; when KS > 1
+ *      the KS partial tiles are summed in phase B (small tiles at large d keep register
+ *      blocking this way instead of shrinking to one score per thread).
+ *   B  Online softmax, TPR = 256/BR threads per row: masking, the tile's row maximum by
+ *      shuffles, rescale factor alpha (to shared memory, for phase C), P = exp2(S - m) written
+ *      back over S, and each thread's share of the row sum, kept in registers and reduced once
+ *      at the end.
+ *   C  O = alpha O + P V. Each thread owns an OR x OC register tile of O (rows strided by
+ *      BR/OR, float4 column groups strided by D/OC) and reads P and V with float4 loads.
+ *
+ * Shared memory: Q [BR][D+4], K [BC][D+4], V [BC][D], S/P KS x [BR][BC+PPAD], alpha [BR].
+ * The row paddings make the strided float4 reads of Q and K rows and the scalar writes of S
+ * fall into distinct banks. K of the next tile is loaded (cp.async for aligned f32) while
+ * phases B and C run, V of the next tile while phases A and B run.
+ *
+ * Causal: tiles wholly above the diagonal are never visited, tiles on it are masked. P is
+ * exactly 0 for a masked key, but 0 * NaN is NaN, so on masked tiles phase C skips zero
+ * probabilities: a NaN or inf in an invisible value row reaches no output. Keys past Nkv are
+ * zero-filled and masked.
+ *
+ * Split-KV: blockIdx.y picks a range of keys_per_split keys (a multiple of BC); the block
+ * writes its normalised partial O and (m, l) to the workspace laid out as split_kv.h says,
+ * and fp_split_kv_merge combines them.
+ */
+#ifndef FP_KERNELS_FA2_F32_CUH
+#define FP_KERNELS_FA2_F32_CUH
+
+#include <stdint.h>
+
+#include "common/attention_args.cuh"
+#include "common/dtype.cuh"
+#include "common/online_softmax.cuh"
+#include "common/warp_reduce.cuh"
+#include "split_kv.h"
+
+namespace fa2_f32 {
+
+constexpr int THREADS = 256;
+constexpr int MAX_HEAD_DIM = 1024;
+
+template <int D_, int BR_, int BC_, int SR_, int SC_, int KS_, int OR_, int OC_, int PPAD_,
+          int MIN_BLOCKS_>
+struct config {
+    static constexpr int D = D_, BR = BR_, BC = BC_;
+    static constexpr int SR = SR_, SC = SC_, KS = KS_; /* phase A register tile, d slices */
+    static constexpr int OR = OR_, OC = OC_;           /* phase C register tile */
+    static constexpr int MIN_BLOCKS = MIN_BLOCKS_;     /* blocks per SM the registers allow */
+    /* Unrolling the inner loops twice lets loads of the next step overlap this step's FMAs;
+     * under the 128-register cap of two blocks per SM it would spill. */
+    static constexpr int UNROLL = MIN_BLOCKS_ > 1 ? 1 : 2;
+
+    static constexpr int QS = D + 4;     /* row stride of Q and K in shared memory */
+    static constexpr int VS = D;         /* V rows are only read whole, float4 by float4 */
+    static constexpr int PS = BC + PPAD_;
+    static constexpr int NSR = BR / SR, NSC = BC / SC, SLICE = NSR * NSC, DS = D / KS;
+    static constexpr int NOR = BR / OR, NCG = D / OC;
+    static constexpr int TPR = THREADS / BR, EPT = BC / TPR; /* phase B: threads, scores per row */
+    static constexpr int PW = EPT % 4 == 0 ? 4 : 1;          /* phase B access width */
+
+    static constexpr int Q_OFF = 0;
+    static constexpr int K_OFF = Q_OFF + BR * QS;
+    static constexpr int V_OFF = K_OFF + BC * QS;
+    static constexpr int S_OFF = V_OFF + BC * VS;
+    static constexpr int ALPHA_OFF = S_OFF + KS * BR * PS;
+    static constexpr size_t SMEM_BYTES = (size_t)(ALPHA_OFF + BR) * sizeof(float);
+
+    static_assert(SLICE * KS == THREADS, "phase A must use every thread once");
+    static_assert(DS % 4 == 0 && D % 4 == 0, "d slices are read four floats at a time");
+    static_assert(NOR * NCG == THREADS && OC % 4 == 0 && BR % OR == 0, "phase C tiling");
+    static_assert(TPR <= FP_WARP_SIZE && (TPR & (TPR - 1)) == 0 && BC % TPR == 0,
+                  "phase B rows live inside one warp");
+    static_assert(BC % 4 == 0 && PS % 4 == 0, "P rows are read as float4");
+};
+
+/* Head-dimension classes: d is padded up to the first D that holds it. */
+typedef config<64, 128, 64, 4, 8, 1, 4, 8, 8, 2> cfg_d64;
+typedef config<128, 128, 64, 4, 8, 1, 8, 8, 8, 1> cfg_d128;
+typedef config<256, 64, 32, 4, 8, 4, 8, 8, 4, 1> cfg_d256;
+typedef config<512, 32, 16, 4, 4, 8, 8, 8, 4, 1> cfg_d512;
+typedef config<1024, 16, 16, 2, 4, 8, 8, 8, 4, 1> cfg_d1024;
+
+/* Calls f with the config type for head dimension d (d <= MAX_HEAD_DIM). */
+template <typename F> auto with_config(int d, F &&f) {
+    if (d <= 64) return f(cfg_d64());
+    if (d <= 128) return f(cfg_d128());
+    if (d <= 256) return f(cfg_d256());
+    if (d <= 512) return f(cfg_d512());
+    return f(cfg_d1024());
+}
+
+struct split_args {
+    float *part_o;  /* NULL: not split, the block writes O and LSE itself */
+    float2 *part_ml;
+    int keys_per_split;
+    int64_t rows; /* B*Hq*Nq */
+};
+
+/* ---- asynchronous copies (cp.async on sm_80+, plain copies elsewhere) ------------------- */
+
+__device__ __forceinline__ void copy16_async(float *dst, const float *src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0));
+#else
+    *(float4 *)dst = valid ? *(const float4 *)src : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
+}
+
+__device__ __forceinline__ void copy4_async(float *dst, const float *src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 4 : 0));
+#else
+    *dst = valid ? *src : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/* Waits until at most one committed group is still in flight. */
+__device__ __forceinline__ void async_wait_all_but_one() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+
+/* Stages rows [0, ROWS) x cols [0, D) of a tensor tile into shared memory (row stride
+ * dst_stride), zero outside rows_valid x d. f32 goes through cp.async (16-byte copies when
+ * vec16, else 4-byte ones); f16/bf16 are converted through registers. */
+template <typename CFG, int ROWS, typename T>
+__device__ __forceinline__ void stage_tile(float *dst, int dst_stride, const T *src,
+                                           int64_t src_stride, int rows_valid, int d, bool vec16,
+                                           int tid) {
+    (void)vec16;
+    if constexpr (sizeof(T) == sizeof(float)) {
+        if (vec16) {
+            constexpr int CH = CFG::D / 4, N = ROWS * CH;
+            for (int idx = tid; idx < N; idx += THREADS) {
+                int r = idx / CH, c = (idx % CH) * 4;
+                bool ok = r < rows_valid && c < d;
+                copy16_async(dst + r * dst_stride + c, ok ? src + r * src_stride + c : src, ok);
+            }
+            return;
+        }
+        constexpr int N = ROWS * CFG::D;
+        for (int idx = tid; idx < N; idx += THREADS) {
+            int r = idx / CFG::D, c = idx % CFG::D;
+            bool ok = r < rows_valid && c < d;
+            copy4_async(dst + r * dst_stride + c, ok ? src + r * src_stride + c : src, ok);
+        }
+    } else {
+        constexpr int N = ROWS * CFG::D;
+        for (int idx = tid; idx < N; idx += THREADS) {
+            int r = idx / CFG::D, c = idx % CFG::D;
+            dst[r * dst_stride + c] =
+                (r < rows_valid && c < d) ? fp_to_f32(src[r * src_stride + c]) : 0.0f;
+        }
+    }
+}
+
+/* Phase A: this thread's SR x SC scores over its slice of d, into its S slab. */
+template <typename CFG>
+__device__ __forceinline__ void scores(const float *sQ, const float *sK, float *sS, int tid) {
+    const int ks = tid / CFG::SLICE, u = tid % CFG::SLICE;
+    const int cg = u % CFG::NSC, rg = u / CFG::NSC;
+    const float *qp = sQ + rg * CFG::QS + ks * CFG::DS;
+    const float *kp = sK + cg * CFG::QS + ks * CFG::DS;
+    float s[CFG::SR][CFG::SC];
+#pragma unroll
+    for (int i = 0; i < CFG::SR; i++)
+#pragma unroll
+        for (int j = 0; j < CFG::SC; j++) s[i][j] = 0.0f;
+
+#pragma unroll CFG::UNROLL
+    for (int k = 0; k < CFG::DS; k += 4) {
+        float4 qf[CFG::SR];
+#pragma unroll
+        for (int i = 0; i < CFG::SR; i++) qf[i] = *(const float4 *)(qp + i * CFG::NSR * CFG::QS + k);
+#pragma unroll
+        for (int j = 0; j < CFG::SC; j++) {
+            float4 kf = *(const float4 *)(kp + j * CFG::NSC * CFG::QS + k);
+#pragma unroll
+            for (int i = 0; i < CFG::SR; i++) {
+                s[i][j] = fmaf(qf[i].x, kf.x, s[i][j]);
+                s[i][j] = fmaf(qf[i].y, kf.y, s[i][j]);
+                s[i][j] = fmaf(qf[i].z, kf.z, s[i][j]);
+                s[i][j] = fmaf(qf[i].w, kf.w, s[i][j]);
+            }
+        }
+    }
+    float *slab = sS + ks * CFG::BR * CFG::PS;
+#pragma unroll
+    for (int i = 0; i < CFG::SR; i++)
+#pragma unroll
+        for (int j = 0; j < CFG::SC; j++)
+            slab[(rg + i * CFG::NSR) * CFG::PS + cg + j * CFG::NSC] = s[i][j];
+}
+
+/* Phase B for row r, part h of TPR: folds the tile (keys k0..) into the row state, writes P
+ * over slab 0 and returns alpha. Keys at or past `visible` are masked when `masked`. */
+template <typename CFG>
+__device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, int visible,
+                                              bool masked, fp_softmax_row &row) {
+    constexpr int W = CFG::PW, NCH = CFG::EPT / W;
+    float x[CFG::EPT];
+    float *prow = sS + r * CFG::PS;
+#pragma unroll
+    for (int i = 0; i < NCH; i++) {
+        const int c = (h + CFG::TPR * i) * W;
+        float v[W];
+#pragma unroll
+        for (int e = 0; e < W; e++) v[e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < CFG::KS; ks++) {
+            const float *src = prow + ks * CFG::BR * CFG::PS + c;
+            if constexpr (W == 4) {
+                float4 t = *(const float4 *)src;
+                v[0] += t.x, v[1] += t.y, v[2] += t.z, v[3] += t.w;
+            } else {
+                v[0] += src[0];
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < W; e++) x[i * W + e] = (masked && k0 + c + e >= visible) ? -INFINITY : v[e];
+    }
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < CFG::EPT; i++) tile_max = fmaxf(tile_max, x[i]);
+    tile_max = fp_group_max<CFG::TPR>(tile_max);
+    const float alpha = fp_softmax_advance(row, tile_max);
+    const float base = fp_softmax_base(row);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < CFG::EPT; i++) {
+        x[i] = exp2f(x[i] - base);
+        sum += x[i];
+    }
+    fp_softmax_add(row, sum);
+#pragma unroll
+    for (int i = 0; i < NCH; i++) {
+        const int c = (h + CFG::TPR * i) * W;
+        if constexpr (W == 4)
+            *(float4 *)(prow + c) = make_float4(x[i * 4], x[i * 4 + 1], x[i * 4 + 2], x[i * 4 + 3]);
+        else
+            prow[c] = x[i];
+    }
+    return alpha;
+}
+
+/* Phase C: o = alpha o + P V over one key tile. GUARD skips zero probabilities (masked keys),
+ * so that a NaN or inf in a value row the query cannot see does not reach its output. */
+template <typename CFG, bool GUARD>
+__device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], const float *sS,
+                                              const float *sV, const float *sAlpha, int tid) {
+    const int ocg = tid % CFG::NCG, org = tid / CFG::NCG;
+#pragma unroll
+    for (int i = 0; i < CFG::OR; i++) {
+        const float a = sAlpha[org + i * CFG::NOR];
+#pragma unroll
+        for (int c = 0; c < CFG::OC; c++) o[i][c] *= a;
+    }
+    const float *pp = sS + org * CFG::PS;
+    const float *vp = sV + 4 * ocg;
+#pragma unroll CFG::UNROLL
+    for (int j = 0; j < CFG::BC; j += 4) {
+        float4 pf[CFG::OR];
+#pragma unroll
+        for (int i = 0; i < CFG::OR; i++) pf[i] = *(const float4 *)(pp + i * CFG::NOR * CFG::PS + j);
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+            float4 vf[CFG::OC / 4];
+#pragma unroll
+            for (int g = 0; g < CFG::OC / 4; g++)
+                vf[g] = *(const float4 *)(vp + (j + jj) * CFG::VS + 4 * CFG::NCG * g);
+#pragma unroll
+            for (int i = 0; i < CFG::OR; i++) {
+                const float p = jj == 0 ? pf[i].x : jj == 1 ? pf[i].y : jj == 2 ? pf[i].z : pf[i].w;
+#pragma unroll
+                for (int g = 0; g < CFG::OC / 4; g++) {
+                    float *oo = &o[i][4 * g];
+                    if (GUARD && p == 0.0f) continue;
+                    oo[0] = fmaf(p, vf[g].x, oo[0]);
+                    oo[1] = fmaf(p, vf[g].y, oo[1]);
+                    oo[2] = fmaf(p, vf[g].z, oo[2]);
+                    oo[3] = fmaf(p, vf[g].w, oo[3]);
+                }
+            }
+        }
+    }
+}
+
+/* Blocks per SM the kernel's registers are capped for. f16/bf16 need a few more registers for
+ * the conversions and are not the fast path here (tensor cores take them), so they run one
+ * block per SM rather than spill; so does everything before sm_90, whose 164 KiB of shared
+ * memory per SM holds only one block of any configuration. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FA2_F32_MIN_BLOCKS(CFG, T) 1
+#else
+#define FA2_F32_MIN_BLOCKS(CFG, T) (sizeof(T) == sizeof(float) ? CFG::MIN_BLOCKS : 1)
+#endif
+
+template <typename CFG, typename T>
+__global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
+    forward_kernel(fp_attn_args a, split_args sp, int vec16) {
+    extern __shared__ float4 smem_f4[];
+    float *smem = (float *)smem_f4;
+    float *sQ = smem + CFG::Q_OFF, *sK = smem + CFG::K_OFF, *sV = smem + CFG::V_OFF;
+    float *sS = smem + CFG::S_OFF, *sAlpha = smem + CFG::ALPHA_OFF;
+    const int tid = threadIdx.x;
+
+    /* Highest query tiles first: under the causal mask they have the most keys. */
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * CFG::BR;
+    const int bh = blockIdx.z;
+    const fp_attn_head<T> H = fp_attn_head_of<T>(a, bh);
+
+    int kv_begin = 0, kv_end = fp_block_key_end(a, q0, CFG::BR);
+    if (sp.part_o) {
+        kv_begin = blockIdx.y * sp.keys_per_split;
+        kv_end = min(kv_end, kv_begin + sp.keys_per_split);
+    }
+    const int n_tiles = kv_end > kv_begin ? (kv_end - kv_begin + CFG::BC - 1) / CFG::BC : 0;
+    /* Keys below this bound are visible to every row of the block: no masking needed. */
+    const int all_visible = fp_visible_keys(a, q0);
+
+    const int rows_valid = min(CFG::BR, a.nq - q0);
+    for (int idx = tid; idx < CFG::BR * CFG::D; idx += THREADS) {
+        int r = idx / CFG::D, c = idx % CFG::D;
+        sQ[r * CFG::QS + c] = (r < rows_valid && c < a.d)
+                                  ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c]) * a.scale_log2
+                                  : 0.0f;
+    }
+    if (n_tiles > 0) {
+        stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)kv_begin * a.ks.seq, a.ks.seq,
+                                 kv_end - kv_begin, a.d, vec16, tid);
+        async_commit();
+        stage_tile<CFG, CFG::BC>(sV, CFG::VS, H.v + (int64_t)kv_begin * a.vs.seq, a.vs.seq,
+                                 kv_end - kv_begin, a.d, vec16, tid);
+        async_commit();
+    }
+
+    const int srow = tid / CFG::TPR, spart = tid % CFG::TPR; /* phase B: row and part */
+    const int visible = fp_visible_keys(a, q0 + srow);
+    fp_softmax_row row = fp_softmax_start();
+    float o[CFG::OR][CFG::OC];
+#pragma unroll
+    for (int i = 0; i < CFG::OR; i++)
+#pragma unroll
+        for (int c = 0; c < CFG::OC; c++) o[i][c] = 0.0f;
+
+    for (int t = 0; t < n_tiles; t++) {
+        const int k0 = kv_begin + t * CFG::BC;
+        const bool masked = k0 + CFG::BC > all_visible;
+        const bool more = t + 1 < n_tiles;
+        async_wait_all_but_one(); /* K of this tile has landed */
+        __syncthreads();
+        scores<CFG>(sQ, sK, sS, tid);
+        __syncthreads(); /* S complete, K free */
+        if (more)
+            stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)(k0 + CFG::BC) * a.ks.seq,
+                                     a.ks.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
+        async_commit();
+        const float alpha = softmax_tile<CFG>(sS, srow, spart, k0, visible, masked, row);
+        if (spart == 0) sAlpha[srow] = alpha;
+        async_wait_all_but_one(); /* V of this tile has landed */
+        __syncthreads();
+        if (masked)
+            accumulate_pv<CFG, true>(o, sS, sV, sAlpha, tid);
+        else
+            accumulate_pv<CFG, false>(o, sS, sV, sAlpha, tid);
+        __syncthreads(); /* P and V free */
+        if (more)
+            stage_tile<CFG, CFG::BC>(sV, CFG::VS, H.v + (int64_t)(k0 + CFG::BC) * a.vs.seq,
+                                     a.vs.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
+        async_commit();
+    }
+
+    /* Row totals: 1/l (0 for a row that saw no key) to shared memory for the O owners. */
+    row.l = fp_group_sum<CFG::TPR>(row.l);
+    const bool row_ok = q0 + srow < a.nq;
+    if (spart == 0) {
+        sAlpha[srow] = fp_softmax_inv_sum(row);
+        if (row_ok) {
+            if (sp.part_o) {
+                sp.part_ml[blockIdx.y * sp.rows + (int64_t)bh * a.nq + q0 + srow] =
+                    make_float2(row.m, row.l);
+            } else if (H.lse) {
+                H.lse[q0 + srow] = fp_softmax_lse(row);
+            }
+        }
+    }
+    __syncthreads();
+
+    const int ocg = tid % CFG::NCG, org = tid / CFG::NCG;
+#pragma unroll
+    for (int i = 0; i < CFG::OR; i++) {
+        const int r = org + i * CFG::NOR;
+        if (q0 + r >= a.nq) continue;
+        const float inv = sAlpha[r];
+        if (sp.part_o) {
+            float *dst = sp.part_o + (blockIdx.y * sp.rows + (int64_t)bh * a.nq + q0 + r) * a.d;
+#pragma unroll
+            for (int g = 0; g < CFG::OC / 4; g++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = 4 * (ocg + CFG::NCG * g) + e;
+                    if (c < a.d) dst[c] = o[i][4 * g + e] * inv;
+                }
+        } else {
+            T *dst = H.o + (int64_t)(q0 + r) * a.os.seq;
+#pragma unroll
+            for (int g = 0; g < CFG::OC / 4; g++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = 4 * (ocg + CFG::NCG * g) + e;
+                    if (c < a.d) dst[c] = fp_from_f32<T>(o[i][4 * g + e] * inv);
+                }
+        }
+    }
+}
+
+/* ---- host side --------------------------------------------------------------------------- */
+
+inline size_t smem_bytes(int d) {
+    return with_config(d, [](auto cfg) { return decltype(cfg)::SMEM_BYTES; });
+}
+
+inline int block_rows(int d) {
+    return with_config(d, [](auto cfg) { return decltype(cfg)::BR; });
+}
+
+inline int block_cols(int d) {
+    return with_config(d, [](auto cfg) { return decltype(cfg)::BC; });
+}
+
+/* Checks shared by both variants; 1, or 0 with the reason. */
+inline int supports_common(const flashport_problem *p, const fp_gpu_device_props *props,
+                           char *why, size_t why_len) {
+    if (p->head_dim > MAX_HEAD_DIM) {
+        snprintf(why, why_len, "head_dim %lld exceeds %d", (long long)p->head_dim, MAX_HEAD_DIM);
+        return 0;
+    }
+    if (!fp_attn_grid_fits(p, why, why_len)) return 0;
+    const int64_t q_tiles = (p->seq_q + block_rows((int)p->head_dim) - 1) / block_rows((int)p->head_dim);
+    if (q_tiles > INT_MAX) {
+        snprintf(why, why_len, "too many query tiles for the grid");
+        return 0;
+    }
+    const size_t need = smem_bytes((int)p->head_dim);
+    if (props->smem_per_block_optin < need) {
+        snprintf(why, why_len, "needs %zu bytes of shared memory per block, the device allows %zu",
+                 need, props->smem_per_block_optin);
+        return 0;
+    }
+    return 1;
+}
+
+/* 16-byte copies need 16-byte aligned rows: base pointers and every stride in whole float4s. */
+inline bool rows_are_float4(const fp_gpu_launch *L) {
+    const flashport_problem *p = &L->p;
+    if (p->dtype != FLASHPORT_F32 || p->head_dim % 4) return false;
+    const flashport_strides *s[2] = {&p->k, &p->v};
+    for (int i = 0; i < 2; i++)
+        if (s[i]->batch % 4 || s[i]->head % 4 || s[i]->seq % 4) return false;
+    return ((uintptr_t)L->k % 16 == 0) && ((uintptr_t)L->v % 16 == 0);
+}
+
+template <typename CFG, typename T>
+gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits) {
+    const flashport_problem *p = &L->p;
+    auto kernel = forward_kernel<CFG, T>;
+    gpuError_t err = gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)CFG::SMEM_BYTES);
+    if (err != gpuSuccess) return err;
+    dim3 grid((unsigned)((p->seq_q + CFG::BR - 1) / CFG::BR), (unsigned)splits,
+              (unsigned)(p->batch * p->heads_q));
+    kernel<<<grid, THREADS, CFG::SMEM_BYTES, L->stream>>>(fp_attn_args_make(L), sp,
+                                                          rows_are_float4(L) ? 1 : 0);
+    return gpuGetLastError();
+}
+
+/* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and
+ * merges them. */
+inline gpuError_t launch(const fp_gpu_launch *L, int splits) {
+    const flashport_problem *p = &L->p;
+    const int d = (int)p->head_dim;
+    split_args sp = {0, 0, 0, 0};
+    if (splits > 1) {
+        /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
+        const int bc = block_cols(d);
+        const int64_t per = (p->seq_kv + splits - 1) / splits;
+        sp.keys_per_split = (int)((per + bc - 1) / bc * bc);
+        splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
+    }
+    if (splits > 1) {
+        sp.part_o = (float *)L->workspace;
+        sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+        sp.rows = p->batch * p->heads_q * p->seq_q;
+    }
+    gpuError_t err = gpuSuccess;
+    with_config(d, [&](auto cfg) {
+        typedef decltype(cfg) C;
+        FP_DISPATCH_DTYPE(p->dtype, T, err = (launch_typed<C, T>)(L, sp, splits));
+        return 0;
+    });
+    if (err != gpuSuccess || splits < 2) return err;
+    return fp_split_kv_merge(L, splits);
+}
+
+} // namespace fa2_f32
+
+#endif /* FP_KERNELS_FA2_F32_CUH */

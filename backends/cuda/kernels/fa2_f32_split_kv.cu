@@ -1,0 +1,46 @@
+/*
+ * fa2_f32_split_kv: the fa2_f32 forward with the keys split across blocks and the partials
+ * merged (split_kv.h), for problems whose B*Hq*ceil(Nq/Br) blocks leave the GPU idle: the
+ * single-head N = d = 1024 shape, decoding with Nq = 1.
+ */
+#include "fa2_f32.cuh"
+
+namespace {
+
+/* A split shorter than this spends more on its fixed costs (Q staging, epilogue, merge) than
+ * the parallelism returns. */
+constexpr int MIN_KEYS_PER_SPLIT = 128;
+
+int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
+             char *why, size_t why_len) {
+    if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
+    const int br = fa2_f32::block_rows((int)p->head_dim);
+    const int splits = fp_split_kv_choose(p, props, br, MIN_KEYS_PER_SPLIT);
+    if (splits < 2) {
+        snprintf(why, why_len, "splitting does not pay: %lld blocks of %d rows already fill the GPU "
+                 "or Nkv = %lld is too short",
+                 (long long)(p->batch * p->heads_q * ((p->seq_q + br - 1) / br)), br,
+                 (long long)p->seq_kv);
+        return 0;
+    }
+    param[0] = br;
+    param[1] = splits;
+    return 1;
+}
+
+size_t workspace(const flashport_problem *p, const int64_t *param) {
+    return fp_split_kv_workspace(p, (int)param[1]);
+}
+
+gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, (int)L->param[1]); }
+
+} // namespace
+
+extern const fp_gpu_kernel fp_kernel_fa2_f32_split_kv = {
+    {"fa2_f32_split_kv",
+     "fa2_f32 with the keys split across blocks and merged, for grids too small to fill the GPU",
+     FP_PRECISION_NATIVE},
+    supports,
+    workspace,
+    launch,
+};

@@ -1,0 +1,32 @@
+/*
+ * The FlashAttention-2 tensor-core forward shared by the variants tensor_core_mma (one pass over
+ * all keys) and tensor_core_mma_split_kv (keys split across blocks, partials merged after).
+ * Both go through fp_tc_forward_support and fp_tc_forward_launch; the kernels themselves are
+ * instantiated once, in tensor_core_mma.cu.
+ */
+#ifndef FP_MMA_FLASH_FORWARD_H
+#define FP_MMA_FLASH_FORWARD_H
+
+#include <stddef.h>
+
+#include "../../kernel_table.h"
+
+/* Query rows of one block, the same for every head dimension (the split-KV planner needs it). */
+#define FP_TC_BLOCK_ROWS 128
+
+/* Keys of one tile for the head dim the problem is padded to; split boundaries are multiples. */
+int fp_tc_block_keys(int64_t head_dim);
+
+/* 1 when the tensor-core forward can run p on this device (any split count); else 0 and the
+ * reason in why. */
+int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props *props, char *why,
+                          size_t why_len);
+
+/* Enqueues the forward. splits == 0: one pass, writes O and LSE. splits >= 1: block z covers
+ * keys [z * keys_per_split, (z + 1) * keys_per_split) and writes the split-KV partials
+ * (part_o, part_ml, layout of split_kv.h) instead; keys_per_split is a multiple of
+ * fp_tc_block_keys. */
+gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int splits, int keys_per_split,
+                                float *part_o, float *part_ml);
+
+#endif /* FP_MMA_FLASH_FORWARD_H */

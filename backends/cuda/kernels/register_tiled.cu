@@ -1,0 +1,37 @@
+/*
+ * Ladder step 3: register tiling with warp-shuffle reductions. Each thread keeps a 2 x 2 tile
+ * of scores (2 query rows x 2 keys) and a 2 x 4 tile of outputs in registers, so the
+ * online-softmax update never leaves registers, and a tile's row max and sum are 32-lane
+ * shuffles with no barrier, where step 2 needed a barrier at every halving of its tree. The
+ * independent FMA chains of the register tile are the rest of the gain. The kernel itself is
+ * common/register_tile.cuh; this file picks its shape.
+ */
+#include "../kernel_list.h"
+#include "common/register_tile.cuh"
+
+/* 8 row groups x 2 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
+#define RT_WARPS 8
+#define RT_ROWS 2
+#define RT_KEYS 2
+#define RT_COLS 4
+typedef fp_register_tile<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false> register_tiled_shape;
+
+static int register_tiled_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+                                   int64_t *param, char *why, size_t why_len) {
+    (void)props;
+    (void)param;
+    return fp_attn_grid_fits(p, register_tiled_shape::BD, why, why_len);
+}
+
+static gpuError_t register_tiled_launch(const fp_gpu_launch *L) {
+    return fp_register_tile_launch<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>(L);
+}
+
+const fp_gpu_kernel fp_kernel_register_tiled = {
+    {"register_tiled",
+     "ladder 3: per-thread register tiles (2x2 scores, 2x4 outputs), warp-shuffle reductions",
+     FP_PRECISION_NATIVE},
+    register_tiled_supports,
+    NULL,
+    register_tiled_launch,
+};

@@ -1,0 +1,129 @@
+/*
+ * Split-KV workspace sizing, split choice and the merge of the partial results (split_kv.h).
+ *
+ * The merge runs one warp per query row: the warp first finds the row's overall maximum M and
+ * the total weight sum_s l_s 2^(m_s - M) with the lanes sharing out the splits, then sums the
+ * weighted partial outputs a chunk of columns at a time, so registers stay bounded for any d.
+ */
+#include <math.h>
+
+#include "common/dtype.cuh"
+#include "common/online_softmax.cuh"
+#include "common/warp_reduce.cuh"
+#include "split_kv.h"
+
+namespace {
+
+constexpr int MERGE_WARPS = 4;
+constexpr int MERGE_COLS_PER_LANE = 8; /* columns each lane accumulates per pass over splits */
+
+struct merge_args {
+    const float *part_o;  /* [splits][rows][d] */
+    const float *part_ml; /* [splits][rows][2] */
+    void *o;
+    float *lse;
+    flashport_strides os;
+    int64_t rows;
+    int heads_q, nq, d, splits;
+};
+
+template <typename T> __global__ void __launch_bounds__(MERGE_WARPS *FP_WARP_SIZE)
+    split_kv_merge_kernel(merge_args a) {
+    const int lane = threadIdx.x % FP_WARP_SIZE;
+    const int64_t row = (int64_t)blockIdx.x * MERGE_WARPS + threadIdx.x / FP_WARP_SIZE;
+    if (row >= a.rows) return;
+
+    const float2 *ml = (const float2 *)a.part_ml;
+    float m_max = -INFINITY;
+    for (int s = lane; s < a.splits; s += FP_WARP_SIZE) m_max = fmaxf(m_max, ml[s * a.rows + row].x);
+    m_max = fp_group_max<FP_WARP_SIZE>(m_max);
+    /* -inf - (-inf) would be NaN; when no split saw a key every weight is 0 anyway. */
+    const float base = m_max == -INFINITY ? 0.0f : m_max;
+
+    float total = 0.0f;
+    for (int s = lane; s < a.splits; s += FP_WARP_SIZE) {
+        float2 v = ml[s * a.rows + row];
+        total += v.y * exp2f(v.x - base);
+    }
+    total = fp_group_sum<FP_WARP_SIZE>(total);
+    const float inv_total = total == 0.0f ? 0.0f : 1.0f / total;
+
+    const int b = (int)(row / ((int64_t)a.heads_q * a.nq));
+    const int h = (int)((row / a.nq) % a.heads_q);
+    const int i = (int)(row % a.nq);
+    T *o = (T *)a.o + b * a.os.batch + h * a.os.head + i * a.os.seq;
+
+    constexpr int CHUNK = FP_WARP_SIZE * MERGE_COLS_PER_LANE;
+    for (int c0 = 0; c0 < a.d; c0 += CHUNK) {
+        float acc[MERGE_COLS_PER_LANE];
+#pragma unroll
+        for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = 0.0f;
+        for (int s = 0; s < a.splits; s++) {
+            float2 v = ml[s * a.rows + row];
+            /* A split without keys has l = 0 and part_o = 0: weight 0, and no 0 * inf. */
+            if (v.y == 0.0f) continue;
+            float w = v.y * exp2f(v.x - base) * inv_total;
+            const float *po = a.part_o + (s * a.rows + row) * a.d;
+#pragma unroll
+            for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
+                int c = c0 + k * FP_WARP_SIZE + lane;
+                if (c < a.d) acc[k] = fmaf(w, po[c], acc[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
+            int c = c0 + k * FP_WARP_SIZE + lane;
+            if (c < a.d) o[c] = fp_from_f32<T>(acc[k]);
+        }
+    }
+    if (a.lse && lane == 0)
+        a.lse[row] = total == 0.0f ? -INFINITY : (m_max + log2f(total)) * FP_LN2;
+}
+
+int64_t split_rows(const flashport_problem *p) { return p->batch * p->heads_q * p->seq_q; }
+
+template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
+    unsigned grid = (unsigned)((a.rows + MERGE_WARPS - 1) / MERGE_WARPS);
+    split_kv_merge_kernel<T><<<grid, MERGE_WARPS * FP_WARP_SIZE, 0, stream>>>(a);
+}
+
+size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+} // namespace
+
+size_t fp_split_kv_ml_offset(const flashport_problem *p, int splits) {
+    return align16((size_t)splits * (size_t)split_rows(p) * (size_t)p->head_dim * sizeof(float));
+}
+
+size_t fp_split_kv_workspace(const flashport_problem *p, int splits) {
+    if (splits < 2) return 0;
+    return fp_split_kv_ml_offset(p, splits) + (size_t)splits * (size_t)split_rows(p) * 2 * sizeof(float);
+}
+
+int fp_split_kv_choose(const flashport_problem *p, const fp_gpu_device_props *props,
+                       int block_rows, int min_keys_per_split) {
+    int64_t blocks = p->batch * p->heads_q * ((p->seq_q + block_rows - 1) / block_rows);
+    int64_t target = 2 * (int64_t)props->sm_count;
+    if (blocks >= target || min_keys_per_split < 1) return 1;
+    int64_t splits = (target + blocks - 1) / blocks;
+    int64_t by_keys = p->seq_kv / min_keys_per_split;
+    if (splits > by_keys) splits = by_keys;
+    return splits < 2 ? 1 : (int)splits;
+}
+
+gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {
+    const flashport_problem *p = &L->p;
+    merge_args a;
+    a.part_o = (const float *)L->workspace;
+    a.part_ml = (const float *)((const char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+    a.o = L->o;
+    a.lse = L->lse;
+    a.os = p->o;
+    a.rows = split_rows(p);
+    a.heads_q = (int)p->heads_q;
+    a.nq = (int)p->seq_q;
+    a.d = (int)p->head_dim;
+    a.splits = splits;
+    FP_DISPATCH_DTYPE(p->dtype, T, launch_merge<T>(a, L->stream));
+    return gpuGetLastError();
+}

@@ -1,0 +1,41 @@
+/*
+ * Split-KV ("flash-decoding") support shared by the kernels that split the keys of a problem
+ * across blocks when B*Hq*ceil(Nq/Br) blocks cannot fill the GPU: the workspace that holds each
+ * split's partial result, how many splits to use, and the kernel that merges the partials.
+ *
+ * Workspace of S splits over rows = B*Hq*Nq query rows, row r = (b*Hq + h)*Nq + i:
+ *   part_o : float [S][rows][d]  the split's own normalised output, O_acc / l_split
+ *                                (0 for a split that saw no visible key);
+ *   part_ml: float [S][rows][2]  (m_split, l_split): the split's maximum of the scaled scores
+ *                                in the log2 domain (scores times scale*log2(e)) and its sum of
+ *                                exp2(s - m_split); m = -inf and l = 0 when it saw no key.
+ * part_o starts the workspace; part_ml follows at fp_split_kv_ml_offset(), 16-byte aligned.
+ * The size is O(B*Hq*Nq*S*d), never O(N^2).
+ *
+ * Merge: M = max_s m_s, w_s = l_s 2^(m_s - M), O = sum_s w_s part_o_s / sum_s w_s,
+ * LSE = (M + log2(sum_s w_s)) ln 2. A row that no split saw gives O = 0 and LSE = -inf.
+ */
+#ifndef FP_CUDA_SPLIT_KV_H
+#define FP_CUDA_SPLIT_KV_H
+
+#include <stddef.h>
+
+#include "../kernel_table.h"
+
+/* Bytes of workspace for `splits` splits of p (0 when splits < 2: nothing to merge). */
+size_t fp_split_kv_workspace(const flashport_problem *p, int splits);
+
+/* Byte offset of part_ml from the start of the workspace. */
+size_t fp_split_kv_ml_offset(const flashport_problem *p, int splits);
+
+/* Merges the partials in L->workspace into L->o (problem dtype and strides) and L->lse (when
+ * not NULL). Enqueued on L->stream; returns the launch error, without synchronising. */
+gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits);
+
+/* Number of splits so that B*Hq*ceil(Nq/block_rows)*splits reaches about two blocks per SM,
+ * with at least min_keys_per_split keys in each split. 1 means "don't split": the grid is
+ * already large enough or Nkv is too short to share out. */
+int fp_split_kv_choose(const flashport_problem *p, const fp_gpu_device_props *props,
+                       int block_rows, int min_keys_per_split);
+
+#endif /* FP_CUDA_SPLIT_KV_H */

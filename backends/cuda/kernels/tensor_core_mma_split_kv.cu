@@ -1,0 +1,71 @@
+/*
+ * Variant tensor_core_mma_split_kv ("flash-decoding" on the tensor cores): when
+ * B*Hq*ceil(Nq/128) blocks cannot fill the GPU (decode with Nq = 1, or B = H = 1), the keys are
+ * cut into splits of whole key tiles, blockIdx.z taking one split, and each block writes its
+ * partial (O / l, m, l) to the workspace (split_kv.h); fp_split_kv_merge then combines them.
+ * The forward itself is tensor_core_mma's (mma/flash_forward.h).
+ *
+ * param[0] = splits, param[1] = keys per split (a multiple of the key tile).
+ */
+#include <stdio.h>
+
+#include "mma/flash_forward.h"
+#include "split_kv.h"
+
+/* Fewer keys than this per split would spend more on the Q tile and the merge than it saves. */
+#define FP_TC_MIN_KEY_TILES_PER_SPLIT 2
+
+static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
+                    char *why, size_t why_len)
+{
+    if (!fp_tc_forward_support(p, props, why, why_len))
+        return 0;
+    const int tile = fp_tc_block_keys(p->head_dim);
+    const int chosen = fp_split_kv_choose(p, props, FP_TC_BLOCK_ROWS,
+                                          FP_TC_MIN_KEY_TILES_PER_SPLIT * tile);
+    /* Whole tiles per split; rounding up can leave fewer splits than chosen. */
+    const int64_t per_split = (p->seq_kv + chosen - 1) / chosen;
+    const int64_t keys_per_split = (per_split + tile - 1) / tile * tile;
+    const int64_t splits = (p->seq_kv + keys_per_split - 1) / keys_per_split;
+    if (splits < 2) {
+        snprintf(why, why_len,
+                 "no split needed: %lld blocks of %d query rows fill %d SMs, or %lld keys are "
+                 "too few to share out",
+                 (long long)(p->batch * p->heads_q *
+                             ((p->seq_q + FP_TC_BLOCK_ROWS - 1) / FP_TC_BLOCK_ROWS)),
+                 FP_TC_BLOCK_ROWS, props->sm_count, (long long)p->seq_kv);
+        return 0;
+    }
+    param[0] = splits;
+    param[1] = keys_per_split;
+    return 1;
+}
+
+static size_t workspace(const flashport_problem *p, const int64_t *param)
+{
+    return fp_split_kv_workspace(p, (int)param[0]);
+}
+
+static gpuError_t launch(const fp_gpu_launch *L)
+{
+    const int splits = (int)L->param[0];
+    float *part_o = static_cast<float *>(L->workspace);
+    float *part_ml = reinterpret_cast<float *>(static_cast<char *>(L->workspace) +
+                                               fp_split_kv_ml_offset(&L->p, splits));
+    gpuError_t err = fp_tc_forward_launch(L, splits, (int)L->param[1], part_o, part_ml);
+    if (err != gpuSuccess)
+        return err;
+    return fp_split_kv_merge(L, splits);
+}
+
+/* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
+extern const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv;
+const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv = {
+    {"tensor_core_mma_split_kv",
+     "tensor_core_mma with the keys split across blocks and the partials merged (decode, small "
+     "grids), f16/bf16",
+     FP_PRECISION_NATIVE},
+    supports,
+    workspace,
+    launch,
+};

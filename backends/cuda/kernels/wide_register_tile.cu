@@ -1,0 +1,39 @@
+/*
+ * Ladder step 4: a wider register tile with buffer reuse. Each thread keeps 4 query rows x
+ * 2 keys of scores and 4 x 4 outputs: twice step 3's outputs per thread, so each value read
+ * from shared memory feeds more FMAs. K chunks and the V tile take turns in one shared buffer,
+ * which shrinks the block's shared memory by 18% and lets more blocks share an SM. The
+ * turn-taking is guarded by a barrier between the last read of K and the first write of V (the
+ * write-up's kernels 4 and 5 reused their buffer without one: a race). The kernel itself is
+ * common/register_tile.cuh; this file picks its shape.
+ */
+#include "../kernel_list.h"
+#include "common/register_tile.cuh"
+
+/* 4 row groups x 4 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
+#define WRT_WARPS 4
+#define WRT_ROWS 4
+#define WRT_KEYS 2
+#define WRT_COLS 4
+typedef fp_register_tile<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true> wide_register_tile_shape;
+
+static int wide_register_tile_supports(const flashport_problem *p,
+                                       const fp_gpu_device_props *props, int64_t *param,
+                                       char *why, size_t why_len) {
+    (void)props;
+    (void)param;
+    return fp_attn_grid_fits(p, wide_register_tile_shape::BD, why, why_len);
+}
+
+static gpuError_t wide_register_tile_launch(const fp_gpu_launch *L) {
+    return fp_register_tile_launch<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true>(L);
+}
+
+const fp_gpu_kernel fp_kernel_wide_register_tile = {
+    {"wide_register_tile",
+     "ladder 4: wider register tiles (4x2 scores, 4x4 outputs), K and V share one buffer",
+     FP_PRECISION_NATIVE},
+    wide_register_tile_supports,
+    NULL,
+    wide_register_tile_launch,
+};

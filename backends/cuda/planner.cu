@@ -1,0 +1,112 @@
+/*
+ * The CUDA backend's planner: the only place that decides which kernel variant runs.
+ *
+ * Automatic choice. f16/bf16 go to the tensor-core kernel, f32 to the FlashAttention-2 style
+ * CUDA-core kernel; when B*Hq*ceil(Nq/rows per block) cannot give every SM a block, the split-KV
+ * form of the same kernel is preferred, since it adds parallelism along Nkv. When the preferred
+ * variants are not built or decline the problem, the ladder is walked from its fastest step
+ * down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never chosen
+ * automatically; it runs when asked for by name.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel_list.h"
+#include "planner.h"
+
+#define FP_GPU_KERNEL_ADDRESS(name) &fp_kernel_##name,
+static const fp_gpu_kernel *const kernels[] = {FP_GPU_KERNELS(FP_GPU_KERNEL_ADDRESS)};
+#undef FP_GPU_KERNEL_ADDRESS
+static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
+
+/* Query rows per block of the production kernels, for the "does the grid fill the GPU" test. */
+#define TENSOR_CORE_ROWS 128
+#define FA2_F32_ROWS 64
+
+static const char *const ladder_fallback[] = {
+    "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
+    "register_tiled",  "smem_tiled",      "naive_tiled",
+};
+
+int fp_gpu_kernel_count(void) { return n_kernels; }
+
+const fp_gpu_kernel *fp_gpu_kernel_at(int index) {
+    return index >= 0 && index < n_kernels ? kernels[index] : NULL;
+}
+
+static int find_kernel(const char *name) {
+    for (int i = 0; i < n_kernels; i++)
+        if (strcmp(kernels[i]->info.name, name) == 0) return i;
+    return -1;
+}
+
+/* Asks variant i; on yes fills the plan, on no leaves the reason in why. */
+static int try_variant(int i, const fp_gpu_device_props *props, const flashport_problem *p,
+                       fp_plan *out, char *why, size_t why_len) {
+    int64_t param[8] = {0};
+    why[0] = '\0';
+    if (!kernels[i]->supports(p, props, param, why, why_len)) return 0;
+    out->variant = i;
+    memcpy(out->param, param, sizeof param);
+    out->workspace_bytes = kernels[i]->workspace ? kernels[i]->workspace(p, param) : 0;
+    return 1;
+}
+
+/* Appends "name: what happened" to the list of variants passed over. */
+static void note_skip(char *skipped, size_t len, const char *name, const char *what) {
+    size_t used = strlen(skipped);
+    if (used < len) snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
+}
+
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_problem *p,
+                             int forced, fp_plan *out) {
+    char why[192];
+    if (forced >= 0) {
+        if (forced >= n_kernels) {
+            snprintf(out->reason, sizeof out->reason, "no variant %d in this build", forced);
+            return FLASHPORT_ERROR_UNSUPPORTED;
+        }
+        if (!try_variant(forced, props, p, out, why, sizeof why)) {
+            snprintf(out->reason, sizeof out->reason, "%s", why);
+            return FLASHPORT_ERROR_UNSUPPORTED;
+        }
+        snprintf(out->reason, sizeof out->reason, "requested by name");
+        return FLASHPORT_OK;
+    }
+
+    const int f32 = p->dtype == FLASHPORT_F32;
+    const int rows = f32 ? FA2_F32_ROWS : TENSOR_CORE_ROWS;
+    const long long blocks = (long long)(p->batch * p->heads_q * ((p->seq_q + rows - 1) / rows));
+    const int small_grid = blocks < props->sm_count;
+    const char *plain = f32 ? "fa2_f32" : "tensor_core_mma";
+    const char *split = f32 ? "fa2_f32_split_kv" : "tensor_core_mma_split_kv";
+
+    const char *order[2 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    int n_order = 0;
+    order[n_order++] = small_grid ? split : plain;
+    order[n_order++] = small_grid ? plain : split;
+    for (size_t i = 0; i < sizeof ladder_fallback / sizeof ladder_fallback[0]; i++)
+        order[n_order++] = ladder_fallback[i];
+
+    char skipped[192] = "";
+    for (int o = 0; o < n_order; o++) {
+        const int i = find_kernel(order[o]);
+        if (i < 0) {
+            note_skip(skipped, sizeof skipped, order[o], "not built");
+            continue;
+        }
+        if (!try_variant(i, props, p, out, why, sizeof why)) {
+            note_skip(skipped, sizeof skipped, order[o], why);
+            continue;
+        }
+        if (o == 0)
+            snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of %d rows for %d SMs",
+                     f32 ? "f32 on CUDA cores" : "f16/bf16 on tensor cores", blocks, rows,
+                     props->sm_count);
+        else
+            snprintf(out->reason, sizeof out->reason, "fallback from %s (%s)", order[0], skipped);
+        return FLASHPORT_OK;
+    }
+    snprintf(out->reason, sizeof out->reason, "every variant declined: %s", skipped);
+    return FLASHPORT_ERROR_UNSUPPORTED;
+}
