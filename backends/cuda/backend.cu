@@ -83,11 +83,20 @@ static flashport_status read_props(int device, gpuDeviceProp_t *prop, fp_gpu_dev
     out->cc_minor = prop->minor;
     out->sm_count = prop->multiProcessorCount;
     out->warp_size = prop->warpSize;
-    out->smem_per_block_optin = prop->sharedMemPerBlockOptin;
-    out->smem_per_sm = prop->sharedMemPerMultiprocessor;
-    out->regs_per_sm = prop->regsPerMultiprocessor;
     out->max_threads_per_sm = prop->maxThreadsPerMultiProcessor;
     out->l2_bytes = (size_t)prop->l2CacheSize;
+    fp_gpu_arch_name(prop, out->arch, sizeof out->arch);
+    /* Attributes rather than fields of the properties struct: HIP's struct lacks these three. */
+    int smem_optin = 0, smem_sm = 0, regs_sm = 0;
+    GPU_CHECK(gpuDeviceGetAttribute(&smem_optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, device),
+              "DeviceGetAttribute");
+    GPU_CHECK(gpuDeviceGetAttribute(&smem_sm, gpuDevAttrMaxSharedMemoryPerMultiprocessor, device),
+              "DeviceGetAttribute");
+    GPU_CHECK(gpuDeviceGetAttribute(&regs_sm, gpuDevAttrMaxRegistersPerMultiprocessor, device),
+              "DeviceGetAttribute");
+    out->smem_per_block_optin = (size_t)smem_optin;
+    out->smem_per_sm = (size_t)smem_sm;
+    out->regs_per_sm = regs_sm;
     return FLASHPORT_OK;
 }
 
@@ -111,10 +120,10 @@ static flashport_status device_info(int device, flashport_device_info *out) {
     out->memory_bytes = (uint64_t)prop.totalGlobalMem;
     out->compute_units = props.sm_count;
     snprintf(out->details, sizeof out->details,
-             "cc=%d.%d; sms=%d; warp_size=%d; smem_per_block_optin=%zu; smem_per_sm=%zu; "
+             "arch=%s; cc=%d.%d; sms=%d; warp_size=%d; smem_per_block_optin=%zu; smem_per_sm=%zu; "
              "regs_per_sm=%d; max_threads_per_sm=%d; l2_bytes=%zu; sm_clock_khz=%d; "
              "mem_clock_khz=%d; bus_width_bits=%d; driver=%d; runtime=%d",
-             props.cc_major, props.cc_minor, props.sm_count, props.warp_size,
+             props.arch, props.cc_major, props.cc_minor, props.sm_count, props.warp_size,
              props.smem_per_block_optin, props.smem_per_sm, props.regs_per_sm,
              props.max_threads_per_sm, props.l2_bytes, sm_clock, mem_clock, bus_width, driver,
              runtime);

@@ -2,6 +2,8 @@
 #ifndef FP_VENDORS_CUDA_H
 #define FP_VENDORS_CUDA_H
 
+#include <stdio.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,11 +33,18 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuDevAttrMaxSharedMemoryPerMultiprocessor cudaDevAttrMaxSharedMemoryPerMultiprocessor
+#define gpuDevAttrMaxRegistersPerMultiprocessor cudaDevAttrMaxRegistersPerMultiprocessor
 #define gpuDevAttrClockRate cudaDevAttrClockRate
 #define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
 #define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
+
+/* The target's name, "sm_" and the compute capability. */
+static inline void fp_gpu_arch_name(const gpuDeviceProp_t *prop, char *out, size_t len) {
+    snprintf(out, len, "sm_%d%d", prop->major, prop->minor);
+}
 
 /* Memory */
 #define gpuMalloc cudaMalloc
@@ -70,5 +79,10 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuFloatToBFloat16 __float2bfloat16_rn
 #define FP_SHFL_XOR(value, lane_mask, width) \
     __shfl_xor_sync(0xffffffffu, (value), (lane_mask), (width))
+
+/* The f16/bf16 matrix-core variants the planner prefers (mma.sync, kernels/tensor_core_mma*). */
+#define FP_MATRIX_KERNEL "tensor_core_mma"
+#define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
+#define FP_MATRIX_KERNEL_ROWS 128
 
 #endif /* FP_VENDORS_CUDA_H */
