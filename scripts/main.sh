@@ -17,7 +17,7 @@ echo "== flashport-info"
 
 echo "== conformance (every available backend and kernel variant)"
 cmake --build "$build" --target conformance-data
-"$bin/flashport-conformance" --data "$build/conformance" \
+"$bin/flashport-conformance" \
   --json "$out/conformance.json" --junit "$out/conformance.xml"
 
 echo "== short benchmark (the write-up's shape on every available backend)"

@@ -73,6 +73,7 @@ static int try_module(fp_registry_entry *e, const char *path, char *why, size_t 
 
 static void load_module(fp_registry_entry *e) {
     char file[64], path[1024], why[1024] = "";
+    int found = 0;
     snprintf(file, sizeof file, "libflashport-%s.so", e->name);
     const char *env = getenv("FLASHPORT_BACKEND_PATH");
     if (env && env[0]) {
@@ -83,10 +84,17 @@ static void load_module(fp_registry_entry *e) {
             FILE *f = fopen(path, "rb");
             if (!f) continue;
             fclose(f);
-            if (try_module(e, path, why, sizeof why)) break;
+            /* The first file found is the module, as on PATH: a broken one is reported, not
+             * silently replaced by another copy further down the search. */
+            found = 1;
+            try_module(e, path, why, sizeof why);
+            break;
         }
         free(dirs);
-        if (e->backend) return;
+        if (found) {
+            if (!e->backend) snprintf(e->reason, sizeof e->reason, "%.*s", (int)sizeof e->reason - 1, why);
+            return;
+        }
     }
     char dir[900];
     core_dir(dir, sizeof dir);
@@ -97,11 +105,12 @@ static void load_module(fp_registry_entry *e) {
         if (try_module(e, path, why, sizeof why)) return;
     } else if (!why[0]) {
         snprintf(why, sizeof why,
-                 "module %s not found beside libflashport (%s) or on FLASHPORT_BACKEND_PATH; "
+                 "module %s not found beside libflashport (%.400s) or on FLASHPORT_BACKEND_PATH; "
                  "this build may not include it",
                  file, dir[0] ? dir : "unknown folder");
     }
-    snprintf(e->reason, sizeof e->reason, "%s", why);
+    /* Messages longer than the reason field are cut; the start names the cause. */
+    snprintf(e->reason, sizeof e->reason, "%.*s", (int)sizeof e->reason - 1, why);
 }
 
 static void probe(fp_registry_entry *e) {

@@ -58,7 +58,7 @@ static flashport_status parse_spec(const char *spec, const char *origin, spec_en
                             "malformed %s '%s': '%s' is not a backend name (expected "
                             "name[:device],...)",
                             origin, spec, item);
-        snprintf(e->name, sizeof e->name, "%s", item);
+        memcpy(e->name, item, len + 1); /* len < sizeof e->name, checked above */
         e->device[0] = '\0';
         if (colon) {
             char *dev = colon + 1;

@@ -7,9 +7,10 @@
  * double-precision reference on the host. Needs an sm_80+ GPU; exits non-zero on any failure.
  * Not part of ctest (no GPU there); from the repository root:
  *   nvcc -std=c++17 -O2 -arch=native -Iapi/include -Iapi/internal -Ibackends/cuda \
- *     -Ibackends/cuda/kernels -o check_tensor_core_gpu tests/cuda_mma_layout/check_tensor_core_gpu.cu \
- *     backends/cuda/kernels/tensor_core_mma.cu backends/cuda/kernels/tensor_core_mma_split_kv.cu \
- *     backends/cuda/kernels/split_kv.cu && ./check_tensor_core_gpu
+ *     -Ibackends/cuda/kernels -o check_tensor_core_gpu \
+ *     tests/cuda_mma_layout/check_tensor_core_gpu.cu backends/cuda/kernels/tensor_core_mma.cu \
+ *     backends/cuda/kernels/tensor_core_mma_split_kv.cu backends/cuda/kernels/split_kv.cu \
+ *     && ./check_tensor_core_gpu
  */
 #include <math.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@ static int failures, checks;
         }                                                                                      \
     } while (0)
 
-enum { LANES = 32, BLOCK_ROWS = 128, THREADS = 256, MAX_D = 256, MAX_KEYS = 64 };
+enum { LANES = 32, BLOCK_ROWS = 128, MAX_D = 256, MAX_KEYS = 64 };
 
 /* ---- model of the instructions (PTX ISA) ---------------------------------------------- */
 
@@ -114,10 +114,12 @@ static void expect_conflict_free(const int addr[LANES], const char *what)
     }
 }
 
-/* One warp of the kernel: S = Q K^T for its 16 rows and `keys` keys, then O = P V with P a
- * function of S taken straight from the accumulators, as the kernel does. */
-static void replay_warp(int d, int keys, int warp)
+/* One 16-row slice of one warp of the kernel: S = Q K^T over `keys` keys, then O = P V with
+ * P a function of S taken straight from the accumulators, as the kernel does. The warp owns
+ * `slices` slices of 16 rows from row warp * 16 * slices; this is slice `slice`. */
+static void replay_warp(int d, int keys, int warp, int slices, int slice)
 {
+    const int row0 = warp * 16 * slices + 16 * slice;
     const int cpr = d / 8;
     static int sq[BLOCK_ROWS * MAX_D], sk[MAX_KEYS * MAX_D], sv[MAX_KEYS * MAX_D];
     static double s[MAX_KEYS / 8][LANES][4], o[MAX_D / 8][LANES][4];
@@ -130,7 +132,7 @@ static void replay_warp(int d, int keys, int warp)
 
     int q_lane[LANES], k_lane[LANES], v_lane[LANES], addr[LANES];
     for (int lane = 0; lane < LANES; ++lane) {
-        q_lane[lane] = fp_mma_swizzle(warp * 16 + fp_mma_ldsm_rowmajor_row(lane),
+        q_lane[lane] = fp_mma_swizzle(warp * 16 * slices + fp_mma_ldsm_rowmajor_row(lane),
                                       fp_mma_ldsm_rowmajor_chunk(lane), cpr);
         v_lane[lane] = fp_mma_swizzle(fp_mma_ldsm_rowmajor_row(lane),
                                       fp_mma_ldsm_rowmajor_chunk(lane), cpr);
@@ -141,7 +143,7 @@ static void replay_warp(int d, int keys, int warp)
     int aq[LANES][4][2], bk[LANES][4][2], b[LANES][2][2];
     for (int kk = 0; kk < d / 16; ++kk) {
         for (int lane = 0; lane < LANES; ++lane)
-            addr[lane] = fp_mma_swizzle_step(q_lane[lane], 0, 2 * kk, cpr);
+            addr[lane] = fp_mma_swizzle_step(q_lane[lane], 16 * slice, 2 * kk, cpr);
         expect_conflict_free(addr, "Q ldmatrix");
         model_ldmatrix_x4(sq, addr, 0, aq);
         for (int np = 0; np < keys / 16; ++np) {
@@ -167,9 +169,9 @@ static void replay_warp(int d, int keys, int warp)
                 const int row = fp_mma_acc_row(lane, r), key = 8 * nt + fp_mma_acc_col(lane, r);
                 double want = 0.0;
                 for (int col = 0; col < d; ++col)
-                    want += (double)value(1, warp * 16 + row, col) * value(2, key, col);
-                EXPECT(s[nt][lane][r] == want, "S d=%d warp %d lane %d tile %d reg %d: %g != %g",
-                       d, warp, lane, nt, r, s[nt][lane][r], want);
+                    want += (double)value(1, row0 + row, col) * value(2, key, col);
+                EXPECT(s[nt][lane][r] == want, "S d=%d rows %d lane %d tile %d reg %d: %g != %g",
+                       d, row0, lane, nt, r, s[nt][lane][r], want);
                 /* A stand-in for exp2 that keeps values small and exact. */
                 const int p = ((int)s[nt][lane][r] % 5 + 5) % 5 - 2;
                 s[nt][lane][r] = p;
@@ -205,8 +207,8 @@ static void replay_warp(int d, int keys, int warp)
                 double want = 0.0;
                 for (int key = 0; key < keys; ++key)
                     want += p_full[row][key] * value(3, key, col);
-                EXPECT(o[dt][lane][r] == want, "O d=%d warp %d lane %d tile %d reg %d: %g != %g",
-                       d, warp, lane, dt, r, o[dt][lane][r], want);
+                EXPECT(o[dt][lane][r] == want, "O d=%d rows %d lane %d tile %d reg %d: %g != %g",
+                       d, row0, lane, dt, r, o[dt][lane][r], want);
             }
 }
 
@@ -227,16 +229,16 @@ static void check_swizzle_step(int d)
 }
 
 /* Tile loads cover every chunk once, and each phase of eight 16-byte stores is one wavefront. */
-static void check_loader(int rows, int d)
+static void check_loader(int rows, int d, int threads)
 {
-    const int cpr = d / 8, passes = rows * cpr / THREADS;
+    const int cpr = d / 8, passes = rows * cpr / threads;
     char *hit = calloc((size_t)rows * cpr, 1);
     for (int pass = 0; pass < passes; ++pass)
-        for (int phase = 0; phase < THREADS / 8; ++phase) {
+        for (int phase = 0; phase < threads / 8; ++phase) {
             int seen = 0;
             for (int i = 0; i < 8; ++i) {
                 const int tid = 8 * phase + i;
-                const int row = fp_mma_load_row(tid, pass, cpr, THREADS);
+                const int row = fp_mma_load_row(tid, pass, cpr, threads);
                 const int chunk = fp_mma_load_chunk(tid, cpr);
                 const int at = fp_mma_swizzle(row, chunk, cpr) / 8;
                 EXPECT(row < rows && !hit[row * cpr + chunk], "load d=%d tid %d pass %d", d, tid,
@@ -257,14 +259,20 @@ int main(void)
 {
     static const int dims[] = {64, 128, 256};
     static const int key_tiles[] = {32, 64};
+    /* 8 warps of one slice and 4 warps of two slices: the kernel's two block shapes. */
     static const int warps[] = {0, 3, 7};
     for (int i = 0; i < 3; ++i) {
         check_swizzle_step(dims[i]);
-        check_loader(BLOCK_ROWS, dims[i]);
+        for (int threads = 128; threads <= 256; threads *= 2)
+            check_loader(BLOCK_ROWS, dims[i], threads);
         for (int j = 0; j < 2; ++j) {
-            check_loader(key_tiles[j], dims[i]);
+            for (int threads = 128; threads <= 256; threads *= 2)
+                check_loader(key_tiles[j], dims[i], threads);
             for (int w = 0; w < 3; ++w)
-                replay_warp(dims[i], key_tiles[j], warps[w]);
+                replay_warp(dims[i], key_tiles[j], warps[w], 1, 0);
+            for (int w = 0; w < 4; ++w)
+                for (int slice = 0; slice < 2; ++slice)
+                    replay_warp(dims[i], key_tiles[j], w, 2, slice);
         }
     }
     printf("test_mma_layout: %d checks, %d failed\n", checks, failures);

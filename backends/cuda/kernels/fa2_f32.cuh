@@ -456,7 +456,7 @@ inline int supports_common(const flashport_problem *p, const fp_gpu_device_props
         snprintf(why, why_len, "head_dim %lld exceeds %d", (long long)p->head_dim, MAX_HEAD_DIM);
         return 0;
     }
-    if (!fp_attn_grid_fits(p, why, why_len)) return 0;
+    if (!fp_attn_grid_fits(p, MAX_HEAD_DIM, why, why_len)) return 0; /* all of d in one block */
     const int64_t q_tiles = (p->seq_q + block_rows((int)p->head_dim) - 1) / block_rows((int)p->head_dim);
     if (q_tiles > INT_MAX) {
         snprintf(why, why_len, "too many query tiles for the grid");

@@ -105,13 +105,21 @@ size_t fp_split_kv_workspace(const flashport_problem *p, int splits) {
 
 int fp_split_kv_choose(const flashport_problem *p, const fp_gpu_device_props *props,
                        int block_rows, int min_keys_per_split) {
-    int64_t blocks = p->batch * p->heads_q * ((p->seq_q + block_rows - 1) / block_rows);
-    int64_t target = 2 * (int64_t)props->sm_count;
+    const int64_t sms = props->sm_count > 0 ? props->sm_count : 1;
+    const int64_t blocks = p->batch * p->heads_q * ((p->seq_q + block_rows - 1) / block_rows);
+    const int64_t target = 2 * sms;
     if (blocks >= target || min_keys_per_split < 1) return 1;
-    int64_t splits = (target + blocks - 1) / blocks;
-    int64_t by_keys = p->seq_kv / min_keys_per_split;
-    if (splits > by_keys) splits = by_keys;
-    return splits < 2 ? 1 : (int)splits;
+    int64_t most = (target + blocks - 1) / blocks;
+    if (most > p->seq_kv / min_keys_per_split) most = p->seq_kv / min_keys_per_split;
+    /* Time goes as (waves of blocks) x (keys per block): ceil(blocks*s/sms) / s. Take the
+     * fewest splits that reach the least, so that a third, mostly idle wave is never paid for
+     * and the merge stays small. */
+    int64_t best = 1;
+    for (int64_t s = 2; s <= most; s++) {
+        const int64_t waves = (blocks * s + sms - 1) / sms, best_waves = (blocks * best + sms - 1) / sms;
+        if (waves * best < best_waves * s) best = s;
+    }
+    return (int)best;
 }
 
 gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {

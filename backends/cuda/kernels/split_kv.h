@@ -32,9 +32,10 @@ size_t fp_split_kv_ml_offset(const flashport_problem *p, int splits);
  * not NULL). Enqueued on L->stream; returns the launch error, without synchronising. */
 gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits);
 
-/* Number of splits so that B*Hq*ceil(Nq/block_rows)*splits reaches about two blocks per SM,
- * with at least min_keys_per_split keys in each split. 1 means "don't split": the grid is
- * already large enough or Nkv is too short to share out. */
+/* Number of splits: at most enough for B*Hq*ceil(Nq/block_rows)*splits to reach two blocks per
+ * SM, at least min_keys_per_split keys each, and among those the fewest that minimise
+ * waves x keys per split. 1 means "don't split": the grid already fills the GPU or Nkv is too
+ * short to share out. */
 int fp_split_kv_choose(const flashport_problem *p, const fp_gpu_device_props *props,
                        int block_rows, int min_keys_per_split);
 

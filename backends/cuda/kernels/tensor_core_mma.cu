@@ -37,7 +37,8 @@ int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props 
                           size_t why_len)
 {
     if (props->cc_major < 8) {
-        snprintf(why, why_len, "needs compute capability 8.0+ (mma.sync, cp.async), device is %d.%d",
+        snprintf(why, why_len,
+                 "needs compute capability 8.0+ (mma.sync, cp.async), device is %d.%d",
                  props->cc_major, props->cc_minor);
         return 0;
     }
@@ -93,7 +94,8 @@ static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_
     gpuError_t err = raise_smem_limit<T, D>();
     if (err != gpuSuccess)
         return err;
-    fp_tc_forward_kernel<T, D><<<grid, FP_TC_THREADS, fp_tc_smem_bytes<D>(), stream>>>(prm);
+    constexpr int threads = fp_tc_config<D>::WARPS * 32;
+    fp_tc_forward_kernel<T, D><<<grid, threads, fp_tc_smem_bytes<D>(), stream>>>(prm);
     return gpuGetLastError();
 }
 
@@ -159,7 +161,10 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
     return fp_tc_forward_support(p, props, why, why_len);
 }
 
-static gpuError_t launch(const fp_gpu_launch *L) { return fp_tc_forward_launch(L, 0, 0, NULL, NULL); }
+static gpuError_t launch(const fp_gpu_launch *L)
+{
+    return fp_tc_forward_launch(L, 0, 0, NULL, NULL);
+}
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
 extern const fp_gpu_kernel fp_kernel_tensor_core_mma;

@@ -1,17 +1,18 @@
 /*
  * FlashAttention-2 forward on the tensor cores (mma.sync m16n8k16, f16/bf16 in, f32 accumulate).
  *
- * One block = FP_TC_BLOCK_ROWS (128) query rows of one (batch, query head); 8 warps, each owning
- * 16 rows for the whole pass, so the softmax statistics of a row never leave its four lanes.
+ * One block = FP_TC_BLOCK_ROWS (128) query rows of one (batch, query head); each warp owns 16 or
+ * 32 of them (fp_tc_config) for the whole pass, so a row's softmax statistics never leave its
+ * four lanes.
  * The block walks its keys in tiles of BC through a STAGES-deep cp.async ring in shared memory
  * (K and V of a tile share a stage); one __syncthreads per tile both publishes tile t and frees
  * the stage of tile t - 1, which is then refilled with tile t + STAGES - 1.
  *
  * Per tile and warp: S = Q K^T into registers (Q either held in registers for the whole pass or
  * re-read from shared memory, per head dim), scores scaled by scale * log2(e), masked only on
- * tiles that cross the causal diagonal or the end of the keys, online softmax with exp2f, P
- * rounded to the input type straight from the accumulators into A fragments, O += P V. O stays
- * un-normalised until the end, where it is divided by the row sum once.
+ * tiles that cross the causal diagonal or the end of the keys, online softmax with exp2
+ * (ex2.approx), P rounded to the input type straight from the accumulators into A fragments,
+ * O += P V. O stays un-normalised until the end, where it is divided by the row sum once.
  *
  * Head dims: the kernel is compiled for D = 64, 128, 256; a smaller d runs on the next D with
  * its shared-memory columns past d zero-filled, its k-steps past d skipped and its columns past
@@ -27,9 +28,6 @@
 #include "fragment_layout.h"
 #include "ptx.cuh"
 #include "tile_loader.cuh"
-
-#define FP_TC_WARPS (FP_TC_BLOCK_ROWS / 16)
-#define FP_TC_THREADS (FP_TC_WARPS * 32)
 
 /* Everything a block needs, by value. Strides are in elements. */
 struct fp_tc_params {
@@ -49,30 +47,39 @@ struct fp_tc_params {
 };
 
 /*
- * Per padded head dim: BC keys a tile, STAGES tiles in flight, Q in registers or re-read,
- * MIN_BLOCKS for __launch_bounds__ (2 caps registers at 128 a thread).
- *   D=64:  smem 16 KiB Q + 3 x 16 KiB K/V = 64 KiB; two blocks an SM, which caps registers
- *          at 128: with Q held in registers too that spills, so Q is re-read.
- *   D=128: smem 32 KiB Q + 2 x 32 KiB K/V = 96 KiB; Q 32 + O 64 + S 32 registers, one block
- *          an SM (two would cap registers at 128 and spill).
- *   D=256: smem 64 KiB Q + 2 x 32 KiB K/V = 128 KiB; O alone is 128 registers, so Q is
- *          re-read from shared memory and the key tile is 32.
+ * Per padded head dim: WARPS x M_TILES x 16 = FP_TC_BLOCK_ROWS query rows, each warp owning
+ * M_TILES 16-row slices (rows warp * 16 * M_TILES onwards); BC keys a tile; STAGES tiles in
+ * flight; Q held in registers for the whole pass or re-read from shared memory each tile;
+ * MIN_BLOCKS for __launch_bounds__.
+ *
+ * Why two slices a warp where registers allow: every K and V fragment a warp reads from shared
+ * memory then feeds two mma instead of one, which halves the ldmatrix traffic per FLOP; with 16
+ * rows a warp that traffic, not the tensor cores, bounds the kernel (about 256 bytes of B
+ * fragment per m16n8k16).
+ *   D=64:  4 warps x 2 slices, BC 64. O 64 + S 64 + Q 32 registers a thread.
+ *          smem 16 KiB Q + 3 x 16 KiB K/V = 64 KiB.
+ *   D=128: 4 warps x 2 slices, BC 32. O 128 + S 32 registers; Q re-read.
+ *          smem 32 KiB Q + 3 x 16 KiB K/V = 80 KiB.
+ *   D=256: 8 warps x 1 slice, BC 32. O alone is 128 registers; Q re-read.
+ *          smem 64 KiB Q + 2 x 32 KiB K/V = 128 KiB.
+ * D=64 and D=128 run two blocks (8 warps) an SM; ptxas then has up to 255 registers a thread
+ * and uses them without spilling (asking for three blocks spills).
  */
 template <int D>
 struct fp_tc_config;
 template <>
 struct fp_tc_config<64> {
-    static constexpr int BC = 64, STAGES = 3, MIN_BLOCKS = 2;
-    static constexpr bool Q_IN_REGS = false;
-};
-template <>
-struct fp_tc_config<128> {
-    static constexpr int BC = 64, STAGES = 2, MIN_BLOCKS = 1;
+    static constexpr int WARPS = 4, M_TILES = 2, BC = 64, STAGES = 3, MIN_BLOCKS = 2;
     static constexpr bool Q_IN_REGS = true;
 };
 template <>
+struct fp_tc_config<128> {
+    static constexpr int WARPS = 4, M_TILES = 2, BC = 32, STAGES = 3, MIN_BLOCKS = 2;
+    static constexpr bool Q_IN_REGS = false;
+};
+template <>
 struct fp_tc_config<256> {
-    static constexpr int BC = 32, STAGES = 2, MIN_BLOCKS = 1;
+    static constexpr int WARPS = 8, M_TILES = 1, BC = 32, STAGES = 2, MIN_BLOCKS = 1;
     static constexpr bool Q_IN_REGS = false;
 };
 
@@ -84,13 +91,15 @@ constexpr size_t fp_tc_smem_bytes()
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
+__global__ void __launch_bounds__(fp_tc_config<D>::WARPS * 32, fp_tc_config<D>::MIN_BLOCKS)
     fp_tc_forward_kernel(const fp_tc_params a)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Cfg = fp_tc_config<D>;
     using Ops = fp_mma_ops<T>;
     constexpr int BR = FP_TC_BLOCK_ROWS;
+    constexpr int THREADS = Cfg::WARPS * 32;
+    constexpr int MT = Cfg::M_TILES;
     constexpr int BC = Cfg::BC;
     constexpr int STAGES = Cfg::STAGES;
     constexpr int CPR = D / 8;        /* 16-byte chunks a row */
@@ -99,9 +108,10 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
     constexpr int PV_STEPS = BC / 16; /* k-steps of O += P V */
     constexpr int D_TILES = D / 8;    /* n-tiles of O */
     constexpr int STAGE_ELEMS = 2 * BC * D;
+    static_assert(Cfg::WARPS * MT * 16 == BR, "the warps' slices cover the block's rows");
     static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
-    using QLoader = fp_tile_loader<T, BR, D, FP_TC_THREADS>;
-    using KVLoader = fp_tile_loader<T, BC, D, FP_TC_THREADS>;
+    using QLoader = fp_tile_loader<T, BR, D, THREADS>;
+    using KVLoader = fp_tile_loader<T, BC, D, THREADS>;
 
     extern __shared__ __align__(128) unsigned char fp_tc_smem[];
     T *const sQ = reinterpret_cast<T *>(fp_tc_smem);
@@ -114,7 +124,8 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
     const int bh = blockIdx.y;
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
     const int q0 = m_block * BR;
-    const int diag = a.seq_kv - a.seq_q; /* key j visible to row i iff j <= i + diag */
+    const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
+    const int diag = a.seq_kv - a.seq_q;      /* key j visible to row i iff j <= i + diag */
 
     const int kv_lo = (int)blockIdx.z * a.keys_per_split;
     const int kv_end = min(a.seq_kv, kv_lo + a.keys_per_split);
@@ -146,130 +157,163 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
         fp_cp_async_commit();
     }
 
-    const bool warp_active = q0 + warp * 16 < a.seq_q;
+    const bool warp_active = warp_row0 < a.seq_q;
     const int qk_steps = (a.d + 15) / 16; /* k-steps that hold real columns */
     const uint32_t sQ_addr = fp_smem_addr(sQ);
     /* Per-lane ldmatrix offsets (elements) of the first 16x16 slice of Q, K and V; the other
      * slices are fp_mma_swizzle_step away. Q and V use the same matrix order. */
     const int a_row = fp_mma_ldsm_rowmajor_row(lane), a_chunk = fp_mma_ldsm_rowmajor_chunk(lane);
-    const int q_lane = fp_mma_swizzle(warp * 16 + a_row, a_chunk, CPR);
+    const int q_lane = fp_mma_swizzle(warp * 16 * MT + a_row, a_chunk, CPR);
     const int v_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
-    const int k_lane = fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
+    const int k_lane =
+        fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
 
-    uint32_t qf[Cfg::Q_IN_REGS ? QK_STEPS : 1][4];
-    float o[D_TILES][4];
+    uint32_t qf[MT][Cfg::Q_IN_REGS ? QK_STEPS : 1][4];
+    float o[MT][D_TILES][4];
 #pragma unroll
-    for (int dt = 0; dt < D_TILES; ++dt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-            o[dt][r] = 0.0f;
-    /* Rows g and g + 8 of the warp's 16 (fp_mma_acc_row): running max (base-2, scaled) and
-     * this lane's share of the running sum. */
-    float m[2] = {-INFINITY, -INFINITY};
-    float l[2] = {0.0f, 0.0f};
+        for (int dt = 0; dt < D_TILES; ++dt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                o[mt][dt][r] = 0.0f;
+    /* Per slice, rows g and g + 8 of its 16 (fp_mma_acc_row): running max (base-2, scaled)
+     * and this lane's share of the running sum. */
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            m[mt][i] = -INFINITY;
+            l[mt][i] = 0.0f;
+        }
 
+    bool q_loaded = false; /* Q fragments are read at the warp's first computed tile */
     for (int t = 0; t < n_tiles; ++t) {
         fp_cp_async_wait<STAGES - 2>();
         __syncthreads();
         if (t + STAGES - 1 < n_tiles)
             load_tile(t + STAGES - 1);
         fp_cp_async_commit();
-        if (!warp_active)
+        const int kb = kv_lo + t * BC;
+        /* A tile wholly above the diagonal for every row of this warp would leave its state as
+         * it is (p = 0, alpha = 1): skip it. */
+        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag))
             continue;
 
-        if (Cfg::Q_IN_REGS && t == 0) {
+        if (Cfg::Q_IN_REGS && !q_loaded) {
+            q_loaded = true;
 #pragma unroll
-            for (int kk = 0; kk < (Cfg::Q_IN_REGS ? QK_STEPS : 0); ++kk)
-                if (kk < qk_steps)
-                    fp_ldmatrix_x4(qf[kk],
-                                   sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int kk = 0; kk < (Cfg::Q_IN_REGS ? QK_STEPS : 0); ++kk)
+                    if (kk < qk_steps)
+                        fp_ldmatrix_x4(qf[mt][kk],
+                                       sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 16 * mt, 2 * kk,
+                                                                          CPR));
         }
 
         const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
-        const int kb = kv_lo + t * BC;
 
-        float s[KEY_TILES][4];
+        float s[MT][KEY_TILES][4];
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                s[nt][r] = 0.0f;
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
             if (kk >= qk_steps)
                 break;
-            uint32_t aq[4];
-            if (Cfg::Q_IN_REGS) {
+            uint32_t aq[MT][4];
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    aq[r] = qf[Cfg::Q_IN_REGS ? kk : 0][r];
-            } else {
-                fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
+            for (int mt = 0; mt < MT; ++mt) {
+                if (Cfg::Q_IN_REGS) {
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        aq[mt][r] = qf[mt][Cfg::Q_IN_REGS ? kk : 0][r];
+                } else {
+                    fp_ldmatrix_x4(aq[mt], sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 16 * mt,
+                                                                              2 * kk, CPR));
+                }
             }
 #pragma unroll
             for (int np = 0; np < KEY_TILES / 2; ++np) {
                 uint32_t bk[4];
-                fp_ldmatrix_x4(bk, sK_addr + 2u * fp_mma_swizzle_step(k_lane, 16 * np, 2 * kk, CPR));
-                Ops::mma(s[2 * np], aq, bk[0], bk[1]);
-                Ops::mma(s[2 * np + 1], aq, bk[2], bk[3]);
+                fp_ldmatrix_x4(bk,
+                               sK_addr + 2u * fp_mma_swizzle_step(k_lane, 16 * np, 2 * kk, CPR));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    Ops::mma(s[mt][2 * np], aq[mt], bk[0], bk[1]);
+                    Ops::mma(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
+                }
             }
         }
 
         const bool masked = kb + BC > mask_from;
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                float x = s[nt][r] * a.scale_log2;
-                if (masked) {
-                    const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
-                    const int row = q0 + warp * 16 + fp_mma_acc_row(lane, r);
-                    if (key >= kv_end || (a.causal && key > row + diag))
-                        x = -INFINITY;
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    float x = s[mt][nt][r] * a.scale_log2;
+                    if (masked) {
+                        const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
+                        const int row = warp_row0 + 16 * mt + fp_mma_acc_row(lane, r);
+                        if (key >= kv_end || (a.causal && key > row + diag))
+                            x = -INFINITY;
+                    }
+                    s[mt][nt][r] = x;
                 }
-                s[nt][r] = x;
-            }
 
         /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
          * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
-         * fmaxf but reaches l and O through exp2f, as it must. */
-        float m_ref[2];
+         * fmaxf but reaches l and O through the exp2, as it must. */
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            float mx = m[i];
+        for (int mt = 0; mt < MT; ++mt) {
+            float m_ref[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                float mx = m[mt][i];
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                m_ref[i] = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = fp_exp2_approx(m[mt][i] - m_ref[i]);
+                m[mt][i] = mx;
+                l[mt][i] *= alpha;
+#pragma unroll
+                for (int dt = 0; dt < D_TILES; ++dt) {
+                    o[mt][dt][2 * i] *= alpha;
+                    o[mt][dt][2 * i + 1] *= alpha;
+                }
+            }
 #pragma unroll
             for (int nt = 0; nt < KEY_TILES; ++nt)
-                mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            m_ref[i] = mx == -INFINITY ? 0.0f : mx;
-            const float alpha = exp2f(m[i] - m_ref[i]);
-            m[i] = mx;
-            l[i] *= alpha;
 #pragma unroll
-            for (int dt = 0; dt < D_TILES; ++dt) {
-                o[dt][2 * i] *= alpha;
-                o[dt][2 * i + 1] *= alpha;
-            }
+                for (int r = 0; r < 4; ++r) {
+                    const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[r >> 1]);
+                    s[mt][nt][r] = p;
+                    l[mt][r >> 1] += p;
+                }
         }
-#pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const float p = exp2f(s[nt][r] - m_ref[r >> 1]);
-                s[nt][r] = p;
-                l[r >> 1] += p;
-            }
 
 #pragma unroll
         for (int ps = 0; ps < PV_STEPS; ++ps) {
-            uint32_t ap[4];
+            uint32_t ap[MT][4];
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const float *acc = s[2 * ps + fp_mma_p_key_tile(r)];
-                ap[r] = Ops::pack(acc[fp_mma_p_acc_reg(r)], acc[fp_mma_p_acc_reg(r) + 1]);
-            }
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float *acc = s[mt][2 * ps + fp_mma_p_key_tile(r)];
+                    ap[mt][r] = Ops::pack(acc[fp_mma_p_acc_reg(r)], acc[fp_mma_p_acc_reg(r) + 1]);
+                }
 #pragma unroll
             for (int dp = 0; dp < D_TILES / 2; ++dp) {
                 if (16 * dp >= a.d)
@@ -277,65 +321,68 @@ __global__ void __launch_bounds__(FP_TC_THREADS, fp_tc_config<D>::MIN_BLOCKS)
                 uint32_t bv[4];
                 fp_ldmatrix_x4_trans(
                     bv, sV_addr + 2u * fp_mma_swizzle_step(v_lane, 16 * ps, 2 * dp, CPR));
-                Ops::mma(o[2 * dp], ap, bv[0], bv[1]);
-                Ops::mma(o[2 * dp + 1], ap, bv[2], bv[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    Ops::mma(o[mt][2 * dp], ap[mt], bv[0], bv[1]);
+                    Ops::mma(o[mt][2 * dp + 1], ap[mt], bv[2], bv[3]);
+                }
             }
         }
     }
     fp_cp_async_wait<0>();
-
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    }
     if (!warp_active)
         return;
 
+    const int col0 = fp_mma_acc_col(lane, 0);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int row = q0 + warp * 16 + fp_mma_acc_row(lane, 2 * i);
-        if (row >= a.seq_q)
-            continue;
-        const int64_t row_index = (int64_t)bh * a.seq_q + row;
-        /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-        const float inv_l = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
-        const int col0 = fp_mma_acc_col(lane, 0);
-        if (a.part_o) {
-            const int64_t part_row = (int64_t)blockIdx.z * a.rows + row_index;
-            float *po = a.part_o + part_row * a.d;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int dt = 0; dt < D_TILES; ++dt) {
-                const int col = 8 * dt + col0;
-                if (col < a.d)
-                    po[col] = o[dt][2 * i] * inv_l;
-                if (col + 1 < a.d)
-                    po[col + 1] = o[dt][2 * i + 1] * inv_l;
-            }
-            if (col0 == 0) {
-                a.part_ml[2 * part_row] = m[i];
-                a.part_ml[2 * part_row + 1] = l[i];
-            }
-        } else {
-            T *go = static_cast<T *>(a.o) + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+        for (int i = 0; i < 2; ++i) {
+            float row_l = l[mt][i];
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+            const int row = warp_row0 + 16 * mt + fp_mma_acc_row(lane, 2 * i);
+            if (row >= a.seq_q)
+                continue;
+            const int64_t row_index = (int64_t)bh * a.seq_q + row;
+            /* l == 0 only when no key was visible; a NaN l must stay NaN. */
+            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+            if (a.part_o) {
+                const int64_t part_row = (int64_t)blockIdx.z * a.rows + row_index;
+                float *po = a.part_o + part_row * a.d;
 #pragma unroll
-            for (int dt = 0; dt < D_TILES; ++dt) {
-                const int col = 8 * dt + col0;
-                const float v0 = o[dt][2 * i] * inv_l, v1 = o[dt][2 * i + 1] * inv_l;
-                if (a.o_pairs && col + 1 < a.d) {
-                    *reinterpret_cast<uint32_t *>(go + col) = Ops::pack(v0, v1);
-                } else {
+                for (int dt = 0; dt < D_TILES; ++dt) {
+                    const int col = 8 * dt + col0;
                     if (col < a.d)
-                        go[col] = Ops::from_float(v0);
+                        po[col] = o[mt][dt][2 * i] * inv_l;
                     if (col + 1 < a.d)
-                        go[col + 1] = Ops::from_float(v1);
+                        po[col + 1] = o[mt][dt][2 * i + 1] * inv_l;
                 }
+                if (col0 == 0) {
+                    a.part_ml[2 * part_row] = m[mt][i];
+                    a.part_ml[2 * part_row + 1] = row_l;
+                }
+            } else {
+                T *go = static_cast<T *>(a.o) + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+#pragma unroll
+                for (int dt = 0; dt < D_TILES; ++dt) {
+                    const int col = 8 * dt + col0;
+                    const float v0 = o[mt][dt][2 * i] * inv_l, v1 = o[mt][dt][2 * i + 1] * inv_l;
+                    if (a.o_pairs && col + 1 < a.d) {
+                        *reinterpret_cast<uint32_t *>(go + col) = Ops::pack(v0, v1);
+                    } else {
+                        if (col < a.d)
+                            go[col] = Ops::from_float(v0);
+                        if (col + 1 < a.d)
+                            go[col + 1] = Ops::from_float(v1);
+                    }
+                }
+                if (a.lse && col0 == 0)
+                    a.lse[row_index] = row_l == 0.0f
+                                           ? -INFINITY
+                                           : (m[mt][i] + log2f(row_l)) * 0.693147180559945309f;
             }
-            if (a.lse && col0 == 0)
-                a.lse[row_index] =
-                    l[i] == 0.0f ? -INFINITY : (m[i] + log2f(l[i])) * 0.693147180559945309f;
         }
-    }
 #endif
 }
 

@@ -52,6 +52,16 @@ static __device__ __forceinline__ void fp_ldmatrix_x4_trans(uint32_t (&r)[4], ui
                  : "r"(addr));
 }
 
+/* 2^x in one MUFU.EX2 (relative error about 2^-22); results below 2^-126 flush to 0, which
+ * the softmax weights can afford. 2^-inf = 0 and NaN stays NaN. exp2f would add a range
+ * fix-up around every call. */
+static __device__ __forceinline__ float fp_exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* Per input type: d += a * b on one m16n8k16 tile, and packing two floats into a register. */
 template <typename T>
 struct fp_mma_ops;

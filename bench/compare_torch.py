@@ -1,0 +1,487 @@
+#!/usr/bin/env python3
+"""Times PyTorch's scaled_dot_product_attention on flashport-bench's shapes, for each SDPA
+backend (flash, efficient, cudnn, math) and an unfused matmul baseline (Q K^T, softmax, P V),
+optionally running flashport-bench in the same run, and writes flashport-bench's JSON schema
+(one record per shape and implementation) with a side-by-side table of ratios.
+
+PyTorch is needed only here; nothing in flashport's build or tests uses this script.
+The shape lists mirror flashport-bench's presets (bench/bench_presets.c)."""
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SCHEMA = "flashport-bench/1"
+PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu"]
+IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+IMPL_DESCRIPTIONS = {
+    "flash": "torch SDPA, FlashAttention-2 backend",
+    "efficient": "torch SDPA, memory-efficient (xformers) backend",
+    "cudnn": "torch SDPA, cuDNN backend",
+    "math": "torch SDPA, math (composite) backend",
+    "unfused": "Q K^T, softmax, P V as separate torch operations",
+}
+EXIT_UNAVAILABLE = 3  # as flashport-bench: what the run needs is not there
+
+
+def shape(b, hq, hkv, nq, nkv, d, dtype, causal, layout="bhnd"):
+    return dict(batch=b, heads_q=hq, heads_kv=hkv, seq_q=nq, seq_kv=nkv, head_dim=d, dtype=dtype,
+                causal=bool(causal), layout=layout)
+
+
+def preset_shapes(name, dtype_default):
+    """The same lists, in the same order, as flashport-bench's --preset."""
+    if name == "seed":
+        return [shape(1, 1, 1, 1024, 1024, 1024, "f32", 0)]
+    if name == "ladder":
+        return [shape(1, 1, 1, 1024, 1024, 1024, "f32", 0),
+                shape(16, 16, 16, 1024, 1024, 128, "f32", 0)]
+    if name == "fa-grid":
+        out = []
+        for c in (0, 1):
+            for d in (64, 128, 256):
+                n = 512
+                while n <= 16384:
+                    out.append(shape(16384 // n, 2048 // d, 2048 // d, n, n, d, dtype_default, c))
+                    n *= 2
+        return out
+    if name == "decode":
+        return [shape(1, 32, 8, 1, kv, 128, dtype_default, 0) for kv in (4096, 32768, 131072)]
+    if name == "cpu":
+        return [shape(1, 1, 1, n, n, d, "f32", c)
+                for c in (0, 1) for d in (64, 128) for n in (512, 1024, 2048, 4096)]
+    raise ValueError(name)
+
+
+def shapes_from_args(a):
+    dtype_default = "f32" if a.device == "cpu" else "bf16"
+    if a.preset:
+        out = preset_shapes(a.preset, dtype_default)
+        for s in out:
+            if a.dtype:
+                s["dtype"] = a.dtype
+            s["layout"] = a.layout
+        return out
+    return [shape(a.b, a.hq, a.hkv or a.hq, a.nq, a.nkv or a.nq, a.d, a.dtype or "f32",
+                  a.causal, a.layout)]
+
+
+def shape_key(s):
+    return tuple(s[k] for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
+                                "dtype", "causal", "layout"))
+
+
+def flops(s):
+    f = 4.0 * s["batch"] * s["heads_q"] * s["seq_q"] * s["seq_kv"] * s["head_dim"]
+    return f / 2 if s["causal"] else f
+
+
+def shape_text(s):
+    return (f"{s['dtype']} B={s['batch']} Hq={s['heads_q']} Hkv={s['heads_kv']} Nq={s['seq_q']} "
+            f"Nkv={s['seq_kv']} d={s['head_dim']}{' causal' if s['causal'] else ''}"
+            f"{' bnhd' if s['layout'] == 'bnhd' else ''}")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=PRESETS)
+    ap.add_argument("--b", type=int, default=1)
+    ap.add_argument("--hq", type=int, default=1)
+    ap.add_argument("--hkv", type=int, default=0, help="default: --hq")
+    ap.add_argument("--nq", type=int, default=1024)
+    ap.add_argument("--nkv", type=int, default=0, help="default: --nq")
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--dtype", choices=list(DTYPE_BYTES),
+                    help="default f32; fa-grid and decode: bf16 on cuda, f32 on cpu")
+    ap.add_argument("--causal", action="store_true", help="bottom-right aligned, as flashport")
+    ap.add_argument("--layout", choices=["bhnd", "bnhd"], default="bhnd")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (cpu)")
+    ap.add_argument("--impl", default=",".join(IMPLEMENTATIONS),
+                    help="comma-separated subset of " + ",".join(IMPLEMENTATIONS))
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--flashport-bench", metavar="PATH",
+                    help="also run this flashport-bench on the same shapes")
+    ap.add_argument("--backend", help="flashport-bench --backend (default: its own)")
+    ap.add_argument("--kernel", help="flashport-bench --kernel NAME|all")
+    ap.add_argument("--flashport-args", default="",
+                    help="more flashport-bench arguments, one string (e.g. '--no-peaks')")
+    ap.add_argument("--json", metavar="FILE", help="write every record as JSON")
+    ap.add_argument("--list-shapes", action="store_true",
+                    help="print the shapes and exit (needs no PyTorch)")
+    a = ap.parse_args(argv)
+    impls = [i for i in a.impl.split(",") if i]
+    bad = [i for i in impls if i not in IMPLEMENTATIONS]
+    if bad:
+        ap.error(f"unknown implementation(s) {bad}; choose from {IMPLEMENTATIONS}")
+    a.impls = impls
+    for name in ("b", "hq", "nq", "d", "repeat"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1")
+    if a.warmup < 0 or a.threads < 0 or a.hkv < 0 or a.nkv < 0:
+        ap.error("--warmup, --threads, --hkv and --nkv must not be negative")
+    if a.hq % (a.hkv or a.hq):
+        ap.error(f"--hq {a.hq} is not a multiple of --hkv {a.hkv}")
+    return a
+
+
+# ---------------------------------------------------------------------------------------------
+# flashport-bench in the same run
+# ---------------------------------------------------------------------------------------------
+def flashport_command(a, json_path):
+    cmd = [a.flashport_bench, "--json", json_path, "--warmup", str(a.warmup),
+           "--repeat", str(a.repeat), "--layout", a.layout, "--seed", str(a.seed)]
+    if a.preset:
+        cmd += ["--preset", a.preset]
+    else:
+        cmd += ["--b", str(a.b), "--hq", str(a.hq), "--hkv", str(a.hkv or a.hq), "--nq", str(a.nq),
+                "--nkv", str(a.nkv or a.nq), "--d", str(a.d)]
+        if a.causal:
+            cmd.append("--causal")
+    if a.dtype or not a.preset:
+        cmd += ["--dtype", a.dtype or "f32"]
+    if a.backend:
+        cmd += ["--backend", a.backend]
+    if a.kernel:
+        cmd += ["--kernel", a.kernel]
+    if a.threads:
+        cmd += ["--threads", str(a.threads)]
+    return cmd + a.flashport_args.split()
+
+
+def run_flashport(a):
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="flashport-bench-")
+    os.close(fd)
+    try:
+        cmd = flashport_command(a, path)
+        print("running:", " ".join(cmd), file=sys.stderr)
+        rc = subprocess.run(cmd).returncode
+        if rc not in (0, 1):
+            sys.exit(f"compare_torch.py: flashport-bench exited {rc}")
+        with open(path) as f:
+            return json.load(f), rc
+    finally:
+        os.unlink(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch
+# ---------------------------------------------------------------------------------------------
+class Torch:
+    def __init__(self, a):
+        try:
+            import torch
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except ImportError as e:
+            print(f"compare_torch.py: PyTorch is needed ({e}); see the README for the CPU build",
+                  file=sys.stderr)
+            sys.exit(EXIT_UNAVAILABLE)
+        self.torch, self.sdpa_kernel = torch, sdpa_kernel
+        self.backends = {"flash": SDPBackend.FLASH_ATTENTION,
+                         "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                         "math": SDPBackend.MATH}
+        if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+            self.backends["cudnn"] = SDPBackend.CUDNN_ATTENTION
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+            self.causal_lower_right = causal_lower_right
+        except ImportError:
+            self.causal_lower_right = None
+        # enable_gqa (torch >= 2.5) lets SDPA read K/V heads shared by several query heads.
+        try:
+            q, kv = torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 1, 8)
+            torch.nn.functional.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+            self.has_enable_gqa = True
+        except (TypeError, RuntimeError):
+            self.has_enable_gqa = False
+        self.device = a.device
+        if a.device == "cuda" and not torch.cuda.is_available():
+            print("compare_torch.py: torch.cuda is not available (use --device cpu)",
+                  file=sys.stderr)
+            sys.exit(EXIT_UNAVAILABLE)
+        if a.threads:
+            torch.set_num_threads(a.threads)
+        self.dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+        self.cache_bytes = 64 << 20
+        if a.device == "cuda":
+            props = torch.cuda.get_device_properties(0)
+            self.cache_bytes = getattr(props, "L2_cache_size", 0) or self.cache_bytes
+
+    def device_info(self):
+        t = self.torch
+        if self.device == "cuda":
+            p = t.cuda.get_device_properties(0)
+            return dict(name=p.name, vendor="NVIDIA" if t.version.cuda else "AMD", kind="gpu",
+                        memory_bytes=p.total_memory, compute_units=p.multi_processor_count,
+                        details=f"torch_cuda={t.version.cuda}; "
+                                f"matmul_allow_tf32={t.backends.cuda.matmul.allow_tf32}")
+        name = platform.processor()
+        try:
+            with open("/proc/cpuinfo") as f:
+                name = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+        return dict(name=name, vendor="", kind="cpu", memory_bytes=0,
+                    compute_units=os.cpu_count() or 0,
+                    details=f"torch_threads={t.get_num_threads()}")
+
+    def sets_for(self, s):
+        """Same rule as flashport-bench: rotate inputs that would sit in cache."""
+        es = DTYPE_BYTES[s["dtype"]]
+        set_bytes = es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
+                                                       + 2 * s["heads_kv"] * s["seq_kv"])
+        if set_bytes >= 4 * self.cache_bytes:
+            return 1
+        n = min(64, max(2, -(-2 * self.cache_bytes // set_bytes)))
+        while n > 2 and n * set_bytes > (512 << 20):
+            n -= 1
+        return n
+
+    def tensor(self, s, heads, seq, gen):
+        t = self.torch
+        if s["layout"] == "bnhd":
+            x = t.randn(s["batch"], seq, heads, s["head_dim"], generator=gen)
+            x = x.to(self.device, self.dtypes[s["dtype"]]).transpose(1, 2)
+        else:
+            x = t.randn(s["batch"], heads, seq, s["head_dim"], generator=gen)
+            x = x.to(self.device, self.dtypes[s["dtype"]])
+        return x
+
+    def inputs(self, s, n_sets, seed):
+        gen = self.torch.Generator().manual_seed(seed)
+        return [(self.tensor(s, s["heads_q"], s["seq_q"], gen),
+                 self.tensor(s, s["heads_kv"], s["seq_kv"], gen),
+                 self.tensor(s, s["heads_kv"], s["seq_kv"], gen)) for _ in range(n_sets)]
+
+    def bottom_right_mask(self, s):
+        """Boolean [Nq, Nkv]: key j visible to query i when j <= i + (Nkv - Nq)."""
+        t = self.torch
+        i = t.arange(s["seq_q"], device=self.device).unsqueeze(1)
+        j = t.arange(s["seq_kv"], device=self.device).unsqueeze(0)
+        return j <= i + (s["seq_kv"] - s["seq_q"])
+
+    def callable_for(self, impl, s):
+        """A function (q, k, v) -> O, the context it runs in (the SDPA backend choice, entered
+        once around all timed calls so that it adds no host time to them), and a note."""
+        t = self.torch
+        F = t.nn.functional
+        group = s["heads_q"] // s["heads_kv"]
+        note = []
+
+        def expand(k, v):
+            if group == 1:
+                return k, v
+            return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+
+        if impl == "unfused":
+            scale = s["head_dim"] ** -0.5
+            mask = self.bottom_right_mask(s) if s["causal"] else None
+
+            def unfused(q, k, v):
+                k, v = expand(k, v)
+                scores = (q @ k.transpose(-2, -1)) * scale
+                if mask is not None:
+                    scores = scores.masked_fill(~mask, float("-inf"))
+                return scores.softmax(dim=-1) @ v
+            if group > 1:
+                note.append("K/V repeated per query head")
+            return unfused, contextlib.nullcontext(), "; ".join(note)
+
+        kwargs = {}
+        if s["causal"]:
+            if s["seq_q"] == s["seq_kv"]:
+                kwargs["is_causal"] = True
+            elif self.causal_lower_right is not None:
+                kwargs["attn_mask"] = self.causal_lower_right(s["seq_q"], s["seq_kv"])
+            else:
+                raise NotImplementedError("this torch has no bottom-right causal mask")
+        gqa = group > 1
+        if gqa and self.has_enable_gqa:
+            kwargs["enable_gqa"] = True
+            note.append("enable_gqa")
+            gqa = False
+        elif gqa:
+            note.append("K/V repeated per query head (no enable_gqa in this torch)")
+        backend = self.backends.get(impl)
+        if backend is None:
+            raise NotImplementedError(f"this torch has no SDPA backend '{impl}'")
+
+        def fused(q, k, v):
+            if gqa:
+                k, v = expand(k, v)
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        return fused, self.sdpa_kernel(backend), "; ".join(note)
+
+    def time(self, fn, sets, warmup, repeat):
+        t = self.torch
+        for i in range(warmup):
+            fn(*sets[i % len(sets)])
+        if self.device == "cuda":
+            t.cuda.synchronize()
+        ms = []
+        for i in range(repeat):
+            q, k, v = sets[(warmup + i) % len(sets)]
+            if self.device == "cuda":
+                start, stop = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+                start.record()
+                fn(q, k, v)
+                stop.record()
+                stop.synchronize()
+                ms.append(start.elapsed_time(stop))
+            else:
+                t0 = time.perf_counter_ns()
+                fn(q, k, v)
+                ms.append((time.perf_counter_ns() - t0) / 1e6)
+        return ms
+
+    def measure(self, impl, s, sets, a):
+        t = self.torch
+        es = DTYPE_BYTES[s["dtype"]]
+        rec = dict(shape=dict(s), implementation=f"torch:{impl}", backend="torch-sdpa",
+                   kernel_requested=impl, kernel=impl, precision="native",
+                   description=IMPL_DESCRIPTIONS[impl], status="ok",
+                   message="", flops=flops(s))
+        try:
+            fn, backend_choice, note = self.callable_for(impl, s)
+            if self.device == "cuda":
+                t.cuda.reset_peak_memory_stats()
+            with t.no_grad(), backend_choice:
+                ms = self.time(fn, sets, a.warmup, a.repeat)
+        except NotImplementedError as e:
+            rec.update(status="unsupported", message=str(e))
+            return rec
+        except RuntimeError as e:
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            unsupported = "no available kernel" in text.lower() or "not supported" in text.lower()
+            oom = "out of memory" in text.lower()
+            rec.update(status="unsupported" if unsupported or oom else "failed", message=text)
+            if self.device == "cuda":
+                t.cuda.empty_cache()
+            return rec
+        med = statistics.median(ms)
+        rec.update(
+            message=note,
+            repeats=len(ms),
+            ms=dict(min=min(ms), median=med, max=max(ms)),
+            tflops=flops(s) / (med * 1e-3) / 1e12,
+            ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,
+            input_bytes=es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
+                                                            + 2 * s["heads_kv"] * s["seq_kv"]),
+            output_bytes=es * s["batch"] * s["heads_q"] * s["seq_q"] * s["head_dim"],
+            input_sets=len(sets),
+            peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            max_abs_err=None, rel_l2_err=None, checked_on="", speedup_vs_previous=None)
+        if self.device == "cuda":
+            rec["peak_device_bytes"] = t.cuda.max_memory_allocated()
+        return rec
+
+
+def add_ceilings(records, ceilings, device_kind, cpu_threads):
+    """Gives torch records the % of the ceiling flashport-bench measured on the same device."""
+    if not ceilings:
+        return
+    for r in records:
+        if r["status"] != "ok" or r.get("ceiling"):
+            continue
+        if device_kind == "cpu":
+            name = f"f32_fma_per_core x {cpu_threads} threads"
+            rate = (ceilings.get("f32_fma_tflops_per_core") or 0) * cpu_threads
+        else:
+            name = {"f32": "f32_fma", "f16": "f16_mma", "bf16": "bf16_mma"}[r["shape"]["dtype"]]
+            rate = ceilings.get(name + "_tflops") or 0
+        if rate > 0:
+            r.update(ceiling=name, ceiling_tflops=rate, pct_of_ceiling=100 * r["tflops"] / rate)
+
+
+def print_table(records):
+    """Per shape, every implementation with its time and two ratios (> 1: faster than it):
+    against PyTorch's flash backend, the FlashAttention-2 bar, and against the fastest torch."""
+    by_shape = {}
+    for r in records:
+        by_shape.setdefault(shape_key(r["shape"]), []).append(r)
+    print(f"{'implementation':<46} {'median ms':>10} {'TFLOP/s':>9} {'vs flash':>9} "
+          f"{'vs best torch':>14}")
+    for recs in by_shape.values():
+        print("\n" + shape_text(recs[0]["shape"]))
+        ok = {r["implementation"]: r for r in recs if r["status"] == "ok"}
+        torch_ok = [r for name, r in ok.items() if name.startswith("torch:")]
+        best = min(torch_ok, key=lambda r: r["ms"]["median"]) if torch_ok else None
+        flash = ok.get("torch:flash")
+        for r in recs:
+            if r["status"] != "ok":
+                print(f"  {r['implementation']:<44} {r['status']}: {r['message']}")
+                continue
+            med = r["ms"]["median"]
+            vs_flash = f"{flash['ms']['median'] / med:.2f}x" if flash else "-"
+            vs_best = f"{best['ms']['median'] / med:.2f}x" if best else "-"
+            print(f"  {r['implementation']:<44} {med:10.3f} {r['tflops']:9.3f} {vs_flash:>9} "
+                  f"{vs_best:>14}")
+        if best:
+            print(f"  (fastest torch: {best['implementation']})")
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    shapes = shapes_from_args(a)
+    if a.list_shapes:
+        for s in shapes:
+            print(shape_text(s))
+        return 0
+    if a.flashport_bench and not os.access(a.flashport_bench, os.X_OK):
+        sys.exit(f"compare_torch.py: {a.flashport_bench} is not an executable")
+
+    records, fp_doc, fp_rc = [], None, 0
+    if a.flashport_bench:
+        fp_doc, fp_rc = run_flashport(a)
+    tch = Torch(a)
+    for n, s in enumerate(shapes, 1):
+        sets = tch.inputs(s, tch.sets_for(s), a.seed)
+        if fp_doc:
+            records += [r for r in fp_doc["results"] if shape_key(r["shape"]) == shape_key(s)]
+        for impl in a.impls:
+            print(f"[{n}/{len(shapes)}] {shape_text(s)} torch:{impl}", file=sys.stderr)
+            records.append(tch.measure(impl, s, sets, a))
+        del sets
+        if a.device == "cuda":
+            tch.torch.cuda.empty_cache()
+
+    device = tch.device_info()
+    if fp_doc:
+        add_ceilings(records, fp_doc.get("ceilings"), device["kind"],
+                     fp_doc.get("settings", {}).get("cpu_threads_for_ceiling") or 1)
+    print_table(records)
+    if a.json:
+        doc = dict(schema=SCHEMA, tool="compare_torch.py",
+                   flashport_version=fp_doc["flashport_version"] if fp_doc else "",
+                   git_commit=fp_doc["git_commit"] if fp_doc else "",
+                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   preset=a.preset or "", backend=fp_doc["backend"] if fp_doc else "",
+                   device=device,
+                   settings=dict(warmup=a.warmup, repeat=a.repeat, threads=a.threads, seed=a.seed,
+                                 torch_version=tch.torch.__version__, torch_device=a.device,
+                                 cache_bytes=tch.cache_bytes),
+                   ceilings=fp_doc.get("ceilings") if fp_doc else None,
+                   flashport=({k: v for k, v in fp_doc.items() if k != "results"}
+                              if fp_doc else None),
+                   results=records)
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    failed = fp_rc != 0 or any(r["status"] == "failed" for r in records)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
