@@ -45,7 +45,7 @@ static void format_bytes(char *out, size_t len, size_t bytes) {
 static flashport_status gpu_failed(gpuError_t e, const char *call, const char *detail) {
     const flashport_status st =
         e == gpuErrorMemoryAllocation ? FLASHPORT_ERROR_OUT_OF_MEMORY : FLASHPORT_ERROR_DEVICE;
-    gpuGetLastError(); /* clear it, so a later launch check does not report it again */
+    (void)gpuGetLastError(); /* clear it, so a later launch check does not report it again */
     return host->error(st, NAME, "%s%s: %s%s%s", FP_GPU_API_PREFIX, call, gpuGetErrorString(e),
                        detail ? ", " : "", detail ? detail : "");
 }
@@ -59,7 +59,7 @@ static flashport_status gpu_failed(gpuError_t e, const char *call, const char *d
 /* Teardown paths cannot return a status; they report through the log instead. */
 static void gpu_log_failure(gpuError_t e, const char *call) {
     if (e == gpuSuccess) return;
-    gpuGetLastError();
+    (void)gpuGetLastError();
     host->log(FP_LOG_WARN, NAME, "%s%s: %s", FP_GPU_API_PREFIX, call, gpuGetErrorString(e));
 }
 
@@ -69,7 +69,7 @@ static int probe(char *reason, size_t len) {
     int n = 0;
     const gpuError_t e = gpuGetDeviceCount(&n);
     if (e != gpuSuccess) {
-        gpuGetLastError();
+        (void)gpuGetLastError();
         snprintf(reason, len, "%s unavailable: %s", NAME, gpuGetErrorString(e));
         return 0;
     }
@@ -262,8 +262,8 @@ static flashport_status timer_start(void *d, void **timer) {
         e = gpuEventRecord(t->start, dev->stream);
     }
     if (e != gpuSuccess) {
-        if (t->start) gpuEventDestroy(t->start);
-        if (t->stop) gpuEventDestroy(t->stop);
+        if (t->start) (void)gpuEventDestroy(t->start);
+        if (t->stop) (void)gpuEventDestroy(t->stop);
         free(t);
         return gpu_failed(e, call, NULL);
     }

@@ -89,7 +89,7 @@
     FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)          \
     FP_KERNEL_IF_mfma_flash_split_kv(X)
 
-#define FP_DECLARE_GPU_KERNEL(name) extern const fp_gpu_kernel fp_kernel_##name;
+#define FP_DECLARE_GPU_KERNEL(name) extern FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_##name;
 FP_GPU_KERNELS(FP_DECLARE_GPU_KERNEL)
 #undef FP_DECLARE_GPU_KERNEL
 

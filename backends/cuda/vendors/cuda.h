@@ -13,6 +13,9 @@
 #define FP_GPU_API_PREFIX "cuda" /* runtime calls are named "cuda" + what follows gpu */
 #define FP_WARP_SIZE 32
 
+/* Qualifier of the kernel-table entries (kernel_list.h); see hip.h for why it exists. */
+#define FP_KERNEL_ENTRY const
+
 /* Types */
 typedef cudaStream_t gpuStream_t;
 typedef cudaError_t gpuError_t;

@@ -29,6 +29,18 @@
 #define FP_WARP_SIZE 32
 #endif
 
+/*
+ * Kernel-table entries (kernel_list.h) are host data that point at host functions. clang emits
+ * externally visible const objects into the device code as well, where those pointers cannot be
+ * resolved and the device link fails (llvm/llvm-project issue 75799). In the device pass the
+ * entries are declared non-const, which keeps them host-only; the host pass sees them const.
+ */
+#if defined(__HIP_DEVICE_COMPILE__)
+#define FP_KERNEL_ENTRY
+#else
+#define FP_KERNEL_ENTRY const
+#endif
+
 /* Types */
 typedef hipStream_t gpuStream_t;
 typedef hipError_t gpuError_t;
@@ -99,6 +111,6 @@ __host__ __device__ inline gpuBFloat16 gpuFloatToBFloat16(float x) { return gpuB
 /* The f16/bf16 matrix-core variants the planner prefers (MFMA, backends/hip/kernels/). */
 #define FP_MATRIX_KERNEL "mfma_flash"
 #define FP_MATRIX_SPLIT_KERNEL "mfma_flash_split_kv"
-#define FP_MATRIX_KERNEL_ROWS 64
+#define FP_MATRIX_KERNEL_ROWS 128
 
 #endif /* FP_VENDORS_HIP_H */
