@@ -52,15 +52,18 @@ def parse_assembly(path):
                      line)
         if m and current is not None and m.group(1) not in kernels[current]:
             kernels[current][m.group(1)] = int(m.group(2))
-    # Spill counts from the metadata block: ".name: <symbol>" follows its fields.
-    for block in re.split(r"\n\s*- \.", text):
-        name = re.search(r"\.name:\s+(\S+)", block)
-        if not name or name.group(1) not in kernels:
+    # Spill counts from the code-object metadata: a kernel's entry lists its keys in order, and
+    # .sgpr_spill_count and .vgpr_spill_count follow its .name before the next entry begins.
+    for m in re.finditer(r"^\s+\.name:\s+(\S+)\s*$", text, re.M):
+        if m.group(1) not in kernels:
             continue
+        rest = text[m.end():]
+        nxt = re.search(r"^\s+- \.args:", rest, re.M)
+        entry = rest[:nxt.start()] if nxt else rest
         for key in ("sgpr_spill_count", "vgpr_spill_count"):
-            v = re.search(r"\.?" + key + r":\s+(\d+)", "." + block)
+            v = re.search(r"^\s+\." + key + r":\s+(\d+)", entry, re.M)
             if v:
-                kernels[name.group(1)][key] = int(v.group(1))
+                kernels[m.group(1)][key] = int(v.group(1))
     return kernels
 
 

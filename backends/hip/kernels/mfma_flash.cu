@@ -71,8 +71,12 @@ __device__ __forceinline__ void stage_kv(typename operand<T>::elem *k_s,
     }
 }
 
+/* The second bound asks for two waves per SIMD (HIP's meaning of it) up to d = 128, which caps
+ * the kernel at 256 registers per lane; without it the compiler hoists operand loads until one
+ * wave fills the register file. At d = 256 the accumulators alone need that room. */
 template <typename T, int D>
-__global__ void __launch_bounds__(THREADS) mfma_flash_kernel(fp_attn_args a, split_args sp) {
+__global__ void __launch_bounds__(THREADS, D <= 128 ? 2 : 1)
+    mfma_flash_kernel(fp_attn_args a, split_args sp) {
 #ifdef FP_MFMA_DEVICE
     typedef operand<T> OP;
     typedef typename OP::elem E;
