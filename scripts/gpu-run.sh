@@ -3,7 +3,9 @@
 # the command line (default: all) and pack every log and JSON into $OUT/gpu-results.tar.gz.
 #   build     configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
 #   conf      conformance suite on cuda and opencl, every kernel variant
+#   ctest     the unit tests, which also run every CUDA variant when a GPU is present
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck on small conformance cases
+#   cpu       cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
 #   bench     ladder, seed, fa-grid (bf16, f16, f32 subset), decode; opencl beside cuda;
 #             PyTorch's SDPA on the same shapes in the same run
 # Stages after a failed one still run; the exit status says whether any failed.
@@ -13,7 +15,7 @@ out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)
 build=$here/build-gpu
 bin=$build/bin
-stages=${*:-build conf sanitize bench}
+stages=${*:-build conf ctest sanitize bench}
 failed=()
 export PYTHONUNBUFFERED=1
 
@@ -26,6 +28,8 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
   tail -n 25 "$logs/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || failed+=("$name($rc)")
+  # Packed after every stage, so that a visit cut short still brings back what it measured.
+  mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 }
 
 for s in $stages; do
@@ -46,8 +50,11 @@ for s in $stages; do
     stage conf-opencl "$bin/flashport-conformance" --backend opencl \
       --json "$logs/conf-opencl.json"
     ;;
+  ctest)
+    stage ctest ctest --test-dir "$build" --output-on-failure -j8
+    ;;
   sanitize)
-    small=${SANITIZE_CASES:-n17*,n127*causal*,gqa4*}
+    small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k}
     for tool in memcheck racecheck synccheck; do
       stage "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$bin/flashport-conformance" --backend cuda --cases "$small"
@@ -60,11 +67,12 @@ for s in $stages; do
     stage bench-seed "$b" --preset seed --backend cuda --kernel all --json "$logs/seed-cuda.json"
     for dt in bf16 f16; do
       stage "bench-fa-grid-$dt" python3 "$here/bench/compare_torch.py" --preset fa-grid \
-        --dtype $dt --device cuda --flashport-bench "$b" --backend cuda \
-        --json "$logs/fa-grid-$dt.json"
+        --dtype $dt --device cuda --impl flash,cudnn,efficient --flashport-bench "$b" \
+        --backend cuda --json "$logs/fa-grid-$dt.json"
     done
     stage bench-f32 python3 "$here/bench/compare_torch.py" --preset fa-grid --dtype f32 \
-      --device cuda --flashport-bench "$b" --backend cuda --json "$logs/fa-grid-f32.json"
+      --device cuda --impl efficient --flashport-bench "$b" --backend cuda \
+      --json "$logs/fa-grid-f32.json"
     stage bench-seed-torch python3 "$here/bench/compare_torch.py" --preset seed --device cuda \
       --flashport-bench "$b" --backend cuda --json "$logs/seed-torch.json"
     stage bench-decode python3 "$here/bench/compare_torch.py" --preset decode --device cuda \
@@ -81,11 +89,20 @@ for s in $stages; do
         --d $d --dtype f16 --json "$logs/opencl-f16-d$d.json"
     done
     ;;
+  cpu)
+    # The GPU machine's host CPU is idle and has many cores: the cpu_simd figures come from here.
+    b="$bin/flashport-bench"
+    for t in 1 2; do
+      stage "cpu-bench-t$t" "$b" --preset cpu --backend cpu_simd --threads $t \
+        --json "$logs/cpu-t$t.json"
+      stage "cpu-torch-t$t" python3 "$here/bench/compare_torch.py" --preset cpu --device cpu \
+        --threads $t --impl flash,math --flashport-bench "$b" --backend cpu_simd \
+        --flashport-args "--threads $t" --json "$logs/cpu-torch-t$t.json"
+    done
+    ;;
   *) echo "unknown stage $s"; failed+=("$s(unknown)") ;;
   esac
 done
 
-mkdir -p "$out"
-tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 echo "stages failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]

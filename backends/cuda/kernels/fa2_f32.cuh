@@ -50,15 +50,16 @@ constexpr int THREADS = 256;
 constexpr int MAX_HEAD_DIM = 1024;
 
 template <int D_, int BR_, int BC_, int SR_, int SC_, int KS_, int OR_, int OC_, int PPAD_,
-          int MIN_BLOCKS_>
+          int MIN_BLOCKS_, int UNROLL_>
 struct config {
     static constexpr int D = D_, BR = BR_, BC = BC_;
     static constexpr int SR = SR_, SC = SC_, KS = KS_; /* phase A register tile, d slices */
     static constexpr int OR = OR_, OC = OC_;           /* phase C register tile */
     static constexpr int MIN_BLOCKS = MIN_BLOCKS_;     /* blocks per SM the registers allow */
-    /* Unrolling the inner loops twice lets loads of the next step overlap this step's FMAs;
-     * under the 128-register cap of two blocks per SM it would spill. */
-    static constexpr int UNROLL = MIN_BLOCKS_ > 1 ? 1 : 2;
+    /* 2: the inner loops are unrolled twice, so that loads of the next step overlap this
+     * step's FMAs; 1 where that would spill (under the 128-register cap of two blocks per SM,
+     * or next to a 128-register O tile). */
+    static constexpr int UNROLL = UNROLL_;
 
     static constexpr int QS = D + 4;     /* row stride of Q and K in shared memory */
     static constexpr int VS = D;         /* V rows are only read whole, float4 by float4 */
@@ -84,11 +85,11 @@ struct config {
 };
 
 /* Head-dimension classes: d is padded up to the first D that holds it. */
-typedef config<64, 128, 64, 4, 8, 1, 4, 8, 8, 2> cfg_d64;
-typedef config<128, 128, 64, 4, 8, 1, 8, 8, 8, 1> cfg_d128;
-typedef config<256, 64, 32, 4, 8, 4, 8, 8, 4, 1> cfg_d256;
-typedef config<512, 32, 16, 4, 4, 8, 8, 8, 4, 1> cfg_d512;
-typedef config<1024, 16, 16, 2, 4, 8, 8, 8, 4, 1> cfg_d1024;
+typedef config<64, 128, 64, 4, 8, 1, 4, 8, 8, 2, 1> cfg_d64;
+typedef config<128, 128, 64, 4, 8, 1, 8, 8, 8, 1, 2> cfg_d128;
+typedef config<256, 64, 32, 4, 8, 4, 8, 8, 4, 1, 2> cfg_d256;
+typedef config<512, 32, 16, 4, 4, 8, 8, 8, 4, 1, 2> cfg_d512;
+typedef config<1024, 32, 8, 4, 4, 16, 8, 16, 4, 1, 1> cfg_d1024;
 
 /* Calls f with the config type for head dimension d (d <= MAX_HEAD_DIM). */
 template <typename F> auto with_config(int d, F &&f) {
@@ -214,10 +215,11 @@ __device__ __forceinline__ void scores(const float *sQ, const float *sK, float *
 }
 
 /* Phase B for row r, part h of TPR: folds the tile (keys k0..) into the row state, writes P
- * over slab 0 and returns alpha. Keys at or past `visible` are masked when `masked`. */
-template <typename CFG>
+ * over slab 0 and returns alpha. MASKED: keys at or past `visible` are masked (a template
+ * flag so that the tiles off the diagonal pay nothing for it). */
+template <typename CFG, bool MASKED>
 __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, int visible,
-                                              bool masked, fp_softmax_row &row) {
+                                              fp_softmax_row &row) {
     constexpr int W = CFG::PW, NCH = CFG::EPT / W;
     float x[CFG::EPT];
     float *prow = sS + r * CFG::PS;
@@ -238,7 +240,7 @@ __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, i
             }
         }
 #pragma unroll
-        for (int e = 0; e < W; e++) x[i * W + e] = (masked && k0 + c + e >= visible) ? -INFINITY : v[e];
+        for (int e = 0; e < W; e++) x[i * W + e] = (MASKED && k0 + c + e >= visible) ? -INFINITY : v[e];
     }
     float tile_max = -INFINITY;
 #pragma unroll
@@ -376,7 +378,8 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
             stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)(k0 + CFG::BC) * a.ks.seq,
                                      a.ks.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
         async_commit();
-        const float alpha = softmax_tile<CFG>(sS, srow, spart, k0, visible, masked, row);
+        const float alpha = masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, row)
+                                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, row);
         if (spart == 0) sAlpha[srow] = alpha;
         async_wait_all_but_one(); /* V of this tile has landed */
         __syncthreads();

@@ -46,11 +46,12 @@ constexpr int V_LD = BW + 8;           /* 16-bit elements per staged V row */
 constexpr int S_LD = BK + 4;           /* floats per score row */
 constexpr int P_LD = BK + 8;           /* 16-bit elements per P row */
 
+/* nvcuda::wmma is CUDA's; a HIP build leaves this file out (rocWMMA would be its own variant). */
 static_assert(FP_WARP_SIZE == 32, "WMMA fragments are warp-wide on 32-lane warps");
 
 /* 16-bit operand type of each storage type. */
-template <typename T> struct operand { typedef __half type; };
-template <> struct operand<__nv_bfloat16> { typedef __nv_bfloat16 type; };
+template <typename T> struct operand { typedef gpuHalf type; };
+template <> struct operand<gpuBFloat16> { typedef gpuBFloat16 type; };
 
 typedef wmma::fragment<wmma::accumulator, M, M, M, float> acc_frag;
 
@@ -161,10 +162,9 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
         const float base = fp_softmax_base(st);
         float sum = 0.0f;
         for (int j = half; j < BK; j += 2) {
-            const OP p = fp_from_f32<OP>(
-                key0 + j < my_keys ? exp2f(srow[j] * a.scale_log2 - base) : 0.0f);
-            p_w[my_row * P_LD + j] = p;
-            sum += fp_to_f32(p); /* the sum of the P that multiplies V */
+            const float p = key0 + j < my_keys ? exp2f(srow[j] * a.scale_log2 - base) : 0.0f;
+            p_w[my_row * P_LD + j] = fp_from_f32<OP>(p);
+            sum += p; /* unrounded, so that the LSE keeps f32 accuracy */
         }
         fp_softmax_add(st, fp_group_sum<2>(sum));
         if (half == 0) row_w[my_row] = alpha;

@@ -1,0 +1,43 @@
+/*
+ * The tile algorithm of the cpu_simd backend, shared by both kernel paths.
+ *
+ * A tile is a few query rows of every query head that shares one KV head (GQA), stacked so that
+ * each block of K and V is converted once and used by all of them. For each key block the tile
+ * computes S = Q K^T with the score micro-kernel, updates the running max and sum of every row
+ * (online softmax in base 2: scores times scale * log2 e), and accumulates O += P V with the
+ * P V micro-kernel. Causal tiles stop at their last visible key, so blocks above the diagonal
+ * are never touched. Threads take tiles from a shared counter, most expensive first.
+ */
+#ifndef CS_ATTENTION_H
+#define CS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp_backend.h"
+#include "kernels/kernel_ops.h"
+
+typedef struct cs_tiling {
+    int heads;    /* query heads of one KV group in a tile */
+    int queries;  /* query positions in a tile */
+    int rows;     /* heads * queries rounded up to CS_PV_ROWS */
+    int keys;     /* keys per block, a multiple of CS_KEY_STEP */
+    int64_t dq;   /* head_dim rounded up to CS_DIM_STEP */
+    int threads;
+} cs_tiling;
+
+/* Tile shape for p, sized so that a tile's Q and O stay in L2 and a key block in L1. */
+void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t);
+/* Scratch the run needs: threads x (one tile + one key block), never a function of N^2. */
+size_t cs_scratch_bytes(const cs_tiling *t);
+
+/* Packs and unpacks the tiling in a plan's private parameters. */
+void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]);
+void cs_tiling_from_params(const int64_t param[8], cs_tiling *t);
+
+/* Runs the attention with the kernels of one path. scratch holds cs_scratch_bytes(t) bytes,
+ * 64-byte aligned. */
+void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const flashport_problem *p,
+                  const fp_args *args, void *scratch);
+
+#endif /* CS_ATTENTION_H */

@@ -1,0 +1,209 @@
+/*
+ * cpu_simd: the fast CPU path. Buffers are host memory, runs are synchronous (the "queue" is
+ * the calling thread), and the planner picks the AVX2 kernels when cpuid allows, the portable
+ * kernels otherwise.
+ */
+/* sysconf: POSIX beyond C11. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attention.h"
+#include "backend.h"
+#include "cpu_features.h"
+#include "topology.h"
+
+const fp_host *cs_host;
+
+/* One per opened context: runs on a context are serialised (one queue), which lets them share
+ * one scratch area that grows to the largest plan seen. */
+typedef struct cs_device {
+    pthread_mutex_t lock;
+    void *scratch;
+    size_t scratch_bytes;
+} cs_device;
+
+static int probe(char *reason, size_t reason_len) {
+    /* The portable path runs on any CPU: there is always exactly one device. */
+    (void)reason;
+    (void)reason_len;
+    return 1;
+}
+
+static void chosen_path(char *buf, size_t len) {
+    const char *why;
+    const int avx2 = cs_avx2_usable(0, &why);
+    snprintf(buf, len, "%s (%s)", avx2 ? "avx2" : "portable", why);
+}
+
+static flashport_status device_info(int device, flashport_device_info *out) {
+    if (device != 0)
+        return cs_host->error(FLASHPORT_ERROR_NO_DEVICE, CS_NAME, "device_info: no device %d (only 0)", device);
+    const cs_cpu *cpu = cs_cpu_get();
+    const cs_topology *topo = cs_topology_get();
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", cpu->model);
+    snprintf(out->vendor, sizeof out->vendor, "%s", cpu->vendor);
+    out->kind = FLASHPORT_DEVICE_CPU;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    out->compute_units = topo->cores;
+
+    char features[64], path[192], topology[160];
+    cs_cpu_feature_list(cpu, features, sizeof features);
+    chosen_path(path, sizeof path);
+    cs_topology_summary(topo, topology, sizeof topology);
+    const char *why_threads;
+    const int threads = cs_threads_default(&why_threads);
+    snprintf(out->details, sizeof out->details,
+             "features=%s; path=%s; threads=%d (%s); openmp=%s; topology=%s", features, path,
+             threads, why_threads,
+#if defined(_OPENMP)
+             "yes",
+#else
+             "no (single thread)",
+#endif
+             topology);
+    return FLASHPORT_OK;
+}
+
+static void dev_close(void *dev) {
+    cs_device *d = dev;
+    pthread_mutex_destroy(&d->lock);
+    free(d->scratch);
+    free(d);
+}
+
+static flashport_status buffer_alloc(void *dev, size_t bytes, void **handle) {
+    (void)dev;
+    /* Cache-line aligned; aligned_alloc wants a size that is a multiple of the alignment. */
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void *mem = rounded >= bytes ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
+    if (!mem)
+        return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
+                              "buffer_alloc: out of host memory, %zu bytes requested", bytes);
+    *handle = mem;
+    return FLASHPORT_OK;
+}
+
+static void buffer_free(void *dev, void *handle) {
+    (void)dev;
+    free(handle);
+}
+
+static flashport_status buffer_upload(void *dev, void *handle, size_t offset, const void *src,
+                                      size_t bytes) {
+    (void)dev;
+    memcpy((char *)handle + offset, src, bytes);
+    return FLASHPORT_OK;
+}
+
+static flashport_status buffer_download(void *dev, const void *handle, size_t offset, void *dst,
+                                        size_t bytes) {
+    (void)dev;
+    memcpy(dst, (const char *)handle + offset, bytes);
+    return FLASHPORT_OK;
+}
+
+static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
+    (void)dev;
+    return cs_plan(p, forced, out);
+}
+
+static flashport_status run(void *dev, const fp_plan *pl, const flashport_problem *p,
+                            const fp_args *args) {
+    cs_device *d = dev;
+    const cs_kernel_ops *ops = cs_variant_ops(pl->variant);
+    if (!ops)
+        return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "run: plan names variant %d, which this build lacks",
+                              pl->variant);
+    cs_tiling t;
+    cs_tiling_from_params(pl->param, &t);
+    const size_t need = cs_scratch_bytes(&t);
+    pthread_mutex_lock(&d->lock);
+    if (need > d->scratch_bytes) {
+        void *grown = aligned_alloc(64, (need + 63) / 64 * 64);
+        if (!grown) {
+            pthread_mutex_unlock(&d->lock);
+            return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
+                                  "run: out of host memory for %zu bytes of scratch (%d threads)", need,
+                                  t.threads);
+        }
+        free(d->scratch);
+        d->scratch = grown;
+        d->scratch_bytes = need;
+    }
+    cs_attention(ops, &t, p, args, d->scratch);
+    pthread_mutex_unlock(&d->lock);
+    return FLASHPORT_OK;
+}
+
+static flashport_status synchronize(void *dev) {
+    (void)dev; /* runs finish before they return */
+    return FLASHPORT_OK;
+}
+
+static flashport_status measure_peaks(void *dev, flashport_peaks *out) {
+    (void)dev;
+    return cs_measure_peaks(out);
+}
+
+static const fp_device_ops device_ops = {
+    .close = dev_close,
+    .buffer_alloc = buffer_alloc,
+    .buffer_free = buffer_free,
+    .buffer_upload = buffer_upload,
+    .buffer_download = buffer_download,
+    .plan = plan,
+    .run = run,
+    .synchronize = synchronize,
+    .measure_peaks = measure_peaks,
+};
+
+static flashport_status open_device(int device, const fp_device_ops **ops, void **dev) {
+    if (device != 0)
+        return cs_host->error(FLASHPORT_ERROR_NO_DEVICE, CS_NAME, "open: no device %d (only 0)", device);
+    cs_device *d = calloc(1, sizeof *d);
+    if (!d) return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME, "open: out of host memory");
+    if (pthread_mutex_init(&d->lock, NULL) != 0) {
+        free(d);
+        return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "open: pthread_mutex_init failed");
+    }
+    char path[192];
+    chosen_path(path, sizeof path);
+    const char *why_threads;
+    const int threads = cs_threads_default(&why_threads);
+    cs_host->log(FP_LOG_INFO, CS_NAME, "%s: path %s, %d thread%s (%s)", cs_cpu_get()->model, path, threads,
+                 threads == 1 ? "" : "s", why_threads);
+    *ops = &device_ops;
+    *dev = d;
+    return FLASHPORT_OK;
+}
+
+static const fp_variant variants[CS_VARIANT_COUNT] = {
+    [CS_VARIANT_AVX2] = {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16; needs those CPU features",
+                         FP_PRECISION_NATIVE},
+    [CS_VARIANT_PORTABLE] = {"portable", "plain C tiles written for the compiler to vectorise; runs on any CPU",
+                             FP_PRECISION_NATIVE},
+};
+
+static const fp_backend backend = {
+    .abi = FP_BACKEND_ABI,
+    .name = CS_NAME,
+    .kind = FLASHPORT_DEVICE_CPU,
+    .host_memory = 1,
+    .variants = variants,
+    .n_variants = CS_VARIANT_COUNT,
+    .probe = probe,
+    .device_info = device_info,
+    .find_device = NULL,
+    .open = open_device,
+};
+
+const fp_backend *fp_cpu_simd_entry(const fp_host *host) {
+    cs_host = host;
+    return &backend;
+}

@@ -1,0 +1,26 @@
+/* Shared by the files of the cpu_simd backend. */
+#ifndef CS_BACKEND_H
+#define CS_BACKEND_H
+
+#include "fp_backend.h"
+#include "kernels/kernel_ops.h"
+
+#define CS_NAME "cpu_simd"
+
+enum { CS_VARIANT_AVX2 = 0, CS_VARIANT_PORTABLE = 1, CS_VARIANT_COUNT = 2 };
+
+/* The core's services, kept by the entry function. */
+extern const fp_host *cs_host;
+
+/* Whether the AVX2 path can run here (for f16 input when f16 is set); when not, why. */
+int cs_avx2_usable(int f16, const char **why);
+/* The kernels of a variant. */
+const cs_kernel_ops *cs_variant_ops(int variant);
+
+/* The one planning function (fp_device_ops.plan). */
+flashport_status cs_plan(const flashport_problem *p, int forced, fp_plan *out);
+
+/* f32 FMA rate of one core and of all threads, and copy bandwidth (fp_device_ops.measure_peaks). */
+flashport_status cs_measure_peaks(flashport_peaks *out);
+
+#endif /* CS_BACKEND_H */

@@ -1,0 +1,114 @@
+#include "cpu_features.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define CS_X86 1
+#endif
+
+static cs_cpu g_cpu;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void trim(char *s) {
+    size_t start = 0, len = strlen(s);
+    while (s[start] == ' ') ++start;
+    while (len > start && (s[len - 1] == ' ' || s[len - 1] == '\n')) --len;
+    memmove(s, s + start, len - start);
+    s[len - start] = '\0';
+}
+
+/* Linux fallback for the model name where cpuid has no brand string (or is not x86). */
+static void model_from_proc(char *out, size_t len) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0 || strncmp(line, "Model", 5) == 0) {
+            const char *colon = strchr(line, ':');
+            if (colon) {
+                snprintf(out, len, "%s", colon + 1);
+                trim(out);
+                break;
+            }
+        }
+    }
+    fclose(f);
+}
+
+#if defined(CS_X86)
+/* XCR0 through xgetbv, written as raw bytes so that this file needs no -mxsave. */
+static unsigned long long read_xcr0(void) {
+    unsigned int lo, hi;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+static void detect_x86(cs_cpu *cpu) {
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    const unsigned int max_leaf = a;
+    char vendor[13];
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    vendor[12] = '\0';
+    if (strcmp(vendor, "GenuineIntel") == 0) snprintf(cpu->vendor, sizeof cpu->vendor, "Intel");
+    else if (strcmp(vendor, "AuthenticAMD") == 0) snprintf(cpu->vendor, sizeof cpu->vendor, "AMD");
+    else snprintf(cpu->vendor, sizeof cpu->vendor, "%s", vendor);
+
+    __get_cpuid(1, &a, &b, &c, &d);
+    const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    const int fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    /* The OS must save the YMM (and for AVX-512 the ZMM/opmask) state, or using them faults. */
+    const unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
+    const int ymm_ok = avx && (xcr0 & 0x6) == 0x6;
+    const int zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0;
+    int avx2 = 0, avx512f = 0;
+    if (max_leaf >= 7) {
+        __get_cpuid_count(7, 0, &a, &b, &c, &d);
+        avx2 = (b >> 5) & 1;
+        avx512f = (b >> 16) & 1;
+    }
+    cpu->avx2 = ymm_ok && avx2;
+    cpu->fma = ymm_ok && fma;
+    cpu->f16c = ymm_ok && f16c;
+    cpu->avx512f = zmm_ok && avx512f;
+
+    __get_cpuid(0x80000000, &a, &b, &c, &d);
+    if (a >= 0x80000004) {
+        unsigned int brand[12];
+        for (unsigned int i = 0; i < 3; ++i)
+            __get_cpuid(0x80000002 + i, &brand[4 * i], &brand[4 * i + 1], &brand[4 * i + 2],
+                        &brand[4 * i + 3]);
+        memcpy(cpu->model, brand, 48);
+        cpu->model[48] = '\0';
+        trim(cpu->model);
+    }
+}
+#endif
+
+static void detect(void) {
+    memset(&g_cpu, 0, sizeof g_cpu);
+#if defined(CS_X86)
+    detect_x86(&g_cpu);
+#endif
+    if (!g_cpu.model[0]) model_from_proc(g_cpu.model, sizeof g_cpu.model);
+    if (!g_cpu.model[0]) snprintf(g_cpu.model, sizeof g_cpu.model, "unknown CPU");
+    if (!g_cpu.vendor[0]) snprintf(g_cpu.vendor, sizeof g_cpu.vendor, "unknown");
+}
+
+const cs_cpu *cs_cpu_get(void) {
+    pthread_once(&g_once, detect);
+    return &g_cpu;
+}
+
+void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len) {
+    snprintf(buf, len, "%s%s%s%s", cpu->avx2 ? "avx2," : "", cpu->fma ? "fma," : "",
+             cpu->f16c ? "f16c," : "", cpu->avx512f ? "avx512f," : "");
+    size_t n = strlen(buf);
+    if (n) buf[n - 1] = '\0';
+    else snprintf(buf, len, "none");
+}

@@ -1,0 +1,17 @@
+/* What the CPU offers, from cpuid (x86) or the operating system (elsewhere). */
+#ifndef CS_CPU_FEATURES_H
+#define CS_CPU_FEATURES_H
+
+typedef struct cs_cpu {
+    int avx2, fma, f16c, avx512f; /* usable: the CPU has it and the OS saves its registers */
+    char vendor[64];
+    char model[128];
+} cs_cpu;
+
+/* Detected once; the same answer for the life of the process. */
+const cs_cpu *cs_cpu_get(void);
+
+/* "avx2,fma,f16c,avx512f" (the usable ones, "none" when none) into buf. */
+void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len);
+
+#endif /* CS_CPU_FEATURES_H */

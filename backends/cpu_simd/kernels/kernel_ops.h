@@ -1,0 +1,76 @@
+/*
+ * The micro-kernels of the cpu_simd backend, as a table so that one tile algorithm
+ * (attention.c) drives both the AVX2 path and the portable path.
+ *
+ * Layouts (all float32, 32-byte aligned):
+ *   - Q of a tile is stored transposed in panels of CS_Q_PANEL rows: element (r, c) at
+ *     qp[(r / CS_Q_PANEL) * dq * CS_Q_PANEL + c * CS_Q_PANEL + r % CS_Q_PANEL], so that one
+ *     load gives 8 rows of one column;
+ *   - K and V blocks are rows of dq floats (dq = head_dim rounded up to CS_DIM_STEP, zero past
+ *     head_dim); keys past the end of the block are zero rows;
+ *   - scores and probabilities are stored transposed too, st[j * ld + r] for key j and row r,
+ *     so that the softmax runs down the keys with 8 rows per register and needs no horizontal
+ *     reduction.
+ * A tile has a multiple of CS_Q_PANEL rows (so also of CS_PV_ROWS and CS_ROW_STEP) and a key
+ * block a multiple of CS_KEY_STEP keys.
+ */
+#ifndef CS_KERNEL_OPS_H
+#define CS_KERNEL_OPS_H
+
+#include <stdint.h>
+
+#include "flashport.h"
+
+#define CS_DIM_STEP 8    /* one AVX register of float32 */
+#define CS_ROW_STEP 8    /* rows handled together by the score and softmax kernels */
+#define CS_Q_PANEL 24    /* rows of the S = Q K^T micro-kernel (3 registers) */
+#define CS_SCORE_KEYS 4  /* keys of the S = Q K^T micro-kernel */
+#define CS_PV_ROWS 6     /* rows of the O += P V micro-kernel */
+#define CS_KEY_STEP 16   /* key blocks are multiples of this */
+#define CS_PV_COLS 32    /* columns of O per pass over a V block: the strip of V stays in L1 */
+/* The score kernel sums the head dimension in chunks of this many columns, each chunk in
+ * fresh registers, then adds the chunk to the score: a dominant component then meets only a
+ * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
+#define CS_SCORE_CHUNK 16
+
+typedef struct cs_kernel_ops {
+    const char *name;
+    /* dst[0..d) = mul * src[0..d) converted from dtype; dst[d..dq) = 0. */
+    void (*load_row)(const void *src, flashport_dtype dtype, int64_t d, int64_t dq, float mul,
+                     float *dst);
+    /* dst[0..d) = mul * src[0..d) converted to dtype (round to nearest even). */
+    void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
+    /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP), j < keys
+     * (a multiple of CS_SCORE_KEYS); only the first d columns are read; sums in chunks of
+     * CS_SCORE_CHUNK columns. */
+    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, int keys,
+                   float *st, int64_t ldst);
+    /* Online-softmax step for rows r < rows (a multiple of CS_ROW_STEP), row r seeing keys
+     * j < visible[r] of the block, with scores taken as t = scale2 * st (scale2 = scale *
+     * log2 e, so that 2^t is e^(scale * s)): m[r] becomes the running max of t (NaN once a
+     * visible score is NaN), st[j * ldst + r] becomes 2^(t - m) for visible keys and 0 for the
+     * others, alpha[r] = 2^(m_old - m) rescales the row's accumulator (0 when m_old = -inf) and
+     * l[r] = l[r] * alpha[r] + sum of the row's new probabilities. */
+    void (*softmax)(float *st, int64_t ldst, int rows, const int *visible, float scale2,
+                    float *m, float *l, float *alpha);
+    /* For CS_PV_ROWS rows r and columns c < cols (a multiple of CS_DIM_STEP):
+     * o_r[c] = alpha[r] * o_r[c] + sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of v and o are
+     * dq floats apart. */
+    void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                    int keys, const float *alpha, float *o);
+    /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row past its group's
+     * common part). */
+    void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
+                   float *o);
+} cs_kernel_ops;
+
+extern const cs_kernel_ops cs_kernels_portable;
+#if defined(CS_HAVE_AVX2_KERNELS)
+extern const cs_kernel_ops cs_kernels_avx2;
+/* f32 FMA rate micro-benchmark: runs `iterations` rounds of independent FMA chains and returns
+ * the number of floating-point operations done (one FMA = 2). */
+double cs_fma_peak_avx2(int64_t iterations);
+#endif
+double cs_fma_peak_portable(int64_t iterations);
+
+#endif /* CS_KERNEL_OPS_H */

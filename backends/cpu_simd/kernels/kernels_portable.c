@@ -1,0 +1,163 @@
+/*
+ * Portable C micro-kernels: the same blocking as the AVX2 path, written with fixed-width inner
+ * loops over independent lanes (rows of a Q panel, columns of O) so that any compiler can
+ * vectorise them without reassociating sums (no fast-math). Builds on every architecture.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "exp2_poly.h"
+#include "fp_half.h"
+#include "kernel_ops.h"
+
+static void load_row_portable(const void *src, flashport_dtype dtype, int64_t d, int64_t dq,
+                              float mul, float *dst) {
+    if (dtype == FLASHPORT_F32) {
+        const float *s = (const float *)src;
+        for (int64_t c = 0; c < d; ++c) dst[c] = s[c] * mul;
+    } else if (dtype == FLASHPORT_F16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fp_f16_to_f32(s[c]) * mul;
+    } else {
+        const uint16_t *s = (const uint16_t *)src;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fp_bf16_to_f32(s[c]) * mul;
+    }
+    for (int64_t c = d; c < dq; ++c) dst[c] = 0.0f;
+}
+
+static void store_row_portable(const float *src, int64_t d, float mul, flashport_dtype dtype,
+                               void *dst) {
+    if (dtype == FLASHPORT_F32) {
+        float *o = (float *)dst;
+        for (int64_t c = 0; c < d; ++c) o[c] = src[c] * mul;
+    } else if (dtype == FLASHPORT_F16) {
+        uint16_t *o = (uint16_t *)dst;
+        for (int64_t c = 0; c < d; ++c) o[c] = fp_f32_to_f16(src[c] * mul);
+    } else {
+        uint16_t *o = (uint16_t *)dst;
+        for (int64_t c = 0; c < d; ++c) o[c] = fp_f32_to_bf16(src[c] * mul);
+    }
+}
+
+/* One Q panel (up to CS_Q_PANEL rows) x CS_SCORE_KEYS keys: the lane loops are what the
+ * compiler turns into vector FMAs, the accumulators live in a small local array. */
+static void scores_portable(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
+                            int keys, float *st, int64_t ldst) {
+    for (int r = 0; r < rows; r += CS_Q_PANEL) {
+        const float *panel = qp + (int64_t)r * dq;
+        const int width = rows - r < CS_Q_PANEL ? rows - r : CS_Q_PANEL;
+        for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
+            float total[CS_SCORE_KEYS][CS_Q_PANEL] = {{0}};
+            for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
+                const int64_t c1 = c0 + CS_SCORE_CHUNK < d ? c0 + CS_SCORE_CHUNK : d;
+                float acc[CS_SCORE_KEYS][CS_Q_PANEL] = {{0}};
+                for (int64_t c = c0; c < c1; ++c) {
+                    const float *x = panel + c * CS_Q_PANEL;
+                    for (int jj = 0; jj < CS_SCORE_KEYS; ++jj) {
+                        const float y = k[(int64_t)(j + jj) * dq + c];
+                        for (int i = 0; i < CS_Q_PANEL; ++i) acc[jj][i] += x[i] * y;
+                    }
+                }
+                for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+                    for (int i = 0; i < CS_Q_PANEL; ++i) total[jj][i] += acc[jj][i];
+            }
+            for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+                for (int i = 0; i < width; ++i) st[(int64_t)(j + jj) * ldst + r + i] = total[jj][i];
+        }
+    }
+}
+
+/* 2^x for x <= 0 (NaN stays NaN). Adding 1.5 * 2^23 rounds x to an integer n in the float's
+ * low mantissa bits (round to nearest even, as the FPU does); those bits give 2^n directly. */
+static inline float exp2_portable(float x) {
+    const float shifter = 12582912.0f;
+    const float t = x + shifter;
+    const float n = t - shifter;
+    const float f = x - n;
+    float p = CS_EXP2_C7;
+    p = p * f + CS_EXP2_C6;
+    p = p * f + CS_EXP2_C5;
+    p = p * f + CS_EXP2_C4;
+    p = p * f + CS_EXP2_C3;
+    p = p * f + CS_EXP2_C2;
+    p = p * f + CS_EXP2_C1;
+    p = p * f + 1.0f;
+    const uint32_t bits = (fp_f32_bits(t) - 0x4b400000u + 127u) << 23;
+    return x < CS_EXP2_MIN ? 0.0f : p * fp_bits_f32(bits);
+}
+
+/* CS_ROW_STEP rows at a time, lanes innermost, as the AVX2 path does it with registers. */
+static void softmax_portable(float *st, int64_t ldst, int rows, const int *visible,
+                             float scale2, float *m, float *l, float *alpha) {
+    for (int r = 0; r < rows; r += CS_ROW_STEP) {
+        int keys = 0;
+        for (int i = 0; i < CS_ROW_STEP; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
+        float block_max[CS_ROW_STEP], sum[CS_ROW_STEP], m_new[CS_ROW_STEP];
+        int nan[CS_ROW_STEP];
+        for (int i = 0; i < CS_ROW_STEP; ++i) {
+            block_max[i] = -INFINITY;
+            sum[i] = 0.0f;
+            nan[i] = m[r + i] != m[r + i];
+        }
+        for (int j = 0; j < keys; ++j)
+            for (int i = 0; i < CS_ROW_STEP; ++i) {
+                const float s = j < visible[r + i] ? st[j * ldst + r + i] * scale2 : -INFINITY;
+                nan[i] |= s != s;
+                block_max[i] = s > block_max[i] ? s : block_max[i];
+            }
+        for (int i = 0; i < CS_ROW_STEP; ++i) {
+            const float mo = m[r + i];
+            m_new[i] = nan[i] ? NAN : (block_max[i] > mo ? block_max[i] : mo);
+            /* A row that saw nothing in this block keeps its accumulator as it is. */
+            alpha[r + i] = visible[r + i] == 0 ? 1.0f : mo == -INFINITY ? 0.0f : exp2_portable(mo - m_new[i]);
+        }
+        for (int j = 0; j < keys; ++j)
+            for (int i = 0; i < CS_ROW_STEP; ++i) {
+                float *sj = st + j * ldst + r + i;
+                const float p = j < visible[r + i] ? exp2_portable(*sj * scale2 - m_new[i]) : 0.0f;
+                *sj = p;
+                sum[i] += p;
+            }
+        for (int i = 0; i < CS_ROW_STEP; ++i) {
+            if (visible[r + i] == 0) continue;
+            m[r + i] = m_new[i];
+            l[r + i] = l[r + i] * alpha[r + i] + sum[i];
+        }
+    }
+}
+
+static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_t dq,
+                             int64_t cols, int keys, const float *alpha, float *o) {
+    for (int r = 0; r < CS_PV_ROWS; ++r) {
+        float *orow = o + (int64_t)r * dq;
+        for (int64_t c = 0; c < cols; ++c) orow[c] *= alpha[r];
+    }
+    for (int j = 0; j < keys; ++j) {
+        const float *vrow = v + (int64_t)j * dq;
+        for (int r = 0; r < CS_PV_ROWS; ++r) {
+            const float pr = p[(int64_t)j * ldp + r];
+            float *orow = o + (int64_t)r * dq;
+            for (int64_t c = 0; c < cols; ++c) orow[c] += pr * vrow[c];
+        }
+    }
+}
+
+static void pv_row_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int j0,
+                            int j1, float *o) {
+    for (int j = j0; j < j1; ++j) {
+        const float *vrow = v + (int64_t)j * dq;
+        const float pj = p[(int64_t)j * ldp];
+        for (int64_t c = 0; c < dq; ++c) o[c] += pj * vrow[c];
+    }
+}
+
+const cs_kernel_ops cs_kernels_portable = {
+    .name = "portable",
+    .load_row = load_row_portable,
+    .store_row = store_row_portable,
+    .scores = scores_portable,
+    .softmax = softmax_portable,
+    .pv_rows = pv_rows_portable,
+    .pv_row = pv_row_portable,
+};

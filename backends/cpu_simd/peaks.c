@@ -1,0 +1,124 @@
+/* The CPU's own ceilings, measured: f32 FMA rate of one core and of all threads, and memory
+ * copy bandwidth. */
+/* clock_gettime: POSIX beyond C11. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "backend.h"
+#include "topology.h"
+
+#define REPEATS 5
+#define COPY_BYTES ((size_t)64 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread: time the thread was descheduled (other processes on a busy
+ * machine) does not count, so the figure is what a core does while it runs the loop. */
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return now_s();
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef double (*fma_loop)(int64_t iterations);
+
+/* FLOP/s of `threads` threads running the loop at once (the sum of each thread's rate), best
+ * of REPEATS. */
+static double fma_rate(fma_loop loop, int64_t iterations, int threads) {
+    double best = 0.0;
+    for (int rep = 0; rep < REPEATS; ++rep) {
+        double rate = 0.0;
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads) reduction(+ : rate)
+        {
+            if (omp_get_thread_num() > 0) cs_bind_thread_to_core(omp_get_thread_num());
+            const double t0 = thread_cpu_s();
+            const double flops = loop(iterations);
+            rate += flops / (thread_cpu_s() - t0);
+        }
+#else
+        (void)threads;
+        const double t0 = thread_cpu_s();
+        const double flops = loop(iterations);
+        rate = flops / (thread_cpu_s() - t0);
+#endif
+        best = rate > best ? rate : best;
+    }
+    return best;
+}
+
+/* Iterations that take about 30 ms of one core's time. */
+static int64_t calibrate(fma_loop loop) {
+    int64_t it = 1 << 16;
+    for (;;) {
+        const double t0 = thread_cpu_s();
+        loop(it);
+        const double dt = thread_cpu_s() - t0;
+        if (dt > 0.03 || it > ((int64_t)1 << 40)) return it;
+        it = dt < 0.003 ? it * 8 : (int64_t)((double)it * 0.035 / dt);
+    }
+}
+
+/* Bytes read + written per second by memcpy of COPY_BYTES split over the threads. */
+static double copy_rate(int threads) {
+    char *src = malloc(COPY_BYTES), *dst = malloc(COPY_BYTES);
+    double best = 0.0;
+    if (src && dst) {
+        memset(src, 1, COPY_BYTES);
+        memset(dst, 0, COPY_BYTES);
+        for (int rep = 0; rep < REPEATS; ++rep) {
+            const double t0 = now_s();
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads)
+            {
+                const size_t n = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
+                const size_t chunk = COPY_BYTES / n;
+                memcpy(dst + me * chunk, src + me * chunk, me + 1 == n ? COPY_BYTES - me * chunk : chunk);
+            }
+#else
+            (void)threads;
+            memcpy(dst, src, COPY_BYTES);
+#endif
+            const double rate = 2.0 * (double)COPY_BYTES / (now_s() - t0);
+            best = rate > best ? rate : best;
+        }
+    }
+    free(src);
+    free(dst);
+    return best;
+}
+
+flashport_status cs_measure_peaks(flashport_peaks *out) {
+    memset(out, 0, sizeof *out);
+    const char *why;
+    fma_loop loop = cs_fma_peak_portable;
+    const char *kind = "portable multiply-add loop (12 chains x 8 lanes)";
+#if defined(CS_HAVE_AVX2_KERNELS)
+    if (cs_avx2_usable(0, &why)) {
+        loop = cs_fma_peak_avx2;
+        kind = "AVX2 FMA loop (12 independent 8-wide chains)";
+    }
+#endif
+    const int threads = cs_threads_default(&why);
+    const int64_t iterations = calibrate(loop);
+    out->f32_fma_tflops_per_core = fma_rate(loop, iterations, 1) * 1e-12;
+    out->f32_fma_tflops = fma_rate(loop, iterations, threads) * 1e-12;
+    out->copy_gbps = copy_rate(threads) * 1e-9;
+    snprintf(out->method, sizeof out->method,
+             "f32: %s, thread CPU time, best of %d runs of ~30 ms, 1 thread (per core), "
+             "%d threads summed (device); copy: memcpy of 64 MiB on %d threads, wall clock, "
+             "read+write bytes",
+             kind, REPEATS, threads, threads);
+    return FLASHPORT_OK;
+}

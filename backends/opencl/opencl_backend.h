@@ -1,0 +1,104 @@
+/* Declarations shared by the files of the OpenCL backend. */
+#ifndef FP_OPENCL_BACKEND_H
+#define FP_OPENCL_BACKEND_H
+
+#include <stddef.h>
+
+#include "cl_loader.h"
+#include "fp_backend.h"
+
+#define FP_CL_NAME "opencl"
+
+/* The module's entry point (FP_BACKEND_ENTRY_SYMBOL); keeps host in fp_cl_host. */
+FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host *host);
+extern const fp_host *fp_cl_host;
+
+/* One OpenCL device and the properties the planner and flashport-info use. */
+typedef struct fp_cl_device_desc {
+    cl_platform_id platform;
+    cl_device_id id;
+    char platform_name[128];
+    char platform_version[128];
+    char name[256];
+    char vendor[128];
+    char driver_version[128];
+    char device_version[128];
+    cl_device_type type;
+    cl_ulong global_mem;
+    cl_ulong max_alloc;
+    cl_ulong local_mem;
+    int local_mem_dedicated; /* CL_LOCAL: on-chip scratch rather than emulated in global memory */
+    size_t max_work_group;
+    cl_uint compute_units;
+    cl_uint clock_mhz;
+    cl_uint preferred_vector_float;
+    int is_nvidia, is_amd, is_intel;
+    int has_fp16;
+    int has_intel_subgroups;
+    int has_khr_subgroup_shuffle;
+} fp_cl_device_desc;
+
+/* Enumerates every device of every platform, GPUs first, then accelerators, then the rest.
+ * Returns the count, or 0 with the reason. Runs once; later calls return the same answer. */
+int fp_cl_enumerate(char *reason, size_t reason_len);
+const fp_cl_device_desc *fp_cl_device(int index);
+/* The first device whose "platform device vendor" text contains selector (case-insensitive). */
+int fp_cl_find_device(const char *selector);
+
+/* Programs built for one device, kept for the life of the context. */
+typedef struct fp_cl_program_entry fp_cl_program_entry;
+
+/* An opened device: context, in-order profiling queue, built programs, active timers. */
+typedef struct fp_cl_dev {
+    const fp_cl_api *cl;
+    const fp_cl_device_desc *desc;
+    cl_context context;
+    cl_command_queue queue;
+    fp_cl_program_entry *programs;
+    /* While a timer runs, the first and the latest kernel events queued since its start. */
+    int timers_running;
+    cl_event first_event;
+    cl_event last_event;
+} fp_cl_dev;
+
+/* Turns a failed OpenCL call into a flashport status and message naming the call. */
+flashport_status fp_cl_fail(cl_int err, const char *call);
+
+/* Kernel `kernel_name` of `source` built with `options` for dev's device: from this context's
+ * programs, else the on-disk cache, else built (and then cached). A build failure returns
+ * FLASHPORT_ERROR_DEVICE with the compiler's log. */
+flashport_status fp_cl_get_kernel(fp_cl_dev *dev, const char *source, const char *options,
+                                  const char *kernel_name, cl_kernel *out);
+void fp_cl_release_programs(fp_cl_dev *dev);
+
+/* Queues a kernel over a 3-D range and keeps its event for running timers. */
+flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
+                              const size_t local[3], cl_event *event_out);
+
+/* The variants of the backend, in the order of the variant table. */
+enum { FP_CL_VARIANT_TILED = 0, FP_CL_VARIANT_COUNT };
+extern const fp_variant fp_cl_variants[];
+
+/* Tile shape of a plan, stored in fp_plan.param. */
+enum {
+    FP_CL_P_BR = 0,  /* query rows per work-group */
+    FP_CL_P_BC = 1,  /* keys per block streamed through local memory */
+    FP_CL_P_TM = 2,  /* query rows per work-item (register tile) */
+    FP_CL_P_TN = 3,  /* keys per work-item (register tile) */
+    FP_CL_P_KC = 4,  /* head-dim columns of Q and K staged per step */
+    FP_CL_P_VC = 5,  /* rows of V staged per step */
+    FP_CL_P_DV = 6   /* output columns per work-group (d wider than this is split) */
+};
+
+flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out);
+/* Local memory (bytes) a tile shape needs; used by the planner and checked by tests. */
+size_t fp_cl_tile_local_bytes(const int64_t *param);
+/* Build options of the attention program for a plan and dtype. */
+void fp_cl_attention_options(const fp_plan *plan, flashport_dtype dtype, char *buf, size_t len);
+
+flashport_status fp_cl_measure_peaks(fp_cl_dev *dev, flashport_peaks *out);
+
+extern const char fp_opencl_source_attention_tiled[];
+extern const char fp_opencl_source_peaks[];
+
+#endif /* FP_OPENCL_BACKEND_H */
