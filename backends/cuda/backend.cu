@@ -77,34 +77,39 @@ static int probe(char *reason, size_t len) {
     return n;
 }
 
-static flashport_status read_props(int device, gpuDeviceProp_t *prop, fp_gpu_device_props *out) {
-    GPU_CHECK(gpuGetDeviceProperties(prop, device), "GetDeviceProperties");
-    out->cc_major = prop->major;
-    out->cc_minor = prop->minor;
-    out->sm_count = prop->multiProcessorCount;
-    out->warp_size = prop->warpSize;
-    out->max_threads_per_sm = prop->maxThreadsPerMultiProcessor;
-    out->l2_bytes = (size_t)prop->l2CacheSize;
-    fp_gpu_arch_name(prop, out->arch, sizeof out->arch);
-    /* Attributes rather than fields of the properties struct: HIP's struct lacks these three. */
-    int smem_optin = 0, smem_sm = 0, regs_sm = 0;
-    GPU_CHECK(gpuDeviceGetAttribute(&smem_optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, device),
-              "DeviceGetAttribute");
-    GPU_CHECK(gpuDeviceGetAttribute(&smem_sm, gpuDevAttrMaxSharedMemoryPerMultiprocessor, device),
-              "DeviceGetAttribute");
-    GPU_CHECK(gpuDeviceGetAttribute(&regs_sm, gpuDevAttrMaxRegistersPerMultiprocessor, device),
-              "DeviceGetAttribute");
-    out->smem_per_block_optin = (size_t)smem_optin;
-    out->smem_per_sm = (size_t)smem_sm;
-    out->regs_per_sm = regs_sm;
+/* Reads what the planner and kernels need through device attributes, which both vendors
+ * provide under the names vendors/ maps (their property structs differ between versions). */
+static flashport_status read_props(int device, fp_gpu_device_props *out) {
+    static const gpuDeviceAttr_t wanted[] = {
+        gpuDevAttrComputeCapabilityMajor,        gpuDevAttrComputeCapabilityMinor,
+        gpuDevAttrMultiProcessorCount,           gpuDevAttrWarpSize,
+        gpuDevAttrMaxSharedMemoryPerBlockOptin,  gpuDevAttrMaxSharedMemoryPerMultiprocessor,
+        gpuDevAttrMaxRegistersPerMultiprocessor, gpuDevAttrMaxThreadsPerMultiProcessor,
+        gpuDevAttrL2CacheSize,
+    };
+    int v[sizeof wanted / sizeof wanted[0]];
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        GPU_CHECK(gpuDeviceGetAttribute(&v[i], wanted[i], device), "DeviceGetAttribute");
+    out->cc_major = v[0];
+    out->cc_minor = v[1];
+    out->sm_count = v[2];
+    out->warp_size = v[3];
+    out->smem_per_block_optin = (size_t)v[4];
+    out->smem_per_sm = (size_t)v[5];
+    out->regs_per_sm = v[6];
+    out->max_threads_per_sm = v[7];
+    out->l2_bytes = (size_t)v[8];
+    /* The target's name, which neither vendor offers as an attribute: "sm_90", "gfx90a:...". */
+    GPU_CHECK(fp_gpu_arch_name(device, out->arch, sizeof out->arch), "GetDeviceProperties");
     return FLASHPORT_OK;
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {
     gpuDeviceProp_t prop;
     fp_gpu_device_props props = {};
-    flashport_status st = read_props(device, &prop, &props);
+    flashport_status st = read_props(device, &props);
     if (st) return st;
+    GPU_CHECK(gpuGetDeviceProperties(&prop, device), "GetDeviceProperties");
     int sm_clock = 0, mem_clock = 0, bus_width = 0, driver = 0, runtime = 0;
     GPU_CHECK(gpuDeviceGetAttribute(&sm_clock, gpuDevAttrClockRate, device), "DeviceGetAttribute");
     GPU_CHECK(gpuDeviceGetAttribute(&mem_clock, gpuDevAttrMemoryClockRate, device),
@@ -313,10 +318,9 @@ static flashport_status open_device(int device, const fp_device_ops **o, void **
     gpu_device *dev = (gpu_device *)calloc(1, sizeof *dev);
     if (!dev) return host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, NAME, "open: malloc failed");
     dev->index = device;
-    gpuDeviceProp_t prop;
     gpuError_t e = gpuSetDevice(device);
-    flashport_status st = e == gpuSuccess ? read_props(device, &prop, &dev->props)
-                                          : gpu_failed(e, "SetDevice", NULL);
+    flashport_status st =
+        e == gpuSuccess ? read_props(device, &dev->props) : gpu_failed(e, "SetDevice", NULL);
     if (!st) {
         e = gpuStreamCreateWithFlags(&dev->stream, gpuStreamNonBlocking);
         if (e != gpuSuccess) st = gpu_failed(e, "StreamCreateWithFlags", NULL);

@@ -102,14 +102,20 @@ static gpuError_t time_best(gpuStream_t stream, Launch launch, float *best_ms,
             goto done;
         }
         if ((e = launch()) != gpuSuccess) {
-            *call = "launch of a peak micro-benchmark";
+            *call = "LaunchKernel (peak micro-benchmark)";
             goto done;
         }
         float ms = 0.0f;
-        if ((e = gpuEventRecord(stop, stream)) != gpuSuccess ||
-            (e = gpuEventSynchronize(stop)) != gpuSuccess ||
-            (e = gpuEventElapsedTime(&ms, start, stop)) != gpuSuccess) {
-            *call = "EventRecord/EventSynchronize/EventElapsedTime";
+        if ((e = gpuEventRecord(stop, stream)) != gpuSuccess) {
+            *call = "EventRecord";
+            goto done;
+        }
+        if ((e = gpuEventSynchronize(stop)) != gpuSuccess) {
+            *call = "EventSynchronize";
+            goto done;
+        }
+        if ((e = gpuEventElapsedTime(&ms, start, stop)) != gpuSuccess) {
+            *call = "EventElapsedTime";
             goto done;
         }
         if (r > 0 && (*best_ms == 0.0f || ms < *best_ms)) *best_ms = ms; /* r = 0 warms up */

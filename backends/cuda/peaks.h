@@ -5,7 +5,8 @@
 #include "kernel_table.h"
 
 /* Runs the micro-benchmarks on `stream` (the current device must be the context's). On a
- * runtime error returns it and names the failing call in *call. */
+ * runtime error returns it and names the failing call in *call, without the vendor prefix
+ * ("Malloc", "EventRecord"). */
 gpuError_t fp_gpu_measure_peaks(gpuStream_t stream, const fp_gpu_device_props *props,
                                 flashport_peaks *out, const char **call);
 

@@ -20,8 +20,10 @@ static const fp_gpu_kernel *const kernels[] = {FP_GPU_KERNELS(FP_GPU_KERNEL_ADDR
 #undef FP_GPU_KERNEL_ADDRESS
 static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 
-/* Query rows per block of the production kernels, for the "does the grid fill the GPU" test.
- * The matrix-core kernels are the target's (vendors/): mma.sync on CUDA, MFMA on HIP. */
+/* Query rows per block of the production kernels, for the "does the grid fill the GPU" test
+ * (fa2_f32's rows vary with d; the split variants' own supports() has the final word on
+ * whether splitting pays, and the plain variant follows when it declines). The matrix-core
+ * kernels are the target's (vendors/): mma.sync on CUDA, MFMA on HIP. */
 #define FA2_F32_ROWS 64
 
 static const char *const ladder_fallback[] = {
@@ -100,12 +102,15 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }
+        const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
         if (o == 0)
-            snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of %d rows for %d SMs",
-                     f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores", blocks, rows,
-                     props->sm_count);
+            snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
+                     kind, blocks, rows, props->sm_count);
+        else if (o == 1)
+            snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs; %s",
+                     kind, blocks, rows, props->sm_count, skipped);
         else
-            snprintf(out->reason, sizeof out->reason, "fallback from %s (%s)", order[0], skipped);
+            snprintf(out->reason, sizeof out->reason, "ladder fallback (%s)", skipped);
         return FLASHPORT_OK;
     }
     snprintf(out->reason, sizeof out->reason, "every variant declined: %s", skipped);

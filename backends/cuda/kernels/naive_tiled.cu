@@ -74,7 +74,8 @@ static gpuError_t naive_tiled_launch(const fp_gpu_launch *L) {
     const dim3 grid((a.nq + NAIVE_TILE - 1) / NAIVE_TILE, (a.d + NAIVE_TILE - 1) / NAIVE_TILE,
                     (unsigned)(L->p.batch * L->p.heads_q));
     FP_DISPATCH_DTYPE(L->p.dtype, T,
-                      kernel_naive_tiled<T><<<grid, NAIVE_TILE * NAIVE_TILE, 0, L->stream>>>(a));
+                      kernel_naive_tiled<T> FP_GPU_LAUNCH(grid, NAIVE_TILE * NAIVE_TILE, 0,
+                                                          L->stream)(a));
     return gpuGetLastError();
 }
 

@@ -82,7 +82,8 @@ static gpuError_t smem_tiled_launch(const fp_gpu_launch *L) {
     const dim3 grid((a.nq + SMEM_TILE - 1) / SMEM_TILE, (a.d + SMEM_TILE - 1) / SMEM_TILE,
                     (unsigned)(L->p.batch * L->p.heads_q));
     const dim3 block(SMEM_TILE, SMEM_TILE);
-    FP_DISPATCH_DTYPE(L->p.dtype, T, kernel_smem_tiled<T><<<grid, block, 0, L->stream>>>(a));
+    FP_DISPATCH_DTYPE(L->p.dtype, T,
+                      kernel_smem_tiled<T> FP_GPU_LAUNCH(grid, block, 0, L->stream)(a));
     return gpuGetLastError();
 }
 

@@ -21,6 +21,7 @@ typedef cudaStream_t gpuStream_t;
 typedef cudaError_t gpuError_t;
 typedef cudaEvent_t gpuEvent_t;
 typedef cudaDeviceProp gpuDeviceProp_t;
+typedef cudaDeviceAttr gpuDeviceAttr_t;
 typedef __half gpuHalf;
 typedef __nv_bfloat16 gpuBFloat16;
 
@@ -35,18 +36,29 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuSetDevice cudaSetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#define gpuDevAttrWarpSize cudaDevAttrWarpSize
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define gpuDevAttrMaxSharedMemoryPerMultiprocessor cudaDevAttrMaxSharedMemoryPerMultiprocessor
 #define gpuDevAttrMaxRegistersPerMultiprocessor cudaDevAttrMaxRegistersPerMultiprocessor
+#define gpuDevAttrMaxThreadsPerMultiProcessor cudaDevAttrMaxThreadsPerMultiProcessor
+#define gpuDevAttrL2CacheSize cudaDevAttrL2CacheSize
 #define gpuDevAttrClockRate cudaDevAttrClockRate
 #define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
 #define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
 
-/* The target's name, "sm_" and the compute capability. */
-static inline void fp_gpu_arch_name(const gpuDeviceProp_t *prop, char *out, size_t len) {
-    snprintf(out, len, "sm_%d%d", prop->major, prop->minor);
+/* The target's name: "sm_" and the compute capability. */
+static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
+    int major = 0, minor = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (e == cudaSuccess) snprintf(out, len, "sm_%d%d", major, minor);
+    return e;
 }
 
 /* Memory */
@@ -73,6 +85,10 @@ static inline void fp_gpu_arch_name(const gpuDeviceProp_t *prop, char *out, size
 #define gpuFuncSetAttribute cudaFuncSetAttribute
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+
+/* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. The launch
+ * syntax sits behind a macro so that the CPU emulation the tests use can run the same launchers. */
+#define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 
 /* Device code: conversions of the 16-bit storage types, and a butterfly shuffle in which every
  * lane of the warp takes part (CUDA needs the member mask, HIP has none). */

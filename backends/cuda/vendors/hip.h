@@ -46,6 +46,7 @@ typedef hipStream_t gpuStream_t;
 typedef hipError_t gpuError_t;
 typedef hipEvent_t gpuEvent_t;
 typedef hipDeviceProp_t gpuDeviceProp_t;
+typedef hipDeviceAttribute_t gpuDeviceAttr_t;
 typedef __half gpuHalf;
 typedef hip_bfloat16 gpuBFloat16;
 
@@ -69,9 +70,19 @@ typedef hip_bfloat16 gpuBFloat16;
 #define gpuDriverGetVersion hipDriverGetVersion
 #define gpuRuntimeGetVersion hipRuntimeGetVersion
 
+#define gpuDevAttrMaxThreadsPerMultiProcessor hipDeviceAttributeMaxThreadsPerMultiProcessor
+#define gpuDevAttrL2CacheSize hipDeviceAttributeL2CacheSize
+#define gpuDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor hipDeviceAttributeComputeCapabilityMinor
+#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+#define gpuDevAttrWarpSize hipDeviceAttributeWarpSize
+
 /* The target's name as the runtime gives it, e.g. "gfx90a:sramecc+:xnack-". */
-static inline void fp_gpu_arch_name(const gpuDeviceProp_t *prop, char *out, size_t len) {
-    snprintf(out, len, "%s", prop->gcnArchName);
+static inline hipError_t fp_gpu_arch_name(int device, char *out, size_t len) {
+    hipDeviceProp_t prop;
+    const hipError_t e = hipGetDeviceProperties(&prop, device);
+    if (e == hipSuccess) snprintf(out, len, "%s", prop.gcnArchName);
+    return e;
 }
 
 /* Memory */
@@ -99,6 +110,9 @@ static inline void fp_gpu_arch_name(const gpuDeviceProp_t *prop, char *out, size
     hipFuncSetAttribute(reinterpret_cast<const void *>(kernel), (attr), (value))
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+
+/* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. */
+#define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 
 /* Device code: conversions of the 16-bit storage types (round to nearest even, as on CUDA), and
  * a butterfly shuffle across the lanes of a group (HIP's shuffles take no member mask). */

@@ -28,7 +28,7 @@ __device__ __forceinline__ float fp_load_or_zero(const T *x, int64_t i, int64_t 
 
 /*
  * Host side: runs the statement after T with T bound to the storage type of `dtype`, e.g.
- *   FP_DISPATCH_DTYPE(p->dtype, T, kernel<T><<<grid, block, 0, stream>>>(args));
+ *   FP_DISPATCH_DTYPE(p->dtype, T, kernel<T> FP_GPU_LAUNCH(grid, block, 0, stream)(args));
  * An unknown dtype runs nothing (the core validated the dtype before the call).
  */
 #define FP_DISPATCH_DTYPE(dtype, T, ...)                                                        \

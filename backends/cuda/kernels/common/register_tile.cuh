@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
 #pragma unroll
                 for (int i = 0; i < RQ; i++) q[i] = q_s[(group * RQ + i) * FP_RT_DK + kk];
 #pragma unroll
-                for (int j = 0; j < RC; j++) k[j] = k_s[(lane + FP_RT_LANES * j) * S::K_STRIDE + kk];
+                for (int j = 0; j < RC; j++)
+                    k[j] = k_s[(lane + FP_RT_LANES * j) * S::K_STRIDE + kk];
 #pragma unroll
                 for (int i = 0; i < RQ; i++)
 #pragma unroll
@@ -175,7 +176,7 @@ static gpuError_t fp_register_tile_launch(const fp_gpu_launch *L) {
                     (unsigned)(L->p.batch * L->p.heads_q));
     FP_DISPATCH_DTYPE(L->p.dtype, T,
                       fp_register_tile_attention<T, WARPS, RQ, RC, RV, SHARE_KV_BUFFER>
-                      <<<grid, S::THREADS, 0, L->stream>>>(a));
+                      FP_GPU_LAUNCH(grid, S::THREADS, 0, L->stream)(a));
     return gpuGetLastError();
 }
 
