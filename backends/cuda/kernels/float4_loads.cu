@@ -21,7 +21,8 @@
 #include "common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
-namespace {
+/* Named, not anonymous: the emulated tests compile several kernel files as one unit. */
+namespace fp_float4_loads {
 
 constexpr int LANES = 32; /* lanes of a row group; two groups share a 64-wide wavefront */
 constexpr int WARPS = 4;
@@ -232,7 +233,7 @@ template <typename T> gpuError_t float4_loads_run(const fp_gpu_launch *L) {
     const fp_attn_args a = fp_attn_args_make(L);
     const dim3 grid((unsigned)((a.nq + BR - 1) / BR), (unsigned)((a.d + BW - 1) / BW),
                     (unsigned)(L->p.batch * L->p.heads_q));
-    kernel_float4_loads<T><<<grid, THREADS, 0, L->stream>>>(a, vec);
+    kernel_float4_loads<T> FP_GPU_LAUNCH(grid, THREADS, 0, L->stream)(a, vec);
     return gpuGetLastError();
 }
 
@@ -242,13 +243,13 @@ gpuError_t float4_loads_launch(const fp_gpu_launch *L) {
     return err;
 }
 
-} /* namespace */
+} /* namespace fp_float4_loads */
 
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_float4_loads = {
     {"float4_loads",
      "ladder 5: step 4's tiles with float4 global and shared-memory access (d % 4 == 0)",
      FP_PRECISION_NATIVE},
-    float4_loads_supports,
+    fp_float4_loads::float4_loads_supports,
     NULL,
-    float4_loads_launch,
+    fp_float4_loads::float4_loads_launch,
 };

@@ -343,10 +343,9 @@ static gpuError_t launch_tiles(const fp_gpu_launch *L, tile_kernel kernel) {
     const dim3 grid((unsigned)((a.nq + BQ - 1) / BQ), (unsigned)((a.d + TX * RW - 1) / (TX * RW)),
                     (unsigned)(L->p.batch * L->p.heads_q));
     const bool vec = a.d % 4 == 0;
-    kernel<<<grid, THREADS, 0, L->stream>>>(a, vec && tensor_vec4(L->q, L->p.q, sizeof(T)),
-                                            vec && tensor_vec4(L->k, L->p.k, sizeof(T)),
-                                            vec && tensor_vec4(L->v, L->p.v, sizeof(T)),
-                                            vec && tensor_vec4(L->o, L->p.o, sizeof(T)));
+    kernel FP_GPU_LAUNCH(grid, THREADS, 0, L->stream)(
+        a, vec && tensor_vec4(L->q, L->p.q, sizeof(T)), vec && tensor_vec4(L->k, L->p.k, sizeof(T)),
+        vec && tensor_vec4(L->v, L->p.v, sizeof(T)), vec && tensor_vec4(L->o, L->p.o, sizeof(T)));
     return gpuGetLastError();
 }
 

@@ -28,7 +28,8 @@
 #include "common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
-namespace {
+/* Named, not anonymous: the emulated tests compile several kernel files as one unit. */
+namespace fp_wmma_f16 {
 
 using namespace nvcuda;
 
@@ -241,7 +242,7 @@ template <typename T> gpuError_t wmma_f16_run(const fp_gpu_launch *L) {
     const dim3 grid((unsigned)((a.nq + BQ - 1) / BQ), (unsigned)((a.d + BW - 1) / BW),
                     (unsigned)(L->p.batch * L->p.heads_q));
     const bool vec = a.d % 4 == 0;
-    kernel_wmma_f16<T><<<grid, THREADS, 0, L->stream>>>(
+    kernel_wmma_f16<T> FP_GPU_LAUNCH(grid, THREADS, 0, L->stream)(
         a, vec && fp_vt::tensor_vec4(L->q, L->p.q, sizeof(T)),
         vec && fp_vt::tensor_vec4(L->k, L->p.k, sizeof(T)),
         vec && fp_vt::tensor_vec4(L->v, L->p.v, sizeof(T)));
@@ -254,14 +255,14 @@ gpuError_t wmma_f16_launch(const fp_gpu_launch *L) {
     return err;
 }
 
-} /* namespace */
+} /* namespace fp_wmma_f16 */
 
 const fp_gpu_kernel fp_kernel_wmma_f16 = {
     {"wmma_f16",
      "ladder 8: WMMA tensor cores 16x16x16, f16 operands (bf16 for bf16), f32 scores and "
      "accumulators",
      FP_PRECISION_F16},
-    wmma_f16_supports,
+    fp_wmma_f16::wmma_f16_supports,
     NULL,
-    wmma_f16_launch,
+    fp_wmma_f16::wmma_f16_launch,
 };
