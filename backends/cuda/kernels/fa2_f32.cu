@@ -10,7 +10,7 @@ namespace {
 int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
              char *why, size_t why_len) {
     if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
-    param[0] = fa2_f32::block_rows((int)p->head_dim);
+    param[0] = fa2_f32::block_rows(p);
     return 1;
 }
 

@@ -84,15 +84,23 @@ struct config {
     static_assert(BC % 4 == 0 && PS % 4 == 0, "P rows are read as float4");
 };
 
-/* Head-dimension classes: d is padded up to the first D that holds it. */
+/* Head-dimension classes: d is padded up to the first D that holds it. Fields: D, BR, BC,
+ * SR, SC, KS, OR, OC, PPAD, MIN_BLOCKS, UNROLL. Shared memory: 104 KiB at D = 64 (two blocks
+ * per SM on sm_90), 149-217 KiB for the others (one block per SM), 51 KiB for few rows. */
 typedef config<64, 128, 64, 4, 8, 1, 4, 8, 8, 2, 1> cfg_d64;
 typedef config<128, 128, 64, 4, 8, 1, 8, 8, 8, 1, 2> cfg_d128;
 typedef config<256, 64, 32, 4, 8, 4, 8, 8, 4, 1, 2> cfg_d256;
 typedef config<512, 32, 16, 4, 4, 8, 8, 8, 4, 1, 2> cfg_d512;
 typedef config<1024, 32, 8, 4, 4, 16, 8, 16, 4, 1, 1> cfg_d1024;
+/* Few query rows (decoding): 16-row blocks waste 8x less work on absent rows than 128-row ones;
+ * the keys are then split across blocks (fa2_f32_split_kv) to fill the GPU. */
+constexpr int FEW_ROWS = 16;
+typedef config<128, 16, 32, 2, 4, 4, 2, 4, 8, 2, 2> cfg_few_rows_d128;
 
-/* Calls f with the config type for head dimension d (d <= MAX_HEAD_DIM). */
-template <typename F> auto with_config(int d, F &&f) {
+/* Calls f with the config type for p (head_dim <= MAX_HEAD_DIM). */
+template <typename F> auto with_config(const flashport_problem *p, F &&f) {
+    const int64_t d = p->head_dim;
+    if (p->seq_q <= FEW_ROWS && d <= 128) return f(cfg_few_rows_d128());
     if (d <= 64) return f(cfg_d64());
     if (d <= 128) return f(cfg_d128());
     if (d <= 256) return f(cfg_d256());
@@ -440,16 +448,16 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
 
 /* ---- host side --------------------------------------------------------------------------- */
 
-inline size_t smem_bytes(int d) {
-    return with_config(d, [](auto cfg) { return decltype(cfg)::SMEM_BYTES; });
+inline size_t smem_bytes(const flashport_problem *p) {
+    return with_config(p, [](auto cfg) { return decltype(cfg)::SMEM_BYTES; });
 }
 
-inline int block_rows(int d) {
-    return with_config(d, [](auto cfg) { return decltype(cfg)::BR; });
+inline int block_rows(const flashport_problem *p) {
+    return with_config(p, [](auto cfg) { return decltype(cfg)::BR; });
 }
 
-inline int block_cols(int d) {
-    return with_config(d, [](auto cfg) { return decltype(cfg)::BC; });
+inline int block_cols(const flashport_problem *p) {
+    return with_config(p, [](auto cfg) { return decltype(cfg)::BC; });
 }
 
 /* Checks shared by both variants; 1, or 0 with the reason. */
@@ -460,12 +468,12 @@ inline int supports_common(const flashport_problem *p, const fp_gpu_device_props
         return 0;
     }
     if (!fp_attn_grid_fits(p, MAX_HEAD_DIM, why, why_len)) return 0; /* all of d in one block */
-    const int64_t q_tiles = (p->seq_q + block_rows((int)p->head_dim) - 1) / block_rows((int)p->head_dim);
+    const int64_t q_tiles = (p->seq_q + block_rows(p) - 1) / block_rows(p);
     if (q_tiles > INT_MAX) {
         snprintf(why, why_len, "too many query tiles for the grid");
         return 0;
     }
-    const size_t need = smem_bytes((int)p->head_dim);
+    const size_t need = smem_bytes(p);
     if (props->smem_per_block_optin < need) {
         snprintf(why, why_len, "needs %zu bytes of shared memory per block, the device allows %zu",
                  need, props->smem_per_block_optin);
@@ -502,11 +510,10 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
  * merges them. */
 inline gpuError_t launch(const fp_gpu_launch *L, int splits) {
     const flashport_problem *p = &L->p;
-    const int d = (int)p->head_dim;
     split_args sp = {0, 0, 0, 0};
     if (splits > 1) {
         /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
-        const int bc = block_cols(d);
+        const int bc = block_cols(p);
         const int64_t per = (p->seq_kv + splits - 1) / splits;
         sp.keys_per_split = (int)((per + bc - 1) / bc * bc);
         splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
@@ -517,7 +524,7 @@ inline gpuError_t launch(const fp_gpu_launch *L, int splits) {
         sp.rows = p->batch * p->heads_q * p->seq_q;
     }
     gpuError_t err = gpuSuccess;
-    with_config(d, [&](auto cfg) {
+    with_config(p, [&](auto cfg) {
         typedef decltype(cfg) C;
         FP_DISPATCH_DTYPE(p->dtype, T, err = (launch_typed<C, T>)(L, sp, splits));
         return 0;

@@ -15,7 +15,7 @@ constexpr int MIN_KEYS_PER_SPLIT = 128;
 int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
              char *why, size_t why_len) {
     if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
-    const int br = fa2_f32::block_rows((int)p->head_dim);
+    const int br = fa2_f32::block_rows(p);
     const int splits = fp_split_kv_choose(p, props, br, MIN_KEYS_PER_SPLIT);
     if (splits < 2) {
         snprintf(why, why_len, "splitting does not pay: %lld blocks of %d rows already fill the GPU "
