@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # One visit to a GPU machine: build the CUDA and OpenCL modules, then run the stages named on
-# the command line (default: all) and pack every log and JSON into $OUT/gpu-results.tar.gz.
-#   build     configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
-#   conf      conformance suite on cuda and opencl, every kernel variant
-#   ctest     the unit tests, which also run every CUDA variant when a GPU is present
-#   sanitize  compute-sanitizer memcheck, racecheck and synccheck on small conformance cases
-#   cpu       cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
-#   bench     ladder, seed, fa-grid (bf16, f16, f32 subset), decode; opencl beside cuda;
-#             PyTorch's SDPA on the same shapes in the same run
+# the command line and pack every log and JSON into $OUT/gpu-results.tar.gz (after each stage,
+# so a visit cut short still brings back what it measured). Stages:
+#   build         configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
+#   conf          conformance suite on cuda and opencl, every kernel variant
+#   ctest         the unit tests, which also run every CUDA variant when a GPU is present
+#   memcheck, racecheck, synccheck
+#                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
+#   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh)
+#   bench-ladder  peaks, the ladder preset, the seed shape on every variant and beside PyTorch
+#   bench-f32     f32 at N = 4096, d = 64 and 128, and decode, beside PyTorch; the N = 131072
+#                 memory shape
+#   bench-tc      the fa-grid in bf16 and f16 beside PyTorch's flash, cuDNN and efficient
+#   bench-opencl  opencl beside cuda on the same shapes, and a sweep of OpenCL tile overrides
+#   cpu           cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
 # Stages after a failed one still run; the exit status says whether any failed.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +21,7 @@ out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)
 build=$here/build-gpu
 bin=$build/bin
-stages=${*:-build conf ctest sanitize bench}
+stages=${*:-build conf ctest memcheck racecheck synccheck bench-ladder bench-f32 bench-tc bench-opencl cpu}
 failed=()
 export PYTHONUNBUFFERED=1
 
@@ -28,11 +34,11 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
   tail -n 25 "$logs/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || failed+=("$name($rc)")
-  # Packed after every stage, so that a visit cut short still brings back what it measured.
   mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 }
 
 for s in $stages; do
+  b="$bin/flashport-bench"
   case $s in
   build)
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
@@ -53,45 +59,63 @@ for s in $stages; do
   ctest)
     stage ctest ctest --test-dir "$build" --output-on-failure -j8
     ;;
-  sanitize)
+  memcheck|racecheck|synccheck)
     small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k}
-    for tool in memcheck racecheck synccheck; do
-      stage "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$bin/flashport-conformance" --backend cuda --cases "$small"
-    done
+    stage "sanitize-$s" compute-sanitizer --tool "$s" --error-exitcode 9 \
+      "$bin/flashport-conformance" --backend cuda --cases "$small" \
+      ${SANITIZE_KERNELS:+--kernel "$SANITIZE_KERNELS"}
     ;;
-  bench)
-    b="$bin/flashport-bench"
+  tc-sweep)
+    stage tc-sweep env SEQS="${SWEEP_SEQS:-16384}" BIN="$bin" bash "$here/scripts/tc-sweep.sh"
+    ;;
+  bench-ladder)
     stage bench-peaks "$b" --backend cuda --peaks
     stage bench-ladder "$b" --preset ladder --backend cuda --json "$logs/ladder.json"
     stage bench-seed "$b" --preset seed --backend cuda --kernel all --json "$logs/seed-cuda.json"
+    stage bench-seed-torch python3 "$here/bench/compare_torch.py" --preset seed --device cuda \
+      --flashport-bench "$b" --backend cuda --json "$logs/seed-torch.json"
+    ;;
+  bench-f32)
+    for d in 64 128; do
+      stage "bench-f32-d$d" python3 "$here/bench/compare_torch.py" --b 4 --hq $((2048 / d)) \
+        --nq 4096 --d $d --dtype f32 --device cuda --impl efficient,unfused \
+        --flashport-bench "$b" --backend cuda --kernel all --json "$logs/f32-d$d.json"
+    done
+    stage bench-decode python3 "$here/bench/compare_torch.py" --preset decode --device cuda \
+      --impl flash,efficient,cudnn --flashport-bench "$b" --backend cuda --json "$logs/decode.json"
+    stage bench-memory "$b" --backend cuda --nq 131072 --d 128 --dtype bf16 --repeat 3 \
+      --json "$logs/memory-n131072.json"
+    ;;
+  bench-tc)
     for dt in bf16 f16; do
       stage "bench-fa-grid-$dt" python3 "$here/bench/compare_torch.py" --preset fa-grid \
         --dtype $dt --device cuda --impl flash,cudnn,efficient --flashport-bench "$b" \
         --backend cuda --json "$logs/fa-grid-$dt.json"
     done
-    stage bench-f32 python3 "$here/bench/compare_torch.py" --preset fa-grid --dtype f32 \
-      --device cuda --impl efficient --flashport-bench "$b" --backend cuda \
-      --json "$logs/fa-grid-f32.json"
-    stage bench-seed-torch python3 "$here/bench/compare_torch.py" --preset seed --device cuda \
-      --flashport-bench "$b" --backend cuda --json "$logs/seed-torch.json"
-    stage bench-decode python3 "$here/bench/compare_torch.py" --preset decode --device cuda \
-      --flashport-bench "$b" --backend cuda --json "$logs/decode.json"
+    ;;
+  bench-opencl)
     for d in 64 128; do
+      h=$((2048 / d))
       for n in 1024 4096 16384; do
-        h=$((2048 / d)); bsz=$((16384 / n))
-        stage "bench-opencl-f32-d$d-n$n" "$b" --backend opencl --b $bsz --hq $h --nq $n --d $d \
-          --dtype f32 --json "$logs/opencl-f32-d$d-n$n.json"
-        stage "bench-cuda-f32-d$d-n$n" "$b" --backend cuda --b $bsz --hq $h --nq $n --d $d \
-          --dtype f32 --json "$logs/cuda-f32-d$d-n$n.json"
+        stage "bench-opencl-f32-d$d-n$n" "$b" --backend opencl --b $((16384 / n)) --hq $h \
+          --nq $n --d $d --dtype f32 --json "$logs/opencl-f32-d$d-n$n.json"
+        stage "bench-cuda-f32-d$d-n$n" "$b" --backend cuda --b $((16384 / n)) --hq $h \
+          --nq $n --d $d --dtype f32 --json "$logs/cuda-f32-d$d-n$n.json"
       done
-      stage "bench-opencl-f16-d$d" "$b" --backend opencl --b 4 --hq $((2048 / d)) --nq 4096 \
-        --d $d --dtype f16 --json "$logs/opencl-f16-d$d.json"
+      for dt in f16 bf16; do
+        stage "bench-opencl-$dt-d$d" "$b" --backend opencl --b 4 --hq $h --nq 4096 --d $d \
+          --dtype $dt --json "$logs/opencl-$dt-d$d.json"
+        stage "bench-cuda-$dt-d$d" "$b" --backend cuda --b 4 --hq $h --nq 4096 --d $d \
+          --dtype $dt --json "$logs/cuda-$dt-d$d.json"
+      done
+      for t in tm=8 tn=8 br=32,tm=2 bc=32,tn=2 kc=16,vc=16; do
+        stage "opencl-tile-d$d-$t" env FLASHPORT_OPENCL_TILE=$t "$b" --backend opencl --b 4 \
+          --hq $h --nq 4096 --d $d --dtype f32 --no-peaks --repeat 5
+      done
     done
     ;;
   cpu)
     # The GPU machine's host CPU is idle and has many cores: the cpu_simd figures come from here.
-    b="$bin/flashport-bench"
     for t in 1 2; do
       stage "cpu-bench-t$t" "$b" --preset cpu --backend cpu_simd --threads $t \
         --json "$logs/cpu-t$t.json"

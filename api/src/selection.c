@@ -119,9 +119,18 @@ static flashport_status resolve_device(fp_registry_entry *e, const char *dev, in
 
 /* Tries one backend/device; on failure writes the reason and returns its status. */
 static flashport_status try_open(flashport_context *ctx, fp_registry_entry *e, const char *dev,
-                                 char *why, size_t why_len) {
+                                 int is_auto, char *why, size_t why_len) {
     if (!e->backend || e->device_count == 0) {
         snprintf(why, why_len, "unavailable: %s", e->reason);
+        return FLASHPORT_ERROR_BACKEND_UNAVAILABLE;
+    }
+    /* Auto wants an accelerator from the GPU modules: a CPU reached through one of them (PoCL)
+     * is far slower than cpu_simd on the same cores, which comes later in the order. */
+    flashport_device_info di;
+    if (is_auto && e->is_module && e->backend->device_info(0, &di) == FLASHPORT_OK &&
+        di.kind == FLASHPORT_DEVICE_CPU) {
+        snprintf(why, why_len, "its first device (%.200s) is a CPU; auto leaves CPUs to cpu_simd",
+                 di.name);
         return FLASHPORT_ERROR_BACKEND_UNAVAILABLE;
     }
     int index;
@@ -162,7 +171,7 @@ flashport_status fp_select(const char *spec, flashport_context *ctx) {
         for (int j = 0; j < (is_auto ? fp_registry_count() : 1); j++) {
             fp_registry_entry *e = is_auto ? fp_registry_get(j) : fp_registry_find(list[i].name);
             char why[600];
-            st = try_open(ctx, e, list[i].device, why, sizeof why);
+            st = try_open(ctx, e, list[i].device, is_auto, why, sizeof why);
             char label[192];
             snprintf(label, sizeof label, "%s%s%s", e->name, list[i].device[0] ? ":" : "",
                      list[i].device);

@@ -3,8 +3,10 @@
  * variants tensor_core_mma and tensor_core_mma_split_kv (through their kernel-table entries,
  * and the split pass with forced split counts) on shapes that reach every path of the kernel
  * (head dims 64/128/256 and padded ones, causal with Nq < Nkv and Nq > Nkv, GQA, partial tiles,
- * both layouts, strides that rule out cp.async, decode) and compares O and LSE with a
- * double-precision reference on the host. Needs an sm_80+ GPU; exits non-zero on any failure.
+ * both layouts, strides that rule out cp.async, decode), each with every tile configuration
+ * compiled for its padded head dim (picked through FLASHPORT_CUDA_TC_CONFIG, as a tuning run
+ * would), and compares O and LSE with a double-precision reference on the host. Needs an
+ * sm_80+ GPU; exits non-zero on any failure.
  * Not part of ctest (no GPU there); from the repository root:
  *   nvcc -std=c++17 -O2 -arch=native -Iapi/include -Iapi/internal -Ibackends/cuda \
  *     -Ibackends/cuda/kernels -o check_tensor_core_gpu \
@@ -21,6 +23,7 @@
 #include "fp_half.h"
 #include "kernel_table.h"
 #include "mma/flash_forward.h"
+#include "mma/tile_configs.h"
 #include "split_kv.h"
 
 extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
@@ -116,6 +119,17 @@ static void reference(const shape &s, const flashport_problem &p, const std::vec
             }
 }
 
+/* Tile configurations compiled for the head dim d is padded to. */
+static int config_count(int d)
+{
+    const int padded = d <= 64 ? 64 : (d <= 128 ? 128 : 256);
+    int n = 0;
+#define COUNT_CONFIG(cd, ...) n += (cd) == padded;
+    FP_TC_CONFIG_LIST(COUNT_CONFIG)
+#undef COUNT_CONFIG
+    return n;
+}
+
 static void run_shape(const shape &s, const fp_gpu_device_props &props)
 {
     flashport_problem p;
@@ -168,86 +182,134 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
 
     /* -1: the plain variant; 0: the split variant as its planner chooses; > 1: forced splits. */
     const int modes[] = {-1, 0, 2, 5};
-    for (int mode : modes) {
-        int64_t param[8] = {0};
-        char why[256] = "";
-        fp_gpu_launch L;
-        memset(&L, 0, sizeof L);
-        L.p = p, L.q = dq, L.k = dk, L.v = dv, L.o = dout, L.lse = dlse, L.param = param;
-        L.props = &props;
-        const char *name = mode < 0 ? "tensor_core_mma" : "tensor_core_mma_split_kv";
-        const fp_gpu_kernel *kern =
-            mode < 0 ? &fp_kernel_tensor_core_mma : &fp_kernel_tensor_core_mma_split_kv;
-        if (mode > 1) {
-            if (!fp_tc_forward_support(&p, &props, why, sizeof why))
+    for (int config = 0; config < config_count(s.d); ++config) {
+        char config_text[16];
+        snprintf(config_text, sizeof config_text, "%d", config);
+        setenv(FP_TC_CONFIG_ENV, config_text, 1);
+        for (int mode : modes) {
+            int64_t param[8] = {0};
+            char why[256] = "";
+            fp_gpu_launch L;
+            memset(&L, 0, sizeof L);
+            L.p = p, L.q = dq, L.k = dk, L.v = dv, L.o = dout, L.lse = dlse, L.param = param;
+            L.props = &props;
+            const char *name = mode < 0 ? "tensor_core_mma" : "tensor_core_mma_split_kv";
+            const fp_gpu_kernel *kern =
+                mode < 0 ? &fp_kernel_tensor_core_mma : &fp_kernel_tensor_core_mma_split_kv;
+            if (mode > 1) {
+                int chosen = -1;
+                if (!fp_tc_forward_support(&p, &props, &chosen, why, sizeof why))
+                    continue;
+                const int tile = fp_tc_block_keys(s.d, chosen);
+                param[2] = chosen;
+                param[1] = ((s.nkv + mode - 1) / mode + tile - 1) / tile * tile;
+                param[0] = (s.nkv + param[1] - 1) / param[1];
+                if (param[0] < 2)
+                    continue;
+            } else if (!kern->supports(&p, &props, param, why, sizeof why)) {
+                printf("  %-26s config %d unsupported: %s\n", name, config, why);
                 continue;
-            const int tile = fp_tc_block_keys(s.d);
-            param[1] = ((s.nkv + mode - 1) / mode + tile - 1) / tile * tile;
-            param[0] = (s.nkv + param[1] - 1) / param[1];
-            if (param[0] < 2)
-                continue;
-        } else if (!kern->supports(&p, &props, param, why, sizeof why)) {
-            printf("  %-26s unsupported: %s\n", name, why);
-            continue;
-        }
-        const size_t ws = kern->workspace ? kern->workspace(&p, param) : 0;
-        void *dws = NULL;
-        if (ws)
-            CUDA_OK(cudaMalloc(&dws, ws));
-        L.workspace = dws;
-        CUDA_OK(cudaMemset(dout, 0xff, nq_el * 2)); /* NaN poison */
-        CUDA_OK(cudaMemset(dlse, 0xff, rows * sizeof(float)));
-        CUDA_OK(kern->launch(&L));
-        CUDA_OK(cudaDeviceSynchronize());
-        std::vector<uint16_t> o16(nq_el);
-        std::vector<float> lse(rows);
-        CUDA_OK(cudaMemcpy(o16.data(), dout, nq_el * 2, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(lse.data(), dlse, rows * sizeof(float), cudaMemcpyDeviceToHost));
-        if (dws)
-            CUDA_OK(cudaFree(dws));
+            }
+            const size_t ws = kern->workspace ? kern->workspace(&p, param) : 0;
+            void *dws = NULL;
+            if (ws)
+                CUDA_OK(cudaMalloc(&dws, ws));
+            L.workspace = dws;
+            CUDA_OK(cudaMemset(dout, 0xff, nq_el * 2)); /* NaN poison */
+            CUDA_OK(cudaMemset(dlse, 0xff, rows * sizeof(float)));
+            CUDA_OK(kern->launch(&L));
+            CUDA_OK(cudaDeviceSynchronize());
+            std::vector<uint16_t> o16(nq_el);
+            std::vector<float> lse(rows);
+            CUDA_OK(cudaMemcpy(o16.data(), dout, nq_el * 2, cudaMemcpyDeviceToHost));
+            CUDA_OK(cudaMemcpy(lse.data(), dlse, rows * sizeof(float), cudaMemcpyDeviceToHost));
+            if (dws)
+                CUDA_OK(cudaFree(dws));
 
-        double err2 = 0, ref2 = 0, max_abs = 0, lse_max = 0;
-        int64_t bad_nan = 0;
-        for (int b = 0; b < s.b; ++b)
-            for (int h = 0; h < s.hq; ++h)
-                for (int i = 0; i < s.nq; ++i) {
-                    const int64_t row = ((int64_t)b * s.hq + h) * s.nq + i;
-                    for (int c = 0; c < s.d; ++c) {
-                        const double want = o_ref[row * s.d + c];
-                        const double got =
-                            to_f32(s.dtype, o16[b * p.o.batch + h * p.o.head + i * p.o.seq + c]);
-                        if (isnan(want) != isnan(got)) {
-                            ++bad_nan;
-                            continue;
+            double err2 = 0, ref2 = 0, max_abs = 0, lse_max = 0;
+            int64_t bad_nan = 0;
+            for (int b = 0; b < s.b; ++b)
+                for (int h = 0; h < s.hq; ++h)
+                    for (int i = 0; i < s.nq; ++i) {
+                        const int64_t row = ((int64_t)b * s.hq + h) * s.nq + i;
+                        for (int c = 0; c < s.d; ++c) {
+                            const double want = o_ref[row * s.d + c];
+                            const int64_t at = b * p.o.batch + h * p.o.head + i * p.o.seq + c;
+                            const double got = to_f32(s.dtype, o16[at]);
+                            if (isnan(want) != isnan(got)) {
+                                ++bad_nan;
+                                continue;
+                            }
+                            if (isnan(want))
+                                continue;
+                            err2 += (got - want) * (got - want);
+                            ref2 += want * want;
+                            max_abs = fmax(max_abs, fabs(got - want));
                         }
-                        if (isnan(want))
-                            continue;
-                        err2 += (got - want) * (got - want);
-                        ref2 += want * want;
-                        max_abs = fmax(max_abs, fabs(got - want));
+                        const double lw = lse_ref[row], lg = lse[row];
+                        if (isinf(lw) || isnan(lw)) {
+                            if (!(lg == lw || (isnan(lw) && isnan(lg))))
+                                ++bad_nan;
+                        } else {
+                            lse_max = fmax(lse_max, fabs(lg - lw));
+                        }
                     }
-                    const double lw = lse_ref[row], lg = lse[row];
-                    if (isinf(lw) || isnan(lw)) {
-                        if (!(lg == lw || (isnan(lw) && isnan(lg))))
-                            ++bad_nan;
-                    } else {
-                        lse_max = fmax(lse_max, fabs(lg - lw));
-                    }
-                }
-        const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
-        const double tol = s.dtype == FLASHPORT_F16 ? 2e-3 : 1e-2;
-        const int ok = rel <= tol && bad_nan == 0 && lse_max <= 1e-2;
-        if (!ok)
-            ++failures;
-        printf("  %-26s splits %-3lld rel_l2 %.2e max_abs %.2e lse_err %.2e nan_mismatch %lld %s\n",
-               name, mode < 0 ? 0LL : (long long)param[0], rel, max_abs, lse_max,
-               (long long)bad_nan, ok ? "ok" : "FAIL");
+            const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+            const double tol = s.dtype == FLASHPORT_F16 ? 2e-3 : 1e-2;
+            const int ok = rel <= tol && bad_nan == 0 && lse_max <= 1e-2;
+            if (!ok)
+                ++failures;
+            printf("  %-26s config %d splits %-3lld rel_l2 %.2e max_abs %.2e lse_err %.2e "
+                   "nan_mismatch %lld %s\n",
+                   name, config, mode < 0 ? 0LL : (long long)param[0], rel, max_abs, lse_max,
+                   (long long)bad_nan, ok ? "ok" : "FAIL");
+        }
     }
     CUDA_OK(cudaFree(dq));
     CUDA_OK(cudaFree(dk));
     CUDA_OK(cudaFree(dv));
     CUDA_OK(cudaFree(dout));
     CUDA_OK(cudaFree(dlse));
+}
+
+/* A FLASHPORT_CUDA_TC_CONFIG that names no config of the head dim makes both variants decline,
+ * saying so; unset, they take the default. */
+static void check_config_env(const fp_gpu_device_props &props)
+{
+    flashport_problem p;
+    memset(&p, 0, sizeof p);
+    p.dtype = FLASHPORT_BF16;
+    p.batch = p.heads_q = p.heads_kv = 1;
+    p.seq_q = p.seq_kv = 256;
+    p.head_dim = 128;
+    strides_for(shape{FLASHPORT_BF16, 1, 1, 1, 256, 256, 128, 0, FLASHPORT_LAYOUT_BHND, 0, -1}, 1,
+                256, &p.q);
+    p.k = p.v = p.o = p.q;
+    p.scale = 0.125f;
+    char count_text[16];
+    snprintf(count_text, sizeof count_text, "%d", config_count(128));
+    const char *const bad[] = {count_text, "-1", "1x", " 1", "99999999999999999999"};
+    for (const char *value : bad) {
+        setenv(FP_TC_CONFIG_ENV, value, 1);
+        int64_t param[8] = {0};
+        char why[256] = "";
+        const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, param, why, sizeof why);
+        const int named = strstr(why, FP_TC_CONFIG_ENV) != NULL;
+        if (yes || !named)
+            ++failures;
+        printf("%s=\"%s\": %s (%s)\n", FP_TC_CONFIG_ENV, value,
+               yes ? "accepted, FAIL" : named ? "declined, ok" : "declined without naming it, FAIL",
+               why);
+    }
+    unsetenv(FP_TC_CONFIG_ENV);
+    int64_t param[8] = {0};
+    char why[256] = "";
+    const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, param, why, sizeof why);
+    if (!yes || param[0] != FP_TC_DEFAULT_CONFIG_D128)
+        ++failures;
+    printf("%s unset: config %lld for d=128, default %d: %s\n", FP_TC_CONFIG_ENV,
+           (long long)param[0], FP_TC_DEFAULT_CONFIG_D128,
+           yes && param[0] == FP_TC_DEFAULT_CONFIG_D128 ? "ok" : "FAIL");
 }
 
 int main(void)
@@ -293,6 +355,7 @@ int main(void)
                s.seq_pad ? " padded-rows" : "", s.nan_v_key >= 0 ? " nan-in-v" : "");
         run_shape(s, props);
     }
+    check_config_env(props);
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }

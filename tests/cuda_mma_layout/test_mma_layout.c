@@ -5,13 +5,16 @@
  * mma.m16n8k16.row.col. One warp's S = Q K^T and O = P V are replayed lane by lane with the
  * kernel's shared-memory placement, ldmatrix addresses and register reuse, with small integer
  * values so that every product is exact, and compared with plain matrix products. The same
- * placements are checked for bank conflicts and for being one-to-one.
+ * placements are checked for bank conflicts and for being one-to-one. All of it runs for every
+ * tile configuration the kernel is compiled for (kernels/mma/tile_configs.h): every warp and
+ * slice of its block, its key tile, its loads; plus the configurations' own consistency.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fragment_layout.h"
+#include "tile_configs.h"
 
 static int failures, checks;
 
@@ -25,7 +28,11 @@ static int failures, checks;
         }                                                                                      \
     } while (0)
 
-enum { LANES = 32, BLOCK_ROWS = 128, MAX_D = 256, MAX_KEYS = 64 };
+enum { LANES = 32, BLOCK_ROWS = 128, MAX_D = 256, MAX_KEYS = 128 };
+
+/* Shared memory on the devices the configurations are sized for (sm_90): what one block may
+ * opt into, and what an SM has, each block also holding 1 KiB reserved by the system. */
+enum { SMEM_PER_BLOCK = 227 * 1024, SMEM_PER_SM = 228 * 1024, SMEM_RESERVED = 1024 };
 
 /* ---- model of the instructions (PTX ISA) ---------------------------------------------- */
 
@@ -255,26 +262,70 @@ static void check_loader(int rows, int d, int threads)
     free(hit);
 }
 
+struct tile_config {
+    int d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks;
+};
+
+#define AS_TILE_CONFIG(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)            \
+    {d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks},
+static const struct tile_config configs[] = {FP_TC_CONFIG_LIST(AS_TILE_CONFIG)};
+#undef AS_TILE_CONFIG
+static const int n_configs = (int)(sizeof configs / sizeof configs[0]);
+
+static int config_exists(int d, int index)
+{
+    for (int i = 0; i < n_configs; ++i)
+        if (configs[i].d == d && configs[i].index == index)
+            return 1;
+    return 0;
+}
+
+/* The numbers of one configuration fit the kernel and the device; indices are unique. */
+static void check_config_shape(const struct tile_config *c)
+{
+    const long smem = 2L * c->d * (BLOCK_ROWS + (long)c->stages * 2 * c->bc);
+    EXPECT(c->d == 64 || c->d == 128 || c->d == 256, "config d=%d: not a padded head dim", c->d);
+    EXPECT(c->warps * c->m_tiles * 16 == BLOCK_ROWS, "config d=%d #%d: warps x slices x 16 != %d",
+           c->d, c->index, BLOCK_ROWS);
+    EXPECT(c->bc % 16 == 0 && c->bc > 0 && c->bc <= MAX_KEYS, "config d=%d #%d: key tile %d",
+           c->d, c->index, c->bc);
+    EXPECT(c->stages >= 2, "config d=%d #%d: %d stages", c->d, c->index, c->stages);
+    EXPECT(c->q_in_regs == 0 || c->q_in_regs == 1, "config d=%d #%d: Q_IN_REGS", c->d, c->index);
+    EXPECT(c->min_blocks >= 1 && smem <= SMEM_PER_BLOCK &&
+               c->min_blocks * (smem + SMEM_RESERVED) <= SMEM_PER_SM,
+           "config d=%d #%d: %ld bytes of shared memory, %d blocks an SM do not fit", c->d,
+           c->index, smem, c->min_blocks);
+    EXPECT(c->index >= 0 && (c->index == 0 || config_exists(c->d, c->index - 1)),
+           "config d=%d #%d: indices must run 0, 1, 2, ...", c->d, c->index);
+    int same = 0;
+    for (int i = 0; i < n_configs; ++i)
+        same += configs[i].d == c->d && configs[i].index == c->index;
+    EXPECT(same == 1, "config d=%d #%d listed %d times", c->d, c->index, same);
+}
+
+/* Everything the kernel does with one configuration's block, for each of its warps and
+ * slices. */
+static void check_config(const struct tile_config *c)
+{
+    const int threads = 32 * c->warps;
+    check_config_shape(c);
+    check_loader(BLOCK_ROWS, c->d, threads);
+    check_loader(c->bc, c->d, threads);
+    for (int w = 0; w < c->warps; ++w)
+        for (int slice = 0; slice < c->m_tiles; ++slice)
+            replay_warp(c->d, c->bc, w, c->m_tiles, slice);
+}
+
 int main(void)
 {
     static const int dims[] = {64, 128, 256};
-    static const int key_tiles[] = {32, 64};
-    /* 8 warps of one slice and 4 warps of two slices: the kernel's two block shapes. */
-    static const int warps[] = {0, 3, 7};
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 3; ++i)
         check_swizzle_step(dims[i]);
-        for (int threads = 128; threads <= 256; threads *= 2)
-            check_loader(BLOCK_ROWS, dims[i], threads);
-        for (int j = 0; j < 2; ++j) {
-            for (int threads = 128; threads <= 256; threads *= 2)
-                check_loader(key_tiles[j], dims[i], threads);
-            for (int w = 0; w < 3; ++w)
-                replay_warp(dims[i], key_tiles[j], warps[w], 1, 0);
-            for (int w = 0; w < 4; ++w)
-                for (int slice = 0; slice < 2; ++slice)
-                    replay_warp(dims[i], key_tiles[j], w, 2, slice);
-        }
-    }
-    printf("test_mma_layout: %d checks, %d failed\n", checks, failures);
+    EXPECT(config_exists(64, FP_TC_DEFAULT_CONFIG_D64), "no default config for d=64");
+    EXPECT(config_exists(128, FP_TC_DEFAULT_CONFIG_D128), "no default config for d=128");
+    EXPECT(config_exists(256, FP_TC_DEFAULT_CONFIG_D256), "no default config for d=256");
+    for (int i = 0; i < n_configs; ++i)
+        check_config(&configs[i]);
+    printf("test_mma_layout: %d configs, %d checks, %d failed\n", n_configs, checks, failures);
     return failures ? 1 : 0;
 }

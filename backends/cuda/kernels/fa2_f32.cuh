@@ -7,12 +7,13 @@
  * dimension (padded to D, a multiple of 4; padding columns are zero and cost only FLOPs). It
  * walks the key tiles of its range, BC keys at a time, in three barrier-separated phases:
  *
- *   A  S = Q K^T. Q was scaled by scale*log2(e) when it was staged, so S is already in the
- *      log2 domain. Each thread computes an SR x SC register tile of S over D/KS of the head
- *      dimension, four columns of d at a time with float4 shared-memory reads; when KS > 1
- *      the KS partial tiles are summed in phase B (small tiles at large d keep register
- *      blocking this way instead of shrinking to one score per thread).
- *   B  Online softmax, TPR = 256/BR threads per row: masking, the tile's row maximum by
+ *   A  S = Q K^T on the unscaled inputs. Each thread computes an SR x SC register tile of S
+ *      over D/KS of the head dimension, four columns of d at a time with float4 shared-memory
+ *      reads; when KS > 1 the KS partial tiles are summed in phase B (small tiles at large d
+ *      keep register blocking this way instead of shrinking to one score per thread).
+ *   B  Online softmax, TPR = 256/BR threads per row: S times scale*log2(e) (one rounding of
+ *      the finished dot product; scaling Q before the products rounds every element of Q and
+ *      costs 1e-4 of relative error at logits near 1000), masking, the tile's row maximum by
  *      shuffles, rescale factor alpha (to shared memory, for phase C), P = exp2(S - m) written
  *      back over S, and each thread's share of the row sum, kept in registers and reduced once
  *      at the end.
@@ -227,7 +228,7 @@ __device__ __forceinline__ void scores(const float *sQ, const float *sK, float *
  * flag so that the tiles off the diagonal pay nothing for it). */
 template <typename CFG, bool MASKED>
 __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, int visible,
-                                              fp_softmax_row &row) {
+                                              float scale_log2, fp_softmax_row &row) {
     constexpr int W = CFG::PW, NCH = CFG::EPT / W;
     float x[CFG::EPT];
     float *prow = sS + r * CFG::PS;
@@ -248,7 +249,8 @@ __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, i
             }
         }
 #pragma unroll
-        for (int e = 0; e < W; e++) x[i * W + e] = (MASKED && k0 + c + e >= visible) ? -INFINITY : v[e];
+        for (int e = 0; e < W; e++)
+            x[i * W + e] = (MASKED && k0 + c + e >= visible) ? -INFINITY : v[e] * scale_log2;
     }
     float tile_max = -INFINITY;
 #pragma unroll
@@ -353,7 +355,7 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
     for (int idx = tid; idx < CFG::BR * CFG::D; idx += THREADS) {
         int r = idx / CFG::D, c = idx % CFG::D;
         sQ[r * CFG::QS + c] = (r < rows_valid && c < a.d)
-                                  ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c]) * a.scale_log2
+                                  ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c])
                                   : 0.0f;
     }
     if (n_tiles > 0) {
@@ -386,8 +388,8 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
             stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)(k0 + CFG::BC) * a.ks.seq,
                                      a.ks.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
         async_commit();
-        const float alpha = masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, row)
-                                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, row);
+        const float alpha = masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, a.scale_log2, row)
+                                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, a.scale_log2, row);
         if (spart == 0) sAlpha[srow] = alpha;
         async_wait_all_but_one(); /* V of this tile has landed */
         __syncthreads();
@@ -501,8 +503,8 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
     if (err != gpuSuccess) return err;
     dim3 grid((unsigned)((p->seq_q + CFG::BR - 1) / CFG::BR), (unsigned)splits,
               (unsigned)(p->batch * p->heads_q));
-    kernel<<<grid, THREADS, CFG::SMEM_BYTES, L->stream>>>(fp_attn_args_make(L), sp,
-                                                          rows_are_float4(L) ? 1 : 0);
+    kernel FP_GPU_LAUNCH(grid, THREADS, CFG::SMEM_BYTES, L->stream)(
+        fp_attn_args_make(L), sp, rows_are_float4(L) ? 1 : 0);
     return gpuGetLastError();
 }
 

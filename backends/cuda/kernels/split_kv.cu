@@ -87,7 +87,7 @@ int64_t split_rows(const flashport_problem *p) { return p->batch * p->heads_q * 
 
 template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
     unsigned grid = (unsigned)((a.rows + MERGE_ROWS - 1) / MERGE_ROWS);
-    split_kv_merge_kernel<T><<<grid, MERGE_ROWS * MERGE_LANES, 0, stream>>>(a);
+    split_kv_merge_kernel<T> FP_GPU_LAUNCH(grid, MERGE_ROWS * MERGE_LANES, 0, stream)(a);
 }
 
 size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }

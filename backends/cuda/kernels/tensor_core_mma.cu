@@ -2,9 +2,20 @@
  * Variant tensor_core_mma: FlashAttention-2 forward for f16 and bf16 on the tensor cores
  * (mma/flash_forward_kernel.cuh), one pass over the keys. This file also holds the host side
  * the split-KV variant shares: the support check and the launcher of every kernel instance.
+ *
+ * Tile configuration: each padded head dim has a few compiled candidates (mma/tile_configs.h),
+ * and runs its default one (or, on a device with less shared memory than the default needs,
+ * the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
+ * candidate <index> of the problem's padded head dim instead, in both variants; an index the
+ * head dim does not have makes the variants decline the problem with that reason (the planner
+ * then says so, and falls back to the next variant).
+ *
+ * param[0] = the tile configuration's index.
  */
 #include <atomic>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
@@ -15,26 +26,107 @@
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
-int fp_tc_block_keys(int64_t head_dim)
-{
-    switch (padded_head_dim(head_dim)) {
-    case 64: return fp_tc_config<64>::BC;
-    case 128: return fp_tc_config<128>::BC;
-    default: return fp_tc_config<256>::BC;
-    }
-}
-
-static size_t smem_bytes(int padded_d)
+static int default_config(int padded_d)
 {
     switch (padded_d) {
-    case 64: return fp_tc_smem_bytes<64>();
-    case 128: return fp_tc_smem_bytes<128>();
-    default: return fp_tc_smem_bytes<256>();
+    case 64: return FP_TC_DEFAULT_CONFIG_D64;
+    case 128: return FP_TC_DEFAULT_CONFIG_D128;
+    default: return FP_TC_DEFAULT_CONFIG_D256;
     }
 }
 
-int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props *props, char *why,
-                          size_t why_len)
+typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
+
+/* One compiled configuration: the numbers the host needs and its f16 and bf16 launchers. */
+struct tc_instance {
+    int d, index, block_keys;
+    size_t smem;
+    instance_launcher launch_f16, launch_bf16;
+};
+
+/* Raises the dynamic shared-memory limit of one kernel instance, once per device. */
+template <typename T, typename Cfg>
+static gpuError_t raise_smem_limit()
+{
+    static std::atomic<unsigned long long> raised_on{0};
+    int device = 0;
+    gpuError_t err = cudaGetDevice(&device);
+    if (err != gpuSuccess)
+        return err;
+    const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
+    if (bit && (raised_on.load(std::memory_order_acquire) & bit))
+        return gpuSuccess;
+    err = gpuFuncSetAttribute(reinterpret_cast<const void *>(&fp_tc_forward_kernel<T, Cfg>),
+                              gpuFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::SMEM_BYTES);
+    if (err == gpuSuccess && bit)
+        raised_on.fetch_or(bit, std::memory_order_release);
+    return err;
+}
+
+template <typename T, typename Cfg>
+static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream)
+{
+    gpuError_t err = raise_smem_limit<T, Cfg>();
+    if (err != gpuSuccess)
+        return err;
+    constexpr int threads = Cfg::WARPS * 32;
+    fp_tc_forward_kernel<T, Cfg> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES, stream)(prm);
+    return gpuGetLastError();
+}
+
+#define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)            \
+    {d, index, bc, fp_tc_config<d, index>::SMEM_BYTES,                                         \
+     launch_instance<__half, fp_tc_config<d, index>>,                                          \
+     launch_instance<__nv_bfloat16, fp_tc_config<d, index>>},
+static const tc_instance instances[] = {FP_TC_CONFIG_LIST(FP_TC_INSTANCE)};
+#undef FP_TC_INSTANCE
+static const int n_instances = (int)(sizeof instances / sizeof instances[0]);
+
+/* Configuration `index` of a padded head dim; NULL when it has none of that number. */
+static const tc_instance *find_instance(int padded_d, int index)
+{
+    for (int i = 0; i < n_instances; ++i)
+        if (instances[i].d == padded_d && instances[i].index == index)
+            return &instances[i];
+    return NULL;
+}
+
+static int config_count(int padded_d)
+{
+    int n = 0;
+    while (find_instance(padded_d, n))
+        ++n;
+    return n;
+}
+
+/* The configuration index for padded head dim padded_d: FP_TC_CONFIG_ENV when set and not
+ * empty (*named = 1), else the default. -1 and the reason in why when the variable names no
+ * config. */
+static int choose_config(int padded_d, int *named, char *why, size_t why_len)
+{
+    const char *env = getenv(FP_TC_CONFIG_ENV);
+    *named = env && *env;
+    if (!*named)
+        return default_config(padded_d);
+    const int count = config_count(padded_d);
+    char *end = NULL;
+    const long index = strtol(env, &end, 10);
+    if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || index >= count) {
+        snprintf(why, why_len, "%s=%s names no tile config of padded head dim %d (0..%d)",
+                 FP_TC_CONFIG_ENV, env, padded_d, count - 1);
+        return -1;
+    }
+    return (int)index;
+}
+
+int fp_tc_block_keys(int64_t head_dim, int config)
+{
+    const tc_instance *in = find_instance(padded_head_dim(head_dim), config);
+    return in ? in->block_keys : 0;
+}
+
+int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props *props,
+                          int *config, char *why, size_t why_len)
 {
     if (props->cc_major < 8) {
         snprintf(why, why_len,
@@ -59,54 +151,28 @@ int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props 
                  (long long)(p->batch * p->heads_q), FP_TC_MAX_GRID_Y);
         return 0;
     }
-    const size_t smem = smem_bytes(padded_head_dim(p->head_dim));
+    const int padded_d = padded_head_dim(p->head_dim);
+    int named = 0;
+    *config = choose_config(padded_d, &named, why, why_len);
+    if (*config < 0)
+        return 0;
+    /* A default sized for sm_90 may not fit a device with less shared memory; unless the config
+     * was named, the lowest-numbered one that fits stands in for it. */
+    if (!named && find_instance(padded_d, *config)->smem > props->smem_per_block_optin)
+        for (int i = 0; find_instance(padded_d, i); ++i)
+            if (find_instance(padded_d, i)->smem <= props->smem_per_block_optin) {
+                *config = i;
+                break;
+            }
+    const size_t smem = find_instance(padded_d, *config)->smem;
     if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
+        snprintf(why, why_len,
+                 "tile config %d of d=%d needs %zu bytes of shared memory a block, device "
+                 "allows %zu",
+                 *config, padded_d, smem, props->smem_per_block_optin);
         return 0;
     }
     return 1;
-}
-
-/* Raises the dynamic shared-memory limit of one kernel instance, once per device. */
-template <typename T, int D>
-static gpuError_t raise_smem_limit()
-{
-    static std::atomic<unsigned long long> raised_on{0};
-    int device = 0;
-    gpuError_t err = cudaGetDevice(&device);
-    if (err != gpuSuccess)
-        return err;
-    const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
-    if (bit && (raised_on.load(std::memory_order_acquire) & bit))
-        return gpuSuccess;
-    err = gpuFuncSetAttribute(reinterpret_cast<const void *>(&fp_tc_forward_kernel<T, D>),
-                              gpuFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)fp_tc_smem_bytes<D>());
-    if (err == gpuSuccess && bit)
-        raised_on.fetch_or(bit, std::memory_order_release);
-    return err;
-}
-
-template <typename T, int D>
-static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream)
-{
-    gpuError_t err = raise_smem_limit<T, D>();
-    if (err != gpuSuccess)
-        return err;
-    constexpr int threads = fp_tc_config<D>::WARPS * 32;
-    fp_tc_forward_kernel<T, D><<<grid, threads, fp_tc_smem_bytes<D>(), stream>>>(prm);
-    return gpuGetLastError();
-}
-
-template <typename T>
-static gpuError_t launch_head_dim(const fp_tc_params &prm, dim3 grid, gpuStream_t stream)
-{
-    switch (padded_head_dim(prm.d)) {
-    case 64: return launch_instance<T, 64>(prm, grid, stream);
-    case 128: return launch_instance<T, 128>(prm, grid, stream);
-    default: return launch_instance<T, 256>(prm, grid, stream);
-    }
 }
 
 static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
@@ -117,10 +183,13 @@ static int chunk_aligned(const void *base, const flashport_strides *s)
     return aligned(base, 16) && s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
 }
 
-gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int splits, int keys_per_split,
-                                float *part_o, float *part_ml)
+gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
+                                int keys_per_split, float *part_o, float *part_ml)
 {
     const flashport_problem *p = &L->p;
+    const tc_instance *in = find_instance(padded_head_dim(p->head_dim), config);
+    if (!in)
+        return cudaErrorInvalidValue;
     fp_tc_params prm;
     prm.q = L->q;
     prm.k = L->k;
@@ -149,21 +218,22 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int splits, int keys_per
 
     const dim3 grid((unsigned)((p->seq_q + FP_TC_BLOCK_ROWS - 1) / FP_TC_BLOCK_ROWS),
                     (unsigned)(p->batch * p->heads_q), (unsigned)(splits ? splits : 1));
-    if (p->dtype == FLASHPORT_F16)
-        return launch_head_dim<__half>(prm, grid, L->stream);
-    return launch_head_dim<__nv_bfloat16>(prm, grid, L->stream);
+    return (p->dtype == FLASHPORT_F16 ? in->launch_f16 : in->launch_bf16)(prm, grid, L->stream);
 }
 
 static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
                     char *why, size_t why_len)
 {
-    (void)param;
-    return fp_tc_forward_support(p, props, why, why_len);
+    int config = 0;
+    if (!fp_tc_forward_support(p, props, &config, why, why_len))
+        return 0;
+    param[0] = config;
+    return 1;
 }
 
 static gpuError_t launch(const fp_gpu_launch *L)
 {
-    return fp_tc_forward_launch(L, 0, 0, NULL, NULL);
+    return fp_tc_forward_launch(L, (int)L->param[0], 0, 0, NULL, NULL);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */

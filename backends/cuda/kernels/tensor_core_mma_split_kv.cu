@@ -5,7 +5,8 @@
  * partial (O / l, m, l) to the workspace (split_kv.h); fp_split_kv_merge then combines them.
  * The forward itself is tensor_core_mma's (mma/flash_forward.h).
  *
- * param[0] = splits, param[1] = keys per split (a multiple of the key tile).
+ * param[0] = splits, param[1] = keys per split (a multiple of the key tile), param[2] = the tile
+ * configuration's index (FLASHPORT_CUDA_TC_CONFIG, see tensor_core_mma.cu).
  */
 #include <stdio.h>
 
@@ -18,9 +19,10 @@
 static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
                     char *why, size_t why_len)
 {
-    if (!fp_tc_forward_support(p, props, why, why_len))
+    int config = 0;
+    if (!fp_tc_forward_support(p, props, &config, why, why_len))
         return 0;
-    const int tile = fp_tc_block_keys(p->head_dim);
+    const int tile = fp_tc_block_keys(p->head_dim, config);
     const int chosen = fp_split_kv_choose(p, props, FP_TC_BLOCK_ROWS,
                                           FP_TC_MIN_KEY_TILES_PER_SPLIT * tile);
     /* Whole tiles per split; rounding up can leave fewer splits than chosen. */
@@ -38,6 +40,7 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
     }
     param[0] = splits;
     param[1] = keys_per_split;
+    param[2] = config;
     return 1;
 }
 
@@ -52,7 +55,8 @@ static gpuError_t launch(const fp_gpu_launch *L)
     float *part_o = static_cast<float *>(L->workspace);
     float *part_ml = reinterpret_cast<float *>(static_cast<char *>(L->workspace) +
                                                fp_split_kv_ml_offset(&L->p, splits));
-    gpuError_t err = fp_tc_forward_launch(L, splits, (int)L->param[1], part_o, part_ml);
+    gpuError_t err = fp_tc_forward_launch(L, (int)L->param[2], splits, (int)L->param[1], part_o,
+                                          part_ml);
     if (err != gpuSuccess)
         return err;
     return fp_split_kv_merge(L, splits);

@@ -2,21 +2,21 @@
  * FlashAttention-2 forward on the tensor cores (mma.sync m16n8k16, f16/bf16 in, f32 accumulate).
  *
  * One block = FP_TC_BLOCK_ROWS (128) query rows of one (batch, query head); each warp owns 16 or
- * 32 of them (fp_tc_config) for the whole pass, so a row's softmax statistics never leave its
- * four lanes.
+ * 32 of them for the whole pass, so a row's softmax statistics never leave its four lanes.
+ * Warps, key tile, ring depth and where Q lives are a compile-time config (tile_configs.h).
  * The block walks its keys in tiles of BC through a STAGES-deep cp.async ring in shared memory
  * (K and V of a tile share a stage); one __syncthreads per tile both publishes tile t and frees
  * the stage of tile t - 1, which is then refilled with tile t + STAGES - 1.
  *
  * Per tile and warp: S = Q K^T into registers (Q either held in registers for the whole pass or
- * re-read from shared memory, per head dim), scores scaled by scale * log2(e), masked only on
+ * re-read from shared memory, per config), scores scaled by scale * log2(e), masked only on
  * tiles that cross the causal diagonal or the end of the keys, online softmax with exp2
  * (ex2.approx), P rounded to the input type straight from the accumulators into A fragments,
  * O += P V. O stays un-normalised until the end, where it is divided by the row sum once.
  *
- * Head dims: the kernel is compiled for D = 64, 128, 256; a smaller d runs on the next D with
- * its shared-memory columns past d zero-filled, its k-steps past d skipped and its columns past
- * d never stored.
+ * Head dims: each config is compiled for one D of 64, 128, 256; a smaller d runs on the next D
+ * with its shared-memory columns past d zero-filled, its k-steps past d skipped and its columns
+ * past d never stored.
  */
 #ifndef FP_MMA_FLASH_FORWARD_KERNEL_CUH
 #define FP_MMA_FLASH_FORWARD_KERNEL_CUH
@@ -27,6 +27,7 @@
 #include "flash_forward.h"
 #include "fragment_layout.h"
 #include "ptx.cuh"
+#include "tile_configs.h"
 #include "tile_loader.cuh"
 
 /* Everything a block needs, by value. Strides are in elements. */
@@ -47,55 +48,29 @@ struct fp_tc_params {
 };
 
 /*
- * Per padded head dim: WARPS x M_TILES x 16 = FP_TC_BLOCK_ROWS query rows, each warp owning
- * M_TILES 16-row slices (rows warp * 16 * M_TILES onwards); BC keys a tile; STAGES tiles in
- * flight; Q held in registers for the whole pass or re-read from shared memory each tile;
- * MIN_BLOCKS for __launch_bounds__.
- *
- * Why two slices a warp where registers allow: every K and V fragment a warp reads from shared
- * memory then feeds two mma instead of one, which halves the ldmatrix traffic per FLOP; with 16
- * rows a warp that traffic, not the tensor cores, bounds the kernel (about 256 bytes of B
- * fragment per m16n8k16).
- *   D=64:  4 warps x 2 slices, BC 64. O 64 + S 64 + Q 32 registers a thread.
- *          smem 16 KiB Q + 3 x 16 KiB K/V = 64 KiB.
- *   D=128: 4 warps x 2 slices, BC 32. O 128 + S 32 registers; Q re-read.
- *          smem 32 KiB Q + 3 x 16 KiB K/V = 80 KiB.
- *   D=256: 8 warps x 1 slice, BC 32. O alone is 128 registers; Q re-read.
- *          smem 64 KiB Q + 2 x 32 KiB K/V = 128 KiB.
- * D=64 and D=128 run two blocks (8 warps) an SM; ptxas then has up to 255 registers a thread
- * and uses them without spilling (asking for three blocks spills).
+ * One compile-time config per entry of FP_TC_CONFIG_LIST (tile_configs.h, which says what each
+ * field means and why): fp_tc_config<D, INDEX>.
  */
-template <int D>
+template <int D, int INDEX>
 struct fp_tc_config;
-template <>
-struct fp_tc_config<64> {
-    static constexpr int WARPS = 4, M_TILES = 2, BC = 64, STAGES = 3, MIN_BLOCKS = 2;
-    static constexpr bool Q_IN_REGS = true;
-};
-template <>
-struct fp_tc_config<128> {
-    static constexpr int WARPS = 4, M_TILES = 2, BC = 32, STAGES = 3, MIN_BLOCKS = 2;
-    static constexpr bool Q_IN_REGS = false;
-};
-template <>
-struct fp_tc_config<256> {
-    static constexpr int WARPS = 8, M_TILES = 1, BC = 32, STAGES = 2, MIN_BLOCKS = 1;
-    static constexpr bool Q_IN_REGS = false;
-};
+#define FP_TC_DEFINE_CONFIG(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)      \
+    template <>                                                                                \
+    struct fp_tc_config<d, index> {                                                            \
+        static constexpr int D = d, WARPS = warps, M_TILES = m_tiles, BC = bc, STAGES = stages, \
+                             MIN_BLOCKS = min_blocks;                                          \
+        static constexpr bool Q_IN_REGS = q_in_regs != 0;                                      \
+        static constexpr size_t SMEM_BYTES =                                                   \
+            (size_t)2 * D * (FP_TC_BLOCK_ROWS + (size_t)STAGES * 2 * BC);                      \
+    };
+FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
+#undef FP_TC_DEFINE_CONFIG
 
-template <int D>
-constexpr size_t fp_tc_smem_bytes()
-{
-    return (size_t)2 * ((size_t)FP_TC_BLOCK_ROWS * D +
-                        (size_t)fp_tc_config<D>::STAGES * 2 * fp_tc_config<D>::BC * D);
-}
-
-template <typename T, int D>
-__global__ void __launch_bounds__(fp_tc_config<D>::WARPS * 32, fp_tc_config<D>::MIN_BLOCKS)
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tc_forward_kernel(const fp_tc_params a)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    using Cfg = fp_tc_config<D>;
+    constexpr int D = Cfg::D;
     using Ops = fp_mma_ops<T>;
     constexpr int BR = FP_TC_BLOCK_ROWS;
     constexpr int THREADS = Cfg::WARPS * 32;
@@ -110,6 +85,7 @@ __global__ void __launch_bounds__(fp_tc_config<D>::WARPS * 32, fp_tc_config<D>::
     constexpr int STAGE_ELEMS = 2 * BC * D;
     static_assert(Cfg::WARPS * MT * 16 == BR, "the warps' slices cover the block's rows");
     static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
+    static_assert(BC % 16 == 0, "key tiles pair up for ldmatrix.x4 and the P V k-steps");
     using QLoader = fp_tile_loader<T, BR, D, THREADS>;
     using KVLoader = fp_tile_loader<T, BC, D, THREADS>;
 

@@ -1,0 +1,50 @@
+/*
+ * The tile configurations the tensor-core forward is compiled for: a few candidates per padded
+ * head dim, one list shared by the kernel (mma/flash_forward_kernel.cuh turns each entry into a
+ * compile-time config and tensor_core_mma.cu into a kernel instance) and by the host test of the
+ * index maps (tests/cuda_mma_layout), which replays every entry. Plain C, so that the test needs
+ * no CUDA compiler.
+ *
+ * X(D, INDEX, WARPS, M_TILES, BC, STAGES, Q_IN_REGS, MIN_BLOCKS):
+ *   D          padded head dim (64, 128, 256);
+ *   INDEX      the config's number within its D, 0 upwards (FLASHPORT_CUDA_TC_CONFIG picks it);
+ *   WARPS x M_TILES x 16 = 128 query rows a block, each warp owning M_TILES 16-row slices;
+ *   BC         keys a tile (a multiple of 16);
+ *   STAGES     K/V tiles in flight in the cp.async ring (>= 2);
+ *   Q_IN_REGS  1: Q fragments loaded once into registers; 0: re-read from shared memory with
+ *              ldmatrix for every key tile (costs shared-memory bandwidth, saves D/4 * M_TILES
+ *              registers);
+ *   MIN_BLOCKS blocks an SM for __launch_bounds__ (caps registers at 64K / (MIN_BLOCKS * 32 *
+ *              WARPS); every entry must stay spill-free under that cap).
+ * Shared memory a block: 2 bytes x D x (128 + STAGES x 2 x BC).
+ *
+ * Why two slices a warp where registers allow: each K and V fragment read from shared memory
+ * then feeds two mma instead of one, which halves the ldmatrix traffic per FLOP; with one slice
+ * that traffic, not the tensor cores, bounds the kernel. Larger BC spreads each tile's fixed
+ * costs (barrier, row max/sum shuffles, rescale of O) over more keys and reuses each Q fragment
+ * read for more keys, at BC/2 * M_TILES registers for S and 4 x BC x D bytes of shared memory
+ * a stage.
+ */
+#ifndef FP_MMA_TILE_CONFIGS_H
+#define FP_MMA_TILE_CONFIGS_H
+
+#define FP_TC_CONFIG_LIST(X)                                                                   \
+    X(64, 0, 4, 2, 64, 3, 1, 2)                                                                \
+    X(64, 1, 4, 2, 80, 3, 0, 2)                                                                \
+    X(64, 2, 8, 1, 64, 3, 1, 2)                                                                \
+    X(64, 3, 8, 1, 128, 3, 1, 1)                                                               \
+    X(128, 0, 4, 2, 32, 3, 0, 2)                                                               \
+    X(128, 1, 4, 2, 32, 4, 0, 2)                                                               \
+    X(128, 2, 8, 1, 64, 3, 1, 1)                                                               \
+    X(128, 3, 8, 1, 96, 3, 0, 1)                                                               \
+    X(256, 0, 8, 1, 32, 2, 0, 1)                                                               \
+    X(256, 1, 8, 1, 32, 3, 0, 1)                                                               \
+    X(256, 2, 8, 1, 64, 2, 0, 1)                                                               \
+    X(256, 3, 8, 1, 32, 4, 0, 1)
+
+/* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set. */
+#define FP_TC_DEFAULT_CONFIG_D64 0
+#define FP_TC_DEFAULT_CONFIG_D128 0
+#define FP_TC_DEFAULT_CONFIG_D256 0
+
+#endif /* FP_MMA_TILE_CONFIGS_H */
