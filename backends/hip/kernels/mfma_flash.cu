@@ -211,7 +211,7 @@ template <typename T, int D> gpuError_t launch_typed(const fp_gpu_launch *L, con
     const flashport_problem *p = &L->p;
     const dim3 grid((unsigned)((p->seq_q + BR - 1) / BR), (unsigned)splits,
                     (unsigned)(p->batch * p->heads_q));
-    mfma_flash_kernel<T, D><<<grid, THREADS, 0, L->stream>>>(fp_attn_args_make(L), sp);
+    mfma_flash_kernel<T, D> FP_GPU_LAUNCH(grid, THREADS, 0, L->stream)(fp_attn_args_make(L), sp);
     return gpuGetLastError();
 }
 
