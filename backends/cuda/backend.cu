@@ -45,7 +45,7 @@ static void format_bytes(char *out, size_t len, size_t bytes) {
 static flashport_status gpu_failed(gpuError_t e, const char *call, const char *detail) {
     const flashport_status st =
         e == gpuErrorMemoryAllocation ? FLASHPORT_ERROR_OUT_OF_MEMORY : FLASHPORT_ERROR_DEVICE;
-    gpuGetLastError(); /* clear it, so a later launch check does not report it again */
+    (void)gpuGetLastError(); /* clear it, so a later launch check does not report it again */
     return host->error(st, NAME, "%s%s: %s%s%s", FP_GPU_API_PREFIX, call, gpuGetErrorString(e),
                        detail ? ", " : "", detail ? detail : "");
 }
@@ -59,7 +59,7 @@ static flashport_status gpu_failed(gpuError_t e, const char *call, const char *d
 /* Teardown paths cannot return a status; they report through the log instead. */
 static void gpu_log_failure(gpuError_t e, const char *call) {
     if (e == gpuSuccess) return;
-    gpuGetLastError();
+    (void)gpuGetLastError();
     host->log(FP_LOG_WARN, NAME, "%s%s: %s", FP_GPU_API_PREFIX, call, gpuGetErrorString(e));
 }
 
@@ -69,7 +69,7 @@ static int probe(char *reason, size_t len) {
     int n = 0;
     const gpuError_t e = gpuGetDeviceCount(&n);
     if (e != gpuSuccess) {
-        gpuGetLastError();
+        (void)gpuGetLastError();
         snprintf(reason, len, "%s unavailable: %s", NAME, gpuGetErrorString(e));
         return 0;
     }
@@ -99,6 +99,8 @@ static flashport_status read_props(int device, fp_gpu_device_props *out) {
     out->regs_per_sm = v[6];
     out->max_threads_per_sm = v[7];
     out->l2_bytes = (size_t)v[8];
+    /* The target's name, which neither vendor offers as an attribute: "sm_90", "gfx90a:...". */
+    GPU_CHECK(fp_gpu_arch_name(device, out->arch, sizeof out->arch), "GetDeviceProperties");
     return FLASHPORT_OK;
 }
 
@@ -123,10 +125,10 @@ static flashport_status device_info(int device, flashport_device_info *out) {
     out->memory_bytes = (uint64_t)prop.totalGlobalMem;
     out->compute_units = props.sm_count;
     snprintf(out->details, sizeof out->details,
-             "cc=%d.%d; sms=%d; warp_size=%d; smem_per_block_optin=%zu; smem_per_sm=%zu; "
+             "arch=%s; cc=%d.%d; sms=%d; warp_size=%d; smem_per_block_optin=%zu; smem_per_sm=%zu; "
              "regs_per_sm=%d; max_threads_per_sm=%d; l2_bytes=%zu; sm_clock_khz=%d; "
              "mem_clock_khz=%d; bus_width_bits=%d; driver=%d; runtime=%d",
-             props.cc_major, props.cc_minor, props.sm_count, props.warp_size,
+             props.arch, props.cc_major, props.cc_minor, props.sm_count, props.warp_size,
              props.smem_per_block_optin, props.smem_per_sm, props.regs_per_sm,
              props.max_threads_per_sm, props.l2_bytes, sm_clock, mem_clock, bus_width, driver,
              runtime);
@@ -265,8 +267,8 @@ static flashport_status timer_start(void *d, void **timer) {
         e = gpuEventRecord(t->start, dev->stream);
     }
     if (e != gpuSuccess) {
-        if (t->start) gpuEventDestroy(t->start);
-        if (t->stop) gpuEventDestroy(t->stop);
+        if (t->start) (void)gpuEventDestroy(t->start);
+        if (t->stop) (void)gpuEventDestroy(t->stop);
         free(t);
         return gpu_failed(e, call, NULL);
     }

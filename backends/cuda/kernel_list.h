@@ -1,6 +1,7 @@
 /*
  * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X), in ladder order
- * (the write-up's eight steps) and then production order. The build defines
+ * (the write-up's eight steps) and then production order; the mfma_* entries are the HIP build's
+ * matrix-core kernels (backends/hip/kernels/). The build defines
  * FP_HAVE_KERNEL_<name> for each kernels/<name>.cu it compiles, so the list holds exactly the
  * variants that are linked; the planner builds its table from it.
  */
@@ -69,15 +70,26 @@
 #else
 #define FP_KERNEL_IF_fa2_f32_split_kv(X)
 #endif
+#ifdef FP_HAVE_KERNEL_mfma_flash
+#define FP_KERNEL_IF_mfma_flash(X) X(mfma_flash)
+#else
+#define FP_KERNEL_IF_mfma_flash(X)
+#endif
+#ifdef FP_HAVE_KERNEL_mfma_flash_split_kv
+#define FP_KERNEL_IF_mfma_flash_split_kv(X) X(mfma_flash_split_kv)
+#else
+#define FP_KERNEL_IF_mfma_flash_split_kv(X)
+#endif
 
 #define FP_GPU_KERNELS(X)                                                                      \
     FP_KERNEL_IF_naive_tiled(X) FP_KERNEL_IF_smem_tiled(X) FP_KERNEL_IF_register_tiled(X)      \
     FP_KERNEL_IF_wide_register_tile(X) FP_KERNEL_IF_float4_loads(X)                            \
     FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X) FP_KERNEL_IF_wmma_f16(X)   \
     FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                   \
-    FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X)
+    FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)          \
+    FP_KERNEL_IF_mfma_flash_split_kv(X)
 
-#define FP_DECLARE_GPU_KERNEL(name) extern const fp_gpu_kernel fp_kernel_##name;
+#define FP_DECLARE_GPU_KERNEL(name) extern FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_##name;
 FP_GPU_KERNELS(FP_DECLARE_GPU_KERNEL)
 #undef FP_DECLARE_GPU_KERNEL
 

@@ -26,6 +26,7 @@ typedef struct fp_gpu_device_props {
     int regs_per_sm;
     int max_threads_per_sm;
     size_t l2_bytes;
+    char arch[64]; /* the target as the runtime names it: "sm_90", "gfx90a:sramecc+:xnack-" */
 } fp_gpu_device_props;
 
 typedef struct fp_gpu_launch {

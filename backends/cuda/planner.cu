@@ -1,7 +1,8 @@
 /*
  * The CUDA backend's planner: the only place that decides which kernel variant runs.
  *
- * Automatic choice. f16/bf16 go to the tensor-core kernel, f32 to the FlashAttention-2 style
+ * Automatic choice. f16/bf16 go to the matrix-core kernel (tensor cores on CUDA, MFMA on HIP;
+ * vendors/ names it), f32 to the FlashAttention-2 style
  * CUDA-core kernel; when B*Hq*ceil(Nq/rows per block) cannot give every SM a block, the split-KV
  * form of the same kernel is preferred, since it adds parallelism along Nkv. When the preferred
  * variants are not built or decline the problem, the ladder is walked from its fastest step
@@ -21,8 +22,8 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 
 /* Query rows per block of the production kernels, for the "does the grid fill the GPU" test
  * (fa2_f32's rows vary with d; the split variants' own supports() has the final word on
- * whether splitting pays, and the plain variant follows when it declines). */
-#define TENSOR_CORE_ROWS 128
+ * whether splitting pays, and the plain variant follows when it declines). The matrix-core
+ * kernels are the target's (vendors/): mma.sync on CUDA, MFMA on HIP. */
 #define FA2_F32_ROWS 64
 
 static const char *const ladder_fallback[] = {
@@ -77,11 +78,11 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
     }
 
     const int f32 = p->dtype == FLASHPORT_F32;
-    const int rows = f32 ? FA2_F32_ROWS : TENSOR_CORE_ROWS;
+    const int rows = f32 ? FA2_F32_ROWS : FP_MATRIX_KERNEL_ROWS;
     const long long blocks = (long long)(p->batch * p->heads_q * ((p->seq_q + rows - 1) / rows));
     const int small_grid = blocks < props->sm_count;
-    const char *plain = f32 ? "fa2_f32" : "tensor_core_mma";
-    const char *split = f32 ? "fa2_f32_split_kv" : "tensor_core_mma_split_kv";
+    const char *plain = f32 ? "fa2_f32" : FP_MATRIX_KERNEL;
+    const char *split = f32 ? "fa2_f32_split_kv" : FP_MATRIX_SPLIT_KERNEL;
 
     const char *order[2 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
     int n_order = 0;
@@ -101,7 +102,7 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }
-        const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on tensor cores";
+        const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
         if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kind, blocks, rows, props->sm_count);

@@ -97,7 +97,7 @@ static gpuError_t double_buffered_launch(const fp_gpu_launch *L) {
     return tiles_launch<double_buffered_kernels>(L);
 }
 
-const fp_gpu_kernel fp_kernel_double_buffered = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_double_buffered = {
     {"double_buffered",
      "ladder 7: step 6 with two shared-memory stage buffers, next loads overlapping compute",
      FP_PRECISION_NATIVE},

@@ -2,6 +2,7 @@
  * fa2_f32: FlashAttention-2 forward on the CUDA cores in exact float32, any d up to 1024
  * (see fa2_f32.cuh). One pass over the keys per query tile; no workspace.
  */
+#include "../kernel_list.h"
 #include "fa2_f32.cuh"
 
 namespace {
@@ -17,7 +18,7 @@ gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, 1); }
 
 } // namespace
 
-extern const fp_gpu_kernel fp_kernel_fa2_f32 = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32 = {
     {"fa2_f32",
      "FlashAttention-2 on CUDA cores, exact f32 (f16/bf16 converted on load), register-blocked, "
      "d <= 1024",

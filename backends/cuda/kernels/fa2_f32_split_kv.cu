@@ -3,6 +3,7 @@
  * merged (split_kv.h), for problems whose B*Hq*ceil(Nq/Br) blocks leave the GPU idle: the
  * single-head N = d = 1024 shape, decoding with Nq = 1.
  */
+#include "../kernel_list.h"
 #include "fa2_f32.cuh"
 
 namespace {
@@ -36,7 +37,7 @@ gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, (int)L->pa
 
 } // namespace
 
-extern const fp_gpu_kernel fp_kernel_fa2_f32_split_kv = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32_split_kv = {
     {"fa2_f32_split_kv",
      "fa2_f32 with the keys split across blocks and merged, for grids too small to fill the GPU",
      FP_PRECISION_NATIVE},

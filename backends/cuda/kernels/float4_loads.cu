@@ -245,7 +245,7 @@ gpuError_t float4_loads_launch(const fp_gpu_launch *L) {
 
 } /* namespace fp_float4_loads */
 
-const fp_gpu_kernel fp_kernel_float4_loads = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_float4_loads = {
     {"float4_loads",
      "ladder 5: step 4's tiles with float4 global and shared-memory access (d % 4 == 0)",
      FP_PRECISION_NATIVE},

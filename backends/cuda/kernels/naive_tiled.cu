@@ -79,7 +79,7 @@ static gpuError_t naive_tiled_launch(const fp_gpu_launch *L) {
     return gpuGetLastError();
 }
 
-const fp_gpu_kernel fp_kernel_naive_tiled = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_naive_tiled = {
     {"naive_tiled",
      "ladder 1: one thread per output element, unstaged global reads, shared-memory reductions",
      FP_PRECISION_NATIVE},

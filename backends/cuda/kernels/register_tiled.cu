@@ -27,7 +27,7 @@ static gpuError_t register_tiled_launch(const fp_gpu_launch *L) {
     return fp_register_tile_launch<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>(L);
 }
 
-const fp_gpu_kernel fp_kernel_register_tiled = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_register_tiled = {
     {"register_tiled",
      "ladder 3: per-thread register tiles (2x2 scores, 2x4 outputs), warp-shuffle reductions",
      FP_PRECISION_NATIVE},

@@ -87,7 +87,7 @@ static gpuError_t smem_tiled_launch(const fp_gpu_launch *L) {
     return gpuGetLastError();
 }
 
-const fp_gpu_kernel fp_kernel_smem_tiled = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_smem_tiled = {
     {"smem_tiled",
      "ladder 2: Q, K and V tiles staged in shared memory with coalesced loads",
      FP_PRECISION_NATIVE},

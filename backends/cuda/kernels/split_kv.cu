@@ -1,9 +1,11 @@
 /*
  * Split-KV workspace sizing, split choice and the merge of the partial results (split_kv.h).
  *
- * The merge runs one warp per query row: the warp first finds the row's overall maximum M and
- * the total weight sum_s l_s 2^(m_s - M) with the lanes sharing out the splits, then sums the
- * weighted partial outputs a chunk of columns at a time, so registers stay bounded for any d.
+ * The merge runs one group of 32 lanes per query row (a warp on NVIDIA, half a wave on CDNA, so
+ * the launch shape needs no wave size on the host). The group first finds the row's overall
+ * maximum M and the total weight sum_s l_s 2^(m_s - M) with the lanes sharing out the splits,
+ * then sums the weighted partial outputs a chunk of columns at a time, so registers stay bounded
+ * for any d.
  */
 #include <math.h>
 
@@ -14,7 +16,8 @@
 
 namespace {
 
-constexpr int MERGE_WARPS = 4;
+constexpr int MERGE_LANES = 32; /* lanes per row; fits the wave of every target */
+constexpr int MERGE_ROWS = 4;   /* rows per block */
 constexpr int MERGE_COLS_PER_LANE = 8; /* columns each lane accumulates per pass over splits */
 
 struct merge_args {
@@ -27,25 +30,25 @@ struct merge_args {
     int heads_q, nq, d, splits;
 };
 
-template <typename T> __global__ void __launch_bounds__(MERGE_WARPS *FP_WARP_SIZE)
+template <typename T> __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES)
     split_kv_merge_kernel(merge_args a) {
-    const int lane = threadIdx.x % FP_WARP_SIZE;
-    const int64_t row = (int64_t)blockIdx.x * MERGE_WARPS + threadIdx.x / FP_WARP_SIZE;
+    const int lane = threadIdx.x % MERGE_LANES;
+    const int64_t row = (int64_t)blockIdx.x * MERGE_ROWS + threadIdx.x / MERGE_LANES;
     if (row >= a.rows) return;
 
     const float2 *ml = (const float2 *)a.part_ml;
     float m_max = -INFINITY;
-    for (int s = lane; s < a.splits; s += FP_WARP_SIZE) m_max = fmaxf(m_max, ml[s * a.rows + row].x);
-    m_max = fp_group_max<FP_WARP_SIZE>(m_max);
+    for (int s = lane; s < a.splits; s += MERGE_LANES) m_max = fmaxf(m_max, ml[s * a.rows + row].x);
+    m_max = fp_group_max<MERGE_LANES>(m_max);
     /* -inf - (-inf) would be NaN; when no split saw a key every weight is 0 anyway. */
     const float base = m_max == -INFINITY ? 0.0f : m_max;
 
     float total = 0.0f;
-    for (int s = lane; s < a.splits; s += FP_WARP_SIZE) {
+    for (int s = lane; s < a.splits; s += MERGE_LANES) {
         float2 v = ml[s * a.rows + row];
         total += v.y * exp2f(v.x - base);
     }
-    total = fp_group_sum<FP_WARP_SIZE>(total);
+    total = fp_group_sum<MERGE_LANES>(total);
     const float inv_total = total == 0.0f ? 0.0f : 1.0f / total;
 
     const int b = (int)(row / ((int64_t)a.heads_q * a.nq));
@@ -53,7 +56,7 @@ template <typename T> __global__ void __launch_bounds__(MERGE_WARPS *FP_WARP_SIZ
     const int i = (int)(row % a.nq);
     T *o = (T *)a.o + b * a.os.batch + h * a.os.head + i * a.os.seq;
 
-    constexpr int CHUNK = FP_WARP_SIZE * MERGE_COLS_PER_LANE;
+    constexpr int CHUNK = MERGE_LANES * MERGE_COLS_PER_LANE;
     for (int c0 = 0; c0 < a.d; c0 += CHUNK) {
         float acc[MERGE_COLS_PER_LANE];
 #pragma unroll
@@ -66,13 +69,13 @@ template <typename T> __global__ void __launch_bounds__(MERGE_WARPS *FP_WARP_SIZ
             const float *po = a.part_o + (s * a.rows + row) * a.d;
 #pragma unroll
             for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
-                int c = c0 + k * FP_WARP_SIZE + lane;
+                int c = c0 + k * MERGE_LANES + lane;
                 if (c < a.d) acc[k] = fmaf(w, po[c], acc[k]);
             }
         }
 #pragma unroll
         for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
-            int c = c0 + k * FP_WARP_SIZE + lane;
+            int c = c0 + k * MERGE_LANES + lane;
             if (c < a.d) o[c] = fp_from_f32<T>(acc[k]);
         }
     }
@@ -83,8 +86,8 @@ template <typename T> __global__ void __launch_bounds__(MERGE_WARPS *FP_WARP_SIZ
 int64_t split_rows(const flashport_problem *p) { return p->batch * p->heads_q * p->seq_q; }
 
 template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
-    unsigned grid = (unsigned)((a.rows + MERGE_WARPS - 1) / MERGE_WARPS);
-    split_kv_merge_kernel<T> FP_GPU_LAUNCH(grid, MERGE_WARPS * FP_WARP_SIZE, 0, stream)(a);
+    unsigned grid = (unsigned)((a.rows + MERGE_ROWS - 1) / MERGE_ROWS);
+    split_kv_merge_kernel<T> FP_GPU_LAUNCH(grid, MERGE_ROWS * MERGE_LANES, 0, stream)(a);
 }
 
 size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }

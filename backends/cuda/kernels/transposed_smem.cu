@@ -68,7 +68,7 @@ static gpuError_t transposed_smem_launch(const fp_gpu_launch *L) {
     return tiles_launch<transposed_smem_kernels>(L);
 }
 
-const fp_gpu_kernel fp_kernel_transposed_smem = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_transposed_smem = {
     {"transposed_smem",
      "ladder 6: Q and K chunks transposed in shared memory (conflict-free float4 reads), "
      "4x4 score and 4x16 output register tiles per thread",

@@ -2,6 +2,8 @@
 #ifndef FP_VENDORS_CUDA_H
 #define FP_VENDORS_CUDA_H
 
+#include <stdio.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -10,6 +12,9 @@
 #define FP_GPU_VENDOR "NVIDIA"
 #define FP_GPU_API_PREFIX "cuda" /* runtime calls are named "cuda" + what follows gpu */
 #define FP_WARP_SIZE 32
+
+/* Qualifier of the kernel-table entries (kernel_list.h); see hip.h for why it exists. */
+#define FP_KERNEL_ENTRY const
 
 /* Types */
 typedef cudaStream_t gpuStream_t;
@@ -45,6 +50,16 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
+
+/* The target's name: "sm_" and the compute capability. */
+static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
+    int major = 0, minor = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (e == cudaSuccess) snprintf(out, len, "sm_%d%d", major, minor);
+    return e;
+}
 
 /* Memory */
 #define gpuMalloc cudaMalloc
@@ -83,5 +98,10 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuFloatToBFloat16 __float2bfloat16_rn
 #define FP_SHFL_XOR(value, lane_mask, width) \
     __shfl_xor_sync(0xffffffffu, (value), (lane_mask), (width))
+
+/* The f16/bf16 matrix-core variants the planner prefers (mma.sync, kernels/tensor_core_mma*). */
+#define FP_MATRIX_KERNEL "tensor_core_mma"
+#define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
+#define FP_MATRIX_KERNEL_ROWS 128
 
 #endif /* FP_VENDORS_CUDA_H */

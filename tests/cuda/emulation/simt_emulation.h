@@ -27,6 +27,10 @@
 #define FP_GPU_VENDOR "NVIDIA"
 #define FP_GPU_API_PREFIX "cuda"
 #define FP_WARP_SIZE 32
+#define FP_KERNEL_ENTRY const
+#define FP_MATRIX_KERNEL "tensor_core_mma"
+#define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
+#define FP_MATRIX_KERNEL_ROWS 128
 
 #define __global__
 #define __device__
