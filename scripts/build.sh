@@ -3,6 +3,10 @@
 # cmake's configure step. FLASHPORT_CUDA_ARCHITECTURES picks the CUDA targets (default: the
 # project's sm_80, sm_89, sm_90 + PTX).
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-build}
 shift || true

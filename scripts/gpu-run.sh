@@ -16,6 +16,10 @@
 #   cpu           cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
 # Stages after a failed one still run; the exit status says whether any failed.
 set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)

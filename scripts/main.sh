@@ -3,6 +3,10 @@
 # prints what is there (flashport-info), runs the conformance suite, and a short benchmark.
 # Exits non-zero when the build, a conformance case or a benchmark run fails.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$here/build
 "$here/scripts/setup.sh"

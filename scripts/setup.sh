@@ -4,6 +4,10 @@
 # OpenCL loader, hwloc, and Debian's HIP toolchain. The CUDA toolkit is expected to be installed
 # already (nvcc on PATH or in /usr/local/cuda/bin); without it the CUDA module is not built.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 
 packages=(cmake make gcc g++ pkg-config python3 python3-pip
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo

@@ -9,6 +9,10 @@
 # config, d, N, causal, TFLOP/s, max abs error, rel L2 error, and "ok" or what went wrong.
 # Environment: CONFIGS (default "0 1 2 3"), DIMS, SEQS, BIN (default build-gpu/bin) narrow it.
 set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${BIN:-$here/build-gpu/bin}
 configs=${CONFIGS:-0 1 2 3}

@@ -2,6 +2,10 @@
 # The test command: installs what is missing, builds into build-test, and runs every test
 # (unit tests, and the conformance suite on every backend built here) with ctest.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$here/scripts/setup.sh"
 # Tests only compile the GPU modules where there is no GPU: one CUDA target keeps that short.
