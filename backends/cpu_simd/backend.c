@@ -14,6 +14,7 @@
 #include "attention.h"
 #include "backend.h"
 #include "cpu_features.h"
+#include "fp_host_memory.h"
 #include "topology.h"
 
 const fp_host *cs_host;
@@ -77,37 +78,6 @@ static void dev_close(void *dev) {
     free(d);
 }
 
-static flashport_status buffer_alloc(void *dev, size_t bytes, void **handle) {
-    (void)dev;
-    /* Cache-line aligned; aligned_alloc wants a size that is a multiple of the alignment. */
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void *mem = rounded >= bytes ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
-    if (!mem)
-        return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
-                              "buffer_alloc: out of host memory, %zu bytes requested", bytes);
-    *handle = mem;
-    return FLASHPORT_OK;
-}
-
-static void buffer_free(void *dev, void *handle) {
-    (void)dev;
-    free(handle);
-}
-
-static flashport_status buffer_upload(void *dev, void *handle, size_t offset, const void *src,
-                                      size_t bytes) {
-    (void)dev;
-    memcpy((char *)handle + offset, src, bytes);
-    return FLASHPORT_OK;
-}
-
-static flashport_status buffer_download(void *dev, const void *handle, size_t offset, void *dst,
-                                        size_t bytes) {
-    (void)dev;
-    memcpy(dst, (const char *)handle + offset, bytes);
-    return FLASHPORT_OK;
-}
-
 static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
     (void)dev;
     return cs_plan(p, forced, out);
@@ -153,10 +123,10 @@ static flashport_status measure_peaks(void *dev, flashport_peaks *out) {
 
 static const fp_device_ops device_ops = {
     .close = dev_close,
-    .buffer_alloc = buffer_alloc,
-    .buffer_free = buffer_free,
-    .buffer_upload = buffer_upload,
-    .buffer_download = buffer_download,
+    .buffer_alloc = fp_host_buffer_alloc,
+    .buffer_free = fp_host_buffer_free,
+    .buffer_upload = fp_host_buffer_upload,
+    .buffer_download = fp_host_buffer_download,
     .plan = plan,
     .run = run,
     .synchronize = synchronize,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fp_backend.h"
+#include "fp_host_memory.h"
 #include "kernels/attention_double.h"
 #include "planner.h"
 
@@ -41,33 +42,6 @@ static flashport_status device_info(int device, flashport_device_info *out) {
 
 static void dev_close(void *dev) { (void)dev; }
 
-static flashport_status buffer_alloc(void *dev, size_t bytes, void **handle) {
-    (void)dev;
-    *handle = malloc(bytes);
-    if (!*handle)
-        return host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, NAME, "malloc: %zu bytes", bytes);
-    return FLASHPORT_OK;
-}
-
-static void buffer_free(void *dev, void *handle) {
-    (void)dev;
-    free(handle);
-}
-
-static flashport_status buffer_upload(void *dev, void *handle, size_t offset, const void *src,
-                                      size_t bytes) {
-    (void)dev;
-    memcpy((char *)handle + offset, src, bytes);
-    return FLASHPORT_OK;
-}
-
-static flashport_status buffer_download(void *dev, const void *handle, size_t offset, void *dst,
-                                        size_t bytes) {
-    (void)dev;
-    memcpy(dst, (const char *)handle + offset, bytes);
-    return FLASHPORT_OK;
-}
-
 static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
     (void)dev;
     return fp_reference_plan(p, forced, out);
@@ -91,10 +65,10 @@ static flashport_status synchronize(void *dev) {
 
 static const fp_device_ops ops = {
     .close = dev_close,
-    .buffer_alloc = buffer_alloc,
-    .buffer_free = buffer_free,
-    .buffer_upload = buffer_upload,
-    .buffer_download = buffer_download,
+    .buffer_alloc = fp_host_buffer_alloc,
+    .buffer_free = fp_host_buffer_free,
+    .buffer_upload = fp_host_buffer_upload,
+    .buffer_download = fp_host_buffer_download,
     .plan = plan,
     .run = run,
     .synchronize = synchronize,
