@@ -107,10 +107,11 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kind, blocks, rows, props->sm_count);
         else if (o == 1)
-            snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs; %s",
-                     kind, blocks, rows, props->sm_count, skipped);
+            snprintf(out->reason, sizeof out->reason,
+                     "%s; %lld blocks of ~%d rows for %d SMs; %.150s", kind, blocks, rows,
+                     props->sm_count, skipped);
         else
-            snprintf(out->reason, sizeof out->reason, "ladder fallback (%s)", skipped);
+            snprintf(out->reason, sizeof out->reason, "ladder fallback (%.200s)", skipped);
         return FLASHPORT_OK;
     }
     snprintf(out->reason, sizeof out->reason, "every variant declined: %s", skipped);
