@@ -65,6 +65,11 @@ CASES = [
     # A non-default scale.
     _case("scale0p3", 200, scale=0.3),
     _case("scale2_causal", 150, scale=2.0, causal=True, head_dim=32),
+    # Negative scales are valid: the softmax then favours the smallest scores, and a kernel that
+    # takes the running max over unscaled scores must account for the sign.
+    _case("scale_negative", 90, scale=-0.25),
+    _case("bf16_scale_negative_causal", 130, dtype="bf16", scale=-0.5, causal=True,
+          heads_q=2, heads_kv=1),
     # Logits near +1000 and -1000 (an unguarded exp overflows to inf or underflows to 0).
     # Scores are exact in f32 (small integers, scale 1/8), but a kernel that forms
     # scale*log2(e)*s in f32 at |s| ~ 1000 loses ~1e-4 in the exponent: an f32 model of such a
@@ -86,6 +91,9 @@ CASES = [
           head_dim=128),
     _case("f16_dim256", 127, dtype="f16", head_dim=256),
     _case("f16_bnhd_decode", 1, 500, dtype="f16", heads_q=8, heads_kv=8, layout="bnhd"),
+    # Decode with GQA over enough keys that the split-KV variants split them at every tile
+    # configuration.
+    _case("bf16_decode_gqa4", 1, 2000, dtype="bf16", heads_q=8, heads_kv=2),
     _case("bf16_seq128", 128, dtype="bf16"),
     _case("bf16_gqa8_causal", 257, dtype="bf16", heads_q=8, heads_kv=1, causal=True),
     _case("bf16_dim80", 100, dtype="bf16", head_dim=80, batch=3),

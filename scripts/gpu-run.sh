@@ -4,6 +4,8 @@
 # so a visit cut short still brings back what it measured). Stages:
 #   build         configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
 #   conf          conformance suite on cuda and opencl, every kernel variant
+#   conf-tc       conformance of the tensor-core variants under every tile configuration
+#                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3)
 #   ctest         the unit tests, which also run every CUDA variant when a GPU is present
 #   memcheck, racecheck, synccheck
 #                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
@@ -59,6 +61,13 @@ for s in $stages; do
       --json "$logs/conf-cuda.json" --junit "$logs/conf-cuda.xml"
     stage conf-opencl "$bin/flashport-conformance" --backend opencl \
       --json "$logs/conf-opencl.json"
+    ;;
+  conf-tc)
+    for c in $(seq 0 $((${TC_CONFIGS:-3} - 1))); do
+      stage "conf-tc-config$c" env FLASHPORT_CUDA_TC_CONFIG=$c "$bin/flashport-conformance" \
+        --backend cuda --kernel tensor_core_mma,tensor_core_mma_split_kv \
+        --json "$logs/conf-tc-config$c.json"
+    done
     ;;
   ctest)
     stage ctest ctest --test-dir "$build" --output-on-failure -j8

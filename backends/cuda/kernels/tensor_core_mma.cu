@@ -13,6 +13,7 @@
  * param[0] = the tile configuration's index.
  */
 #include <atomic>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +38,16 @@ static int default_config(int padded_d)
 
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
 
-/* One compiled configuration: the numbers the host needs and its f16 and bf16 launchers. */
+/* One compiled configuration: the numbers the host needs and its launchers, indexed by input
+ * type (0 f16, 1 bf16) and load path (0 element by element, 1 cp.async). */
 struct tc_instance {
     int d, index, block_keys;
     size_t smem;
-    instance_launcher launch_f16, launch_bf16;
+    instance_launcher launch[2][2];
 };
 
 /* Raises the dynamic shared-memory limit of one kernel instance, once per device. */
-template <typename T, typename Cfg>
+template <typename T, typename Cfg, bool ASYNC>
 static gpuError_t raise_smem_limit()
 {
     static std::atomic<unsigned long long> raised_on{0};
@@ -56,28 +58,35 @@ static gpuError_t raise_smem_limit()
     const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
     if (bit && (raised_on.load(std::memory_order_acquire) & bit))
         return gpuSuccess;
-    err = gpuFuncSetAttribute(reinterpret_cast<const void *>(&fp_tc_forward_kernel<T, Cfg>),
-                              gpuFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::SMEM_BYTES);
+    err = gpuFuncSetAttribute(
+        reinterpret_cast<const void *>(&fp_tc_forward_kernel<T, Cfg, ASYNC>),
+        gpuFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::SMEM_BYTES);
     if (err == gpuSuccess && bit)
         raised_on.fetch_or(bit, std::memory_order_release);
     return err;
 }
 
-template <typename T, typename Cfg>
+template <typename T, typename Cfg, bool ASYNC>
 static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream)
 {
-    gpuError_t err = raise_smem_limit<T, Cfg>();
+    gpuError_t err = raise_smem_limit<T, Cfg, ASYNC>();
     if (err != gpuSuccess)
         return err;
     constexpr int threads = Cfg::WARPS * 32;
-    fp_tc_forward_kernel<T, Cfg> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES, stream)(prm);
+    fp_tc_forward_kernel<T, Cfg, ASYNC> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
+                                                      stream)(prm);
     return gpuGetLastError();
 }
 
 #define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)            \
-    {d, index, bc, fp_tc_config<d, index>::SMEM_BYTES,                                         \
-     launch_instance<__half, fp_tc_config<d, index>>,                                          \
-     launch_instance<__nv_bfloat16, fp_tc_config<d, index>>},
+    {d,                                                                                        \
+     index,                                                                                    \
+     bc,                                                                                       \
+     fp_tc_config<d, index>::SMEM_BYTES,                                                       \
+     {{launch_instance<__half, fp_tc_config<d, index>, false>,                                 \
+       launch_instance<__half, fp_tc_config<d, index>, true>},                                 \
+      {launch_instance<__nv_bfloat16, fp_tc_config<d, index>, false>,                          \
+       launch_instance<__nv_bfloat16, fp_tc_config<d, index>, true>}}},
 static const tc_instance instances[] = {FP_TC_CONFIG_LIST(FP_TC_INSTANCE)};
 #undef FP_TC_INSTANCE
 static const int n_instances = (int)(sizeof instances / sizeof instances[0]);
@@ -209,16 +218,17 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
     prm.seq_kv = (int)p->seq_kv;
     prm.d = (int)p->head_dim;
     prm.keys_per_split = splits ? keys_per_split : (int)p->seq_kv;
-    prm.scale_log2 = p->scale * 1.44269504088896340736f;
+    prm.scale_log2 = fabsf(p->scale) * 1.44269504088896340736f;
+    prm.negate_q = p->scale < 0.0f;
     prm.causal = p->causal != 0;
-    prm.async_loads = chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) &&
-                      chunk_aligned(L->v, &p->v);
     prm.o_pairs = aligned(L->o, 4) && p->o.batch % 2 == 0 && p->o.head % 2 == 0 &&
                   p->o.seq % 2 == 0;
 
     const dim3 grid((unsigned)((p->seq_q + FP_TC_BLOCK_ROWS - 1) / FP_TC_BLOCK_ROWS),
                     (unsigned)(p->batch * p->heads_q), (unsigned)(splits ? splits : 1));
-    return (p->dtype == FLASHPORT_F16 ? in->launch_f16 : in->launch_bf16)(prm, grid, L->stream);
+    const int async = chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) &&
+                      chunk_aligned(L->v, &p->v);
+    return in->launch[p->dtype == FLASHPORT_BF16][async](prm, grid, L->stream);
 }
 
 static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,

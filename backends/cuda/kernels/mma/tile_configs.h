@@ -15,7 +15,9 @@
  *              ldmatrix for every key tile (costs shared-memory bandwidth, saves D/4 * M_TILES
  *              registers);
  *   MIN_BLOCKS blocks an SM for __launch_bounds__ (caps registers at 64K / (MIN_BLOCKS * 32 *
- *              WARPS); every entry must stay spill-free under that cap).
+ *              WARPS)). At 255 registers the two-slice configs with 64 keys or more spill a
+ *              few words (ptxas -v); the sweep measured them faster than every spill-free
+ *              config regardless.
  * Shared memory a block: 2 bytes x D x (128 + STAGES x 2 x BC).
  *
  * Why two slices a warp where registers allow: each K and V fragment read from shared memory
@@ -30,22 +32,18 @@
 
 #define FP_TC_CONFIG_LIST(X)                                                                   \
     X(64, 0, 4, 2, 64, 3, 1, 2)                                                                \
-    X(64, 1, 4, 2, 80, 3, 0, 2)                                                                \
-    X(64, 2, 8, 1, 64, 3, 1, 2)                                                                \
-    X(64, 3, 8, 1, 128, 3, 1, 1)                                                               \
+    X(64, 1, 4, 2, 96, 3, 0, 2)                                                                \
+    X(64, 2, 4, 2, 128, 2, 0, 2)                                                               \
     X(128, 0, 4, 2, 32, 3, 0, 2)                                                               \
-    X(128, 1, 4, 2, 32, 4, 0, 2)                                                               \
-    X(128, 2, 8, 1, 64, 3, 1, 1)                                                               \
-    X(128, 3, 8, 1, 96, 3, 0, 1)                                                               \
+    X(128, 1, 4, 2, 48, 3, 0, 2)                                                               \
+    X(128, 2, 4, 2, 64, 2, 0, 2)                                                               \
     X(256, 0, 8, 1, 32, 2, 0, 1)                                                               \
-    X(256, 1, 8, 1, 32, 3, 0, 1)                                                               \
-    X(256, 2, 8, 1, 64, 2, 0, 1)                                                               \
-    X(256, 3, 8, 1, 32, 4, 0, 1)
+    X(256, 1, 8, 1, 64, 2, 0, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set: the fastest
  * of scripts/tc-sweep.sh on the H200 (bf16, N = 16384, causal and not; bench/results). */
-#define FP_TC_DEFAULT_CONFIG_D64 2
-#define FP_TC_DEFAULT_CONFIG_D128 0
-#define FP_TC_DEFAULT_CONFIG_D256 2
+#define FP_TC_DEFAULT_CONFIG_D64 1
+#define FP_TC_DEFAULT_CONFIG_D128 2
+#define FP_TC_DEFAULT_CONFIG_D256 1
 
 #endif /* FP_MMA_TILE_CONFIGS_H */

@@ -30,15 +30,20 @@ struct fp_tile_loader {
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const int valid_cols = d - chunk * 8;
         const int row_bytes = valid_cols <= 0 ? 0 : (valid_cols >= 8 ? 16 : valid_cols * 2);
-        const uint32_t base = fp_smem_addr(smem);
+        const int row0 = fp_mma_load_row(threadIdx.x, 0, CHUNKS_PER_ROW, THREADS);
+        /* Passes step by a multiple of 8 rows, so the swizzle of every pass is the first
+         * pass's plus a constant, and the source advances by one stride step a pass. */
+        static_assert(ROWS_PER_PASS % 8 == 0, "passes keep the row's swizzle phase");
+        const uint32_t dst = fp_smem_addr(smem) + 2u * fp_mma_swizzle(row0, chunk, CHUNKS_PER_ROW);
+        const T *from = src + row0 * row_stride + chunk * 8;
+        const int64_t step = ROWS_PER_PASS * row_stride;
 #pragma unroll
         for (int k = 0; k < PASSES; ++k) {
-            const int row = fp_mma_load_row(threadIdx.x, k, CHUNKS_PER_ROW, THREADS);
-            const bool in = row < n_rows && row_bytes > 0;
+            const bool in = row0 + k * ROWS_PER_PASS < n_rows && row_bytes > 0;
             /* A zero-size copy still names a source; the tile origin is always mapped. */
-            const T *from = in ? src + row * row_stride + chunk * 8 : src;
-            fp_cp_async_16(base + 2u * fp_mma_swizzle(row, chunk, CHUNKS_PER_ROW), from,
+            fp_cp_async_16(dst + 2u * (k * ROWS_PER_PASS * D), in ? from : src,
                            in ? row_bytes : 0);
+            from += step;
         }
     }
 
@@ -64,10 +69,27 @@ struct fp_tile_loader {
         }
     }
 
-    static __device__ __forceinline__ void load(bool async, T *smem, const T *src,
-                                                int64_t row_stride, int n_rows, int d)
+    /* Flips the sign of every element of the chunks this thread stores in a load (either
+     * form), once they have landed; no other thread's chunks are touched, so no barrier is
+     * needed before it. */
+    static __device__ __forceinline__ void negate_own_chunks(T *smem)
     {
-        if (async)
+        const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
+#pragma unroll
+        for (int k = 0; k < PASSES; ++k) {
+            const int row = fp_mma_load_row(threadIdx.x, k, CHUNKS_PER_ROW, THREADS);
+            uint4 *c = reinterpret_cast<uint4 *>(smem + fp_mma_swizzle(row, chunk, CHUNKS_PER_ROW));
+            const uint4 v = *c;
+            *c = make_uint4(v.x ^ 0x80008000u, v.y ^ 0x80008000u, v.z ^ 0x80008000u,
+                            v.w ^ 0x80008000u);
+        }
+    }
+
+    template <bool ASYNC>
+    static __device__ __forceinline__ void load(T *smem, const T *src, int64_t row_stride,
+                                                int n_rows, int d)
+    {
+        if (ASYNC)
             load_async(smem, src, row_stride, n_rows, d);
         else
             load_sync(smem, src, row_stride, n_rows, d);

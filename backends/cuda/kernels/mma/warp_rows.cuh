@@ -1,0 +1,217 @@
+/*
+ * One warp's share of the tensor-core forward (flash_forward_kernel.cuh): its M_TILES 16-row
+ * slices of the block's query rows, with their O accumulators, running max and running sum in
+ * registers for the whole pass, and the per-tile math on them.
+ *
+ * Per key tile: S = Q K^T into registers (Q either held in registers, loaded at the warp's first
+ * tile, or re-read from shared memory, per config); the mask, in the instance compiled for tiles
+ * that need one (the end of the keys or the causal diagonal) and absent from the other, so that
+ * the full tiles carry no per-element index arithmetic; online softmax with exp2 (ex2.approx) in
+ * which the scale is one FFMA: the running max is taken over raw scores, which needs a positive
+ * scale (the kernel flips the signs of Q for a negative one). O and the row sum are rescaled
+ * only when some row of the warp has a new max: alpha is exactly 1 otherwise, and after the
+ * first tiles most tiles raise no max. P is rounded to the input type straight from the
+ * accumulators into A fragments (no shuffles), and O += P V. O stays un-normalised until store,
+ * which divides by the row sum once.
+ */
+#ifndef FP_MMA_WARP_ROWS_CUH
+#define FP_MMA_WARP_ROWS_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "fragment_layout.h"
+#include "ptx.cuh"
+
+template <typename T, typename Cfg>
+struct fp_tc_warp_rows {
+    using Ops = fp_mma_ops<T>;
+    static constexpr int D = Cfg::D;
+    static constexpr int MT = Cfg::M_TILES;
+    static constexpr int BC = Cfg::BC;
+    static constexpr int CPR = D / 8;        /* 16-byte chunks a row */
+    static constexpr int QK_STEPS = D / 16;  /* k-steps of S = Q K^T */
+    static constexpr int KEY_TILES = BC / 8; /* n-tiles of S */
+    static constexpr int PV_STEPS = BC / 16; /* k-steps of O += P V */
+    static constexpr int D_TILES = D / 8;    /* n-tiles of O */
+
+    int lane;
+    int row0; /* the first query row of the warp's slices */
+    /* Per-lane ldmatrix offsets (elements) of the first 16x16 slice of Q, K and V; the other
+     * slices are fp_mma_swizzle_step away. Q and V use the same matrix order. */
+    int q_lane, k_lane, v_lane;
+    uint32_t qf[MT][Cfg::Q_IN_REGS ? QK_STEPS : 1][4];
+    float o[MT][D_TILES][4];
+    /* Per slice, rows g and g + 8 of its 16 (fp_mma_acc_row): running max (base 2, scaled)
+     * and this lane's share of the running sum. */
+    float m[MT][2], l[MT][2];
+
+    __device__ __forceinline__ void init(int warp, int block_row0)
+    {
+        lane = threadIdx.x & 31;
+        row0 = block_row0 + warp * 16 * MT;
+        const int a_row = fp_mma_ldsm_rowmajor_row(lane);
+        const int a_chunk = fp_mma_ldsm_rowmajor_chunk(lane);
+        q_lane = fp_mma_swizzle(warp * 16 * MT + a_row, a_chunk, CPR);
+        v_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
+        k_lane = fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int dt = 0; dt < D_TILES; ++dt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    o[mt][dt][r] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                m[mt][i] = -INFINITY;
+                l[mt][i] = 0.0f;
+            }
+        }
+    }
+
+    __device__ __forceinline__ void q_fragment(uint32_t (&aq)[4], uint32_t sQ_addr, int mt,
+                                               int kk) const
+    {
+        fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 16 * mt, 2 * kk, CPR));
+    }
+
+    /* Q_IN_REGS configs: the fragments of every k-step, read once. */
+    __device__ __forceinline__ void load_q(uint32_t sQ_addr)
+    {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < (Cfg::Q_IN_REGS ? QK_STEPS : 0); ++kk)
+                q_fragment(qf[mt][kk], sQ_addr, mt, kk);
+    }
+
+    /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. */
+    template <bool MASKED>
+    __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, int kv_end,
+                                         bool causal, int diag, float scale_log2)
+    {
+        const uint32_t sV_addr = sK_addr + 2u * BC * D;
+        float s[MT][KEY_TILES][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < QK_STEPS; ++kk) {
+            uint32_t aq[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if (Cfg::Q_IN_REGS) {
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        aq[mt][r] = qf[mt][Cfg::Q_IN_REGS ? kk : 0][r];
+                } else {
+                    q_fragment(aq[mt], sQ_addr, mt, kk);
+                }
+            }
+#pragma unroll
+            for (int np = 0; np < KEY_TILES / 2; ++np) {
+                uint32_t bk[4];
+                fp_ldmatrix_x4(bk,
+                               sK_addr + 2u * fp_mma_swizzle_step(k_lane, 16 * np, 2 * kk, CPR));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    Ops::mma(s[mt][2 * np], aq[mt], bk[0], bk[1]);
+                    Ops::mma(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
+                }
+            }
+        }
+
+        if (MASKED) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
+                        const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
+                        if (key >= kv_end || (causal && key > row + diag))
+                            s[mt][nt][r] = -INFINITY;
+                    }
+        }
+
+        /* A row whose keys are all masked so far keeps m = -inf; exp2 is then taken against 0
+         * so that it yields 0 rather than NaN. A NaN score is skipped by fmaxf but reaches l and
+         * O through the exp2, as it must. */
+        float m_new[MT][2], m_ref[MT][2];
+        bool new_max = false;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                m_new[mt][i] = fmaxf(m[mt][i], mx * scale_log2);
+                m_ref[mt][i] = m_new[mt][i] == -INFINITY ? 0.0f : m_new[mt][i];
+                new_max |= m_new[mt][i] != m[mt][i];
+            }
+        if (__any_sync(0xffffffffu, new_max)) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const float alpha = fp_exp2_approx(m[mt][i] - m_ref[mt][i]);
+                    l[mt][i] *= alpha;
+#pragma unroll
+                    for (int dt = 0; dt < D_TILES; ++dt) {
+                        o[mt][dt][2 * i] *= alpha;
+                        o[mt][dt][2 * i + 1] *= alpha;
+                    }
+                }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+                m[mt][i] = m_new[mt][i];
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float p =
+                        fp_exp2_approx(fmaf(s[mt][nt][r], scale_log2, -m_ref[mt][r >> 1]));
+                    s[mt][nt][r] = p;
+                    l[mt][r >> 1] += p;
+                }
+        }
+
+#pragma unroll
+        for (int ps = 0; ps < PV_STEPS; ++ps) {
+            uint32_t ap[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float *acc = s[mt][2 * ps + fp_mma_p_key_tile(r)];
+                    ap[mt][r] = Ops::pack(acc[fp_mma_p_acc_reg(r)], acc[fp_mma_p_acc_reg(r) + 1]);
+                }
+#pragma unroll
+            for (int dp = 0; dp < D_TILES / 2; ++dp) {
+                uint32_t bv[4];
+                fp_ldmatrix_x4_trans(
+                    bv, sV_addr + 2u * fp_mma_swizzle_step(v_lane, 16 * ps, 2 * dp, CPR));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    Ops::mma(o[mt][2 * dp], ap[mt], bv[0], bv[1]);
+                    Ops::mma(o[mt][2 * dp + 1], ap[mt], bv[2], bv[3]);
+                }
+            }
+        }
+    }
+};
+
+#endif /* FP_MMA_WARP_ROWS_CUH */
