@@ -4,8 +4,8 @@
  * replayed through a model of mma.sync m16n8k8 .tf32 exactly as the kernel feeds it (16-byte
  * shared loads through the swizzle, P taken from the S accumulators), and compared with the
  * products computed directly; every shared load and tile store is checked to be free of bank
- * conflicts. Then the split itself: tf32 rounding as cvt.rna does it, and a 3xTF32 dot product
- * against double precision.
+ * conflicts. Then the split itself (the tensor core's reading of the small half modelled at
+ * its worst, truncation), and a 3xTF32 dot product against double precision.
  */
 #include <math.h>
 #include <stdint.h>
@@ -284,14 +284,24 @@ static void check_config(const struct tile_config *c)
 
 /* ---- the split ---------------------------------------------------------------------------- */
 
-/* cvt.rna.tf32.f32: keep 10 explicit mantissa bits, round to nearest with ties away from zero
- * (add half an ulp of tf32 to the magnitude, then truncate). */
-static float tf32_rna(float x)
+/* The kernel's split (tf32x3/ptx.cuh): big = x rounded to tf32 by adding half a tf32 ulp to
+ * the bits and clearing the 13 low ones; small = x - big, exact in f32. */
+static float split_big(float x)
 {
     uint32_t u;
     memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0x1000u) & 0xffffe000u;
+    u = (u + 0x1000u) & 0xffffe000u;
+    float y;
+    memcpy(&y, &u, 4);
+    return y;
+}
+
+/* What the tensor core may make of an f32 operand, at worst: its 13 low bits dropped. */
+static float tf32_truncate(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= 0xffffe000u;
     float y;
     memcpy(&y, &u, 4);
     return y;
@@ -310,9 +320,12 @@ static void check_split(void)
 {
     for (int i = 0; i < 100000; ++i) {
         const float x = uniform() * ldexpf(1.0f, (i % 41) - 20);
-        const float big = tf32_rna(x), small = tf32_rna(x - big);
-        EXPECT(fabs((double)x - big - small) <= ldexp(fabs(x), -22),
+        const float big = split_big(x), small = x - big;
+        EXPECT(tf32_truncate(big) == big && (double)big + small == x &&
+                   fabs((double)small) <= ldexp(fabs(x), -11),
                "split of %.9g: %.9g + %.9g", x, big, small);
+        EXPECT(fabs((double)x - big - tf32_truncate(small)) <= ldexp(fabs(x), -21),
+               "split of %.9g: %.9g + tf32(%.9g)", x, big, small);
     }
     enum { N = 256, TRIALS = 2000 };
     double worst_3x = 0.0, worst_f32 = 0.0;
@@ -327,8 +340,8 @@ static void check_split(void)
         }
         float acc3 = 0.0f, acc1 = 0.0f;
         for (int i = 0; i < N; ++i) {
-            const float ab = tf32_rna(a[i]), as = tf32_rna(a[i] - ab);
-            const float bb = tf32_rna(b[i]), bs = tf32_rna(b[i] - bb);
+            const float ab = split_big(a[i]), as = tf32_truncate(a[i] - ab);
+            const float bb = split_big(b[i]), bs = tf32_truncate(b[i] - bb);
             acc3 += (float)((double)as * bb);
             acc3 += (float)((double)ab * bs);
             acc3 += (float)((double)ab * bb);

@@ -197,36 +197,35 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         for (int u = 0; u < GROUPS; ++u) {
             if (32 * u >= a.d)
                 break;
-            /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
-            fp_tf32_pair qa[2][4][2]; /* [half][e][row g, row g + 8] */
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                const int off = fp_tf32_swizzle(g, fp_tf32_qk_chunk(lane, u, half), CPR) - g * D;
-                const float4 lo = fp_tf32x3_lds(sQ_lo + off), hi = fp_tf32x3_lds(sQ_hi + off);
-                const float vlo[4] = {lo.x, lo.y, lo.z, lo.w}, vhi[4] = {hi.x, hi.y, hi.z, hi.w};
+                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
+                const int chunk = fp_tf32_qk_chunk(lane, u, half);
+                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
+                const float4 lo = fp_tf32x3_lds(sQ_lo + q_off), hi = fp_tf32x3_lds(sQ_hi + q_off);
+                const fp_tf32_pair qa[2][4] = {
+                    {fp_tf32_split(lo.x), fp_tf32_split(hi.x), fp_tf32_split(lo.y),
+                     fp_tf32_split(hi.y)},
+                    {fp_tf32_split(lo.z), fp_tf32_split(hi.z), fp_tf32_split(lo.w),
+                     fp_tf32_split(hi.w)}};
+                fp_tf32_pair kf[KEY_TILES][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    qa[half][e][0] = fp_tf32_split(vlo[e]);
-                    qa[half][e][1] = fp_tf32_split(vhi[e]);
+                for (int nt = 0; nt < KEY_TILES; ++nt) {
+                    const float4 kv =
+                        fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
+                    kf[nt][0] = fp_tf32_split(kv.x);
+                    kf[nt][1] = fp_tf32_split(kv.y);
+                    kf[nt][2] = fp_tf32_split(kv.z);
+                    kf[nt][3] = fp_tf32_split(kv.w);
                 }
-            }
 #pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt) {
-                const int key = 8 * nt + g;
+                for (int step = 0; step < 2; ++step)
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const float4 kv = fp_tf32x3_lds(
-                        sK + fp_tf32_swizzle(key, fp_tf32_qk_chunk(lane, u, half), CPR));
-                    const float vk[4] = {kv.x, kv.y, kv.z, kv.w};
+                    for (int term = 0; term < 3; ++term)
 #pragma unroll
-                    for (int step = 0; step < 2; ++step) {
-                        const fp_tf32_pair af[4] = {qa[half][2 * step][0], qa[half][2 * step][1],
-                                                    qa[half][2 * step + 1][0],
-                                                    qa[half][2 * step + 1][1]};
-                        fp_mma_3xtf32(s[nt], af, fp_tf32_split(vk[2 * step]),
-                                      fp_tf32_split(vk[2 * step + 1]));
-                    }
-                }
+                        for (int nt = 0; nt < KEY_TILES; ++nt)
+                            fp_mma_3xtf32_term(s[nt], qa[step], kf[nt][2 * step],
+                                               kf[nt][2 * step + 1], term);
             }
         }
 
@@ -293,10 +292,15 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                 /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
                 const float4 x0 = fp_tf32x3_lds(v0 + off);
                 const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
-                const float b0[4] = {x0.x, x0.y, x0.z, x0.w}, b1[4] = {x1.x, x1.y, x1.z, x1.w};
+                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
+                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
+                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
+                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    fp_mma_3xtf32(o[4 * w + e], ap, fp_tf32_split(b0[e]), fp_tf32_split(b1[e]));
+                for (int term = 0; term < 3; ++term)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        fp_mma_3xtf32_term(o[4 * w + e], ap, b0[e], b1[e], term);
             }
         }
     }

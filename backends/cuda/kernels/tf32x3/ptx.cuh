@@ -7,9 +7,15 @@
 
 #include <stdint.h>
 
-/* x = big + small + e with big = tf32(x), small = tf32(x - big) (both round to nearest, ties
- * away) and |e| <= 2^-22 |x|: the pair carries about 21 significant bits of x where one tf32
- * carries 11. x - big is exact in f32. */
+/* x = big + small + e, |e| <= 2^-21 |x|: the pair carries about 21 significant bits of x where
+ * one tf32 carries 11. big = tf32(x) rounded to nearest (ties away): half a tf32 ulp added to
+ * the bits, the 13 low ones cleared; x - big is then exact in f32 and at most 2^-11 |x|. small
+ * is handed to the mma as that f32: the tensor core reads only its tf32 part (dropping or
+ * rounding the 13 low bits), which is within 2^-10 of small. Three integer/float instructions
+ * where cvt.rna.tf32.f32 twice costs about eight (it guards inf and NaN).
+ * Non-finite x: a NaN makes small NaN (big may not be), so it still reaches the product; an
+ * infinity (or a finite x within 2^-12 of FLT_MAX) makes small NaN where f32 would give inf,
+ * which softmax turns into NaN either way. */
 struct fp_tf32_pair {
     uint32_t big, small;
 };
@@ -17,9 +23,8 @@ struct fp_tf32_pair {
 static __device__ __forceinline__ fp_tf32_pair fp_tf32_split(float x)
 {
     fp_tf32_pair p;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(p.big) : "f"(x));
-    const float rest = x - __uint_as_float(p.big);
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(p.small) : "f"(rest));
+    p.big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    p.small = __float_as_uint(x - __uint_as_float(p.big));
     return p;
 }
 
@@ -27,22 +32,26 @@ static __device__ __forceinline__ void fp_mma_tf32(float (&d)[4], uint32_t a0, u
                                                    uint32_t a2, uint32_t a3, uint32_t b0,
                                                    uint32_t b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* d += a * b to about f32 accuracy: big*big + big*small + small*big, the small*small term
- * (below 2^-22 of the product) dropped. The small terms go first, while d is still small
- * relative to them in the first k-step. */
-static __device__ __forceinline__ void fp_mma_3xtf32(float (&d)[4], const fp_tf32_pair (&a)[4],
-                                                     const fp_tf32_pair &b0,
-                                                     const fp_tf32_pair &b1)
+/* Term `term` of d += a * b to about f32 accuracy: 0 small*big, 1 big*small, 2 big*big; the
+ * small*small term (below 2^-21 of the product) is dropped. Callers issue one term for several
+ * independent accumulators before the next term, so that consecutive mma do not wait on each
+ * other; the small terms go first, while d is still small next to them. */
+static __device__ __forceinline__ void fp_mma_3xtf32_term(float (&d)[4], const fp_tf32_pair (&a)[4],
+                                                          const fp_tf32_pair &b0,
+                                                          const fp_tf32_pair &b1, int term)
 {
-    fp_mma_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
-    fp_mma_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
-    fp_mma_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
+    if (term == 0)
+        fp_mma_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
+    else if (term == 1)
+        fp_mma_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
+    else
+        fp_mma_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
 }
 
 #endif /* FP_TF32X3_PTX_CUH */
