@@ -360,11 +360,108 @@ static void check_split(void)
            worst_3x, worst_f32, N);
 }
 
+/* One mma k-step as the model takes it: 8 exact products of the operands' tf32 parts, summed
+ * with the accumulator and rounded to f32 once. */
+static float mma_step(float acc, const float *a, const float *b, int n)
+{
+    double sum = acc;
+    for (int i = 0; i < n; ++i)
+        sum += (double)a[i] * b[i];
+    return (float)sum;
+}
+
+/* acc + a . b over n (a multiple of 8) the 3xTF32 way, in the kernel's order: per k-step of 8,
+ * the small*big term, then big*small, then big*big. */
+static float acc_3xtf32(float acc, const float *a, const float *b, int n)
+{
+    for (int k = 0; k < n; k += 8) {
+        float ab[8], as[8], bb[8], bs[8];
+        for (int i = 0; i < 8; ++i) {
+            ab[i] = split_big(a[k + i]);
+            as[i] = tf32_truncate(a[k + i] - ab[i]);
+            bb[i] = split_big(b[k + i]);
+            bs[i] = tf32_truncate(b[k + i] - bb[i]);
+        }
+        acc = mma_step(acc, as, bb, 8);
+        acc = mma_step(acc, ab, bs, 8);
+        acc = mma_step(acc, ab, bb, 8);
+    }
+    return acc;
+}
+
+/* A model of the kernel's arithmetic on whole attention problems (f32 state, exp2 with the
+ * scale folded in, online softmax over key tiles of 32, 3xTF32 products, division at the end)
+ * against double precision, judged by the f32 tolerances (relative L2 1e-5, max abs 1e-4). */
+static void check_attention_accuracy(int n, int d, float scale, float spread)
+{
+    enum { BC = 32, MAX_N = 512 };
+    static float q[MAX_N][MAX_D], k[MAX_N][MAX_D], vt[MAX_D][MAX_N];
+    for (int i = 0; i < n; ++i)
+        for (int c = 0; c < d; ++c) {
+            q[i][c] = uniform() * spread;
+            k[i][c] = uniform() * spread;
+            vt[c][i] = uniform();
+        }
+    const float scale_log2 = scale * 1.44269504088896340736f;
+    double err2 = 0.0, ref2 = 0.0, max_abs = 0.0;
+    for (int i = 0; i < n; ++i) {
+        float m = -INFINITY, l = 0.0f, o[MAX_D] = {0};
+        for (int kb = 0; kb < n; kb += BC) {
+            float s[BC], mx = m;
+            for (int j = 0; j < BC; ++j) {
+                s[j] = acc_3xtf32(0.0f, q[i], k[kb + j], d) * scale_log2;
+                mx = fmaxf(mx, s[j]);
+            }
+            const float alpha = exp2f(m - mx);
+            m = mx;
+            l *= alpha;
+            for (int c = 0; c < d; ++c)
+                o[c] *= alpha;
+            for (int j = 0; j < BC; ++j) {
+                s[j] = exp2f(s[j] - mx);
+                l += s[j];
+            }
+            for (int c = 0; c < d; ++c)
+                o[c] = acc_3xtf32(o[c], s, &vt[c][kb], BC);
+        }
+        double w[MAX_N], mxd = -INFINITY, sum = 0.0;
+        for (int j = 0; j < n; ++j) {
+            double dot = 0.0;
+            for (int c = 0; c < d; ++c)
+                dot += (double)q[i][c] * k[j][c];
+            w[j] = dot * scale;
+            mxd = w[j] > mxd ? w[j] : mxd;
+        }
+        for (int j = 0; j < n; ++j)
+            sum += w[j] = exp(w[j] - mxd);
+        for (int c = 0; c < d; ++c) {
+            double want = 0.0;
+            for (int j = 0; j < n; ++j)
+                want += w[j] * vt[c][j];
+            want /= sum;
+            const double got = o[c] / l, e = fabs(got - want);
+            err2 += e * e;
+            ref2 += want * want;
+            max_abs = e > max_abs ? e : max_abs;
+        }
+    }
+    const double rel_l2 = sqrt(err2 / ref2);
+    printf("test_tf32x3_layout: attention model n=%d d=%d scale=%g spread=%g: rel L2 %.3g, "
+           "max abs %.3g\n",
+           n, d, scale, spread, rel_l2, max_abs);
+    EXPECT(rel_l2 < 1e-5 && max_abs < 1e-4, "attention model n=%d d=%d: rel L2 %.3g max abs %.3g",
+           n, d, rel_l2, max_abs);
+}
+
 int main(void)
 {
     for (int i = 0; i < n_configs; ++i)
         check_config(&configs[i]);
     check_split();
+    check_attention_accuracy(256, 64, 0.125f, 1.0f);
+    check_attention_accuracy(256, 128, 0.0883883476f, 1.0f);
+    check_attention_accuracy(256, 64, 2.0f, 1.0f);
+    check_attention_accuracy(512, 128, 0.0883883476f, 3.0f);
     printf("test_tf32x3_layout: %d configs, %d checks, %d failed\n", n_configs, checks, failures);
     return failures ? 1 : 0;
 }
