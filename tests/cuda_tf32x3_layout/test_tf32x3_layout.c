@@ -252,12 +252,21 @@ static void check_loader(int rows, int d, int threads)
 }
 
 struct tile_config {
-    int d, warps, bc, stages, min_blocks;
+    int d, index, warps, bc, stages, min_blocks;
 };
-#define AS_TILE_CONFIG(d, warps, bc, stages, min_blocks) {d, warps, bc, stages, min_blocks},
+#define AS_TILE_CONFIG(d, index, warps, bc, stages, min_blocks)                                \
+    {d, index, warps, bc, stages, min_blocks},
 static const struct tile_config configs[] = {FP_TF32X3_CONFIG_LIST(AS_TILE_CONFIG)};
 #undef AS_TILE_CONFIG
 static const int n_configs = (int)(sizeof configs / sizeof configs[0]);
+
+static int config_exists(int d, int index)
+{
+    for (int i = 0; i < n_configs; ++i)
+        if (configs[i].d == d && configs[i].index == index)
+            return 1;
+    return 0;
+}
 
 static void check_config(const struct tile_config *c)
 {
@@ -272,10 +281,12 @@ static void check_config(const struct tile_config *c)
                c->min_blocks * (smem + SMEM_RESERVED) <= SMEM_PER_SM,
            "config d=%d: %ld bytes of shared memory, %d blocks an SM do not fit", c->d, smem,
            c->min_blocks);
+    EXPECT(c->index >= 0 && (c->index == 0 || config_exists(c->d, c->index - 1)),
+           "config d=%d #%d: indices must run 0, 1, 2, ...", c->d, c->index);
     int same = 0;
     for (int i = 0; i < n_configs; ++i)
-        same += configs[i].d == c->d;
-    EXPECT(same == 1, "config d=%d listed %d times", c->d, same);
+        same += configs[i].d == c->d && configs[i].index == c->index;
+    EXPECT(same == 1, "config d=%d #%d listed %d times", c->d, c->index, same);
     check_loader(rows, c->d, threads);
     check_loader(c->bc, c->d, threads);
     for (int w = 0; w < c->warps; ++w)
@@ -455,6 +466,9 @@ static void check_attention_accuracy(int n, int d, float scale, float spread)
 
 int main(void)
 {
+    EXPECT(config_exists(64, FP_TF32X3_DEFAULT_CONFIG_D64), "no default config for d=64");
+    EXPECT(config_exists(128, FP_TF32X3_DEFAULT_CONFIG_D128), "no default config for d=128");
+    EXPECT(config_exists(256, FP_TF32X3_DEFAULT_CONFIG_D256), "no default config for d=256");
     for (int i = 0; i < n_configs; ++i)
         check_config(&configs[i]);
     check_split();

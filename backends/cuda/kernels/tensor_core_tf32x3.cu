@@ -5,10 +5,16 @@
  * above the f32 CUDA-core rate; the result stays within the f32 tolerances, hence precision
  * class native.
  *
- * Head dims up to 256, padded to 64, 128 or 256 (tf32x3/tile_configs.h); no workspace.
+ * Head dims up to 256, padded to 64, 128 or 256; no workspace. Each padded head dim has a few
+ * compiled tile configurations (tf32x3/tile_configs.h) and runs its default one; for tuning,
+ * FLASHPORT_CUDA_TF32X3_CONFIG=<index> runs candidate <index> instead (an index the head dim
+ * does not have makes the variant decline the problem, with that reason).
+ *
+ * param[0] = the tile configuration's index.
  */
 #include <atomic>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../kernel_table.h"
 #include "tf32x3/flash_forward_kernel.cuh"
@@ -17,6 +23,10 @@
 #define FP_TF32X3_MAX_SEQ (1 << 30)
 #define FP_TF32X3_MAX_GRID_Y 65535
 
+/* Environment variable that picks the tile configuration by its index within the padded head
+ * dim, for tuning; unset or empty: each head dim's default. */
+#define FP_TF32X3_CONFIG_ENV "FLASHPORT_CUDA_TF32X3_CONFIG"
+
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, unsigned row_blocks,
@@ -24,7 +34,7 @@ typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, unsigned ro
 
 /* One compiled configuration: what the host needs to know of it, and its launcher. */
 struct tf32x3_instance {
-    int d, rows;
+    int d, index, rows;
     size_t smem;
     instance_launcher launch;
 };
@@ -60,25 +70,52 @@ static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_bloc
     return gpuGetLastError();
 }
 
-#define FP_TF32X3_INSTANCE(d, warps, bc, stages, min_blocks)                                   \
-    {d, fp_tf32x3_config<d, warps, bc, stages, min_blocks>::ROWS,                              \
+#define FP_TF32X3_INSTANCE(d, index, warps, bc, stages, min_blocks)                            \
+    {d, index, fp_tf32x3_config<d, warps, bc, stages, min_blocks>::ROWS,                       \
      fp_tf32x3_config<d, warps, bc, stages, min_blocks>::SMEM_BYTES,                           \
      launch_instance<fp_tf32x3_config<d, warps, bc, stages, min_blocks>>},
 static const tf32x3_instance instances[] = {FP_TF32X3_CONFIG_LIST(FP_TF32X3_INSTANCE)};
 #undef FP_TF32X3_INSTANCE
 
-static const tf32x3_instance *find_instance(int padded_d)
+/* Configuration `index` of a padded head dim; NULL when it has none of that number. */
+static const tf32x3_instance *find_instance(int padded_d, int index)
 {
     for (const tf32x3_instance &in : instances)
-        if (in.d == padded_d)
+        if (in.d == padded_d && in.index == index)
             return &in;
     return NULL;
+}
+
+static int default_config(int padded_d)
+{
+    switch (padded_d) {
+    case 64: return FP_TF32X3_DEFAULT_CONFIG_D64;
+    case 128: return FP_TF32X3_DEFAULT_CONFIG_D128;
+    default: return FP_TF32X3_DEFAULT_CONFIG_D256;
+    }
+}
+
+/* FP_TF32X3_CONFIG_ENV when set and not empty, else the default; -1 and the reason in why when
+ * the variable names no config of padded_d. */
+static int choose_config(int padded_d, char *why, size_t why_len)
+{
+    const char *env = getenv(FP_TF32X3_CONFIG_ENV);
+    if (!env || !*env)
+        return default_config(padded_d);
+    char *end = NULL;
+    const long index = strtol(env, &end, 10);
+    if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || index > 64 ||
+        !find_instance(padded_d, (int)index)) {
+        snprintf(why, why_len, "%s=%s names no tile config of padded head dim %d",
+                 FP_TF32X3_CONFIG_ENV, env, padded_d);
+        return -1;
+    }
+    return (int)index;
 }
 
 static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
                     char *why, size_t why_len)
 {
-    (void)param;
     if (props->cc_major < 8) {
         snprintf(why, why_len,
                  "needs compute capability 8.0+ (mma.sync .tf32, cp.async), device is %d.%d",
@@ -102,18 +139,23 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
                  (long long)(p->batch * p->heads_q), FP_TF32X3_MAX_GRID_Y);
         return 0;
     }
-    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim));
+    const int padded_d = padded_head_dim(p->head_dim);
+    const int config = choose_config(padded_d, why, why_len);
+    if (config < 0)
+        return 0;
+    const tf32x3_instance *in = find_instance(padded_d, config);
     if (!in) {
-        snprintf(why, why_len, "no tile config for padded head dim %d",
-                 padded_head_dim(p->head_dim));
+        snprintf(why, why_len, "no tile config %d for padded head dim %d", config, padded_d);
         return 0;
     }
     if (in->smem > props->smem_per_block_optin) {
         snprintf(why, why_len,
-                 "d=%d needs %zu bytes of shared memory a block, device allows %zu",
-                 in->d, in->smem, props->smem_per_block_optin);
+                 "tile config %d of d=%d needs %zu bytes of shared memory a block, device "
+                 "allows %zu",
+                 config, in->d, in->smem, props->smem_per_block_optin);
         return 0;
     }
+    param[0] = config;
     return 1;
 }
 
@@ -128,7 +170,7 @@ static int vec4_aligned(const void *base, const flashport_strides *s)
 static gpuError_t launch(const fp_gpu_launch *L)
 {
     const flashport_problem *p = &L->p;
-    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim));
+    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
     if (!in)
         return cudaErrorInvalidValue;
     fp_tf32x3_params prm;
