@@ -29,7 +29,6 @@
     X(128, 0, 4, 32, 2, 2)                                                                     \
     X(128, 1, 4, 16, 3, 2)                                                                     \
     X(128, 2, 8, 32, 2, 1)                                                                     \
-    X(128, 3, 4, 64, 2, 1)                                                                     \
     X(256, 0, 4, 16, 2, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TF32X3_CONFIG is not set. */
