@@ -7,15 +7,15 @@
 
 #include <stdint.h>
 
-/* x = big + small + e, |e| <= 2^-21 |x|: the pair carries about 21 significant bits of x where
- * one tf32 carries 11. big = tf32(x) rounded to nearest (ties away): half a tf32 ulp added to
- * the bits, the 13 low ones cleared; x - big is then exact in f32 and at most 2^-11 |x|. small
- * is handed to the mma as that f32: the tensor core reads only its tf32 part (dropping or
- * rounding the 13 low bits), which is within 2^-10 of small. Three integer/float instructions
- * where cvt.rna.tf32.f32 twice costs about eight (it guards inf and NaN).
- * Non-finite x: a NaN makes small NaN (big may not be), so it still reaches the product; an
- * infinity (or a finite x within 2^-12 of FLT_MAX) makes small NaN where f32 would give inf,
- * which softmax turns into NaN either way. */
+/* x = big + small + e, |e| <= 2^-20 |x|: the pair carries about 20 significant bits of x where
+ * one tf32 carries 11. big = x with its 13 low bits cleared (a tf32); x - big is then exact in
+ * f32 and below 2^-10 |x|. small is handed to the mma as that f32: the tensor core reads only
+ * its tf32 part (dropping or rounding the 13 low bits), within 2^-10 of small. Two
+ * instructions; rounding big to nearest instead (one more add, or cvt.rna.tf32.f32 at about four
+ * with its inf/NaN guard) halves e, but the f32 softmax around the products dominates the
+ * error either way (tests/cuda_tf32x3_layout models both terms).
+ * Non-finite x: a NaN makes small NaN (big may be inf), so it still reaches the product; an
+ * infinity makes small NaN where f32 would give inf, which softmax turns into NaN either way. */
 struct fp_tf32_pair {
     uint32_t big, small;
 };
@@ -23,7 +23,7 @@ struct fp_tf32_pair {
 static __device__ __forceinline__ fp_tf32_pair fp_tf32_split(float x)
 {
     fp_tf32_pair p;
-    p.big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    p.big = __float_as_uint(x) & 0xffffe000u;
     p.small = __float_as_uint(x - __uint_as_float(p.big));
     return p;
 }
@@ -39,7 +39,7 @@ static __device__ __forceinline__ void fp_mma_tf32(float (&d)[4], uint32_t a0, u
 }
 
 /* Term `term` of d += a * b to about f32 accuracy: 0 small*big, 1 big*small, 2 big*big; the
- * small*small term (below 2^-21 of the product) is dropped. Callers issue one term for several
+ * small*small term (below 2^-20 of the product) is dropped. Callers issue one term for several
  * independent accumulators before the next term, so that consecutive mma do not wait on each
  * other; the small terms go first, while d is still small next to them. */
 static __device__ __forceinline__ void fp_mma_3xtf32_term(float (&d)[4], const fp_tf32_pair (&a)[4],
