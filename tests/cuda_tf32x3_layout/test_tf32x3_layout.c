@@ -100,9 +100,9 @@ static void expect_conflict_free(const int off[LANES], const char *what, int d)
     }
 }
 
-/* Warp `warp` of a block with `rows` query rows: S over `keys` keys, P = f(S) from the
- * accumulators, O = P V, all as the kernel does it. */
-static void replay_warp(int d, int rows, int keys, int warp)
+/* The 16-row slice from row `row0` of a block with `rows` query rows: S over `keys` keys,
+ * P = f(S) from the accumulators, O = P V, all as the kernel does it. */
+static void replay_warp(int d, int rows, int keys, int row0)
 {
     const int cpr = d / 4, groups = d / 32;
     static int sq[MAX_ROWS * MAX_D], sk[MAX_KEYS * MAX_D], sv[MAX_KEYS * MAX_D];
@@ -121,13 +121,13 @@ static void replay_warp(int d, int rows, int keys, int warp)
             double q4[LANES][4][2];
             for (int lane = 0; lane < LANES; ++lane) {
                 const int g = lane >> 2, chunk = fp_tf32_qk_chunk(lane, u, half);
-                off_lo[lane] = fp_tf32_swizzle(16 * warp + g, chunk, cpr);
-                off_hi[lane] = fp_tf32_swizzle(16 * warp + g + 8, chunk, cpr);
+                off_lo[lane] = fp_tf32_swizzle(row0 + g, chunk, cpr);
+                off_hi[lane] = fp_tf32_swizzle(row0 + g + 8, chunk, cpr);
                 for (int e = 0; e < 4; ++e) {
                     q4[lane][e][0] = sq[off_lo[lane] + e];
                     q4[lane][e][1] = sq[off_hi[lane] + e];
                     const int col = fp_tf32_qk_col(lane, 4 * u + 2 * half + e / 2, e % 2);
-                    EXPECT(sq[off_lo[lane] + e] == value(1, 16 * warp + g, col),
+                    EXPECT(sq[off_lo[lane] + e] == value(1, row0 + g, col),
                            "Q d=%d lane %d u %d half %d e %d: not column %d", d, lane, u, half,
                            e, col);
                 }
@@ -159,9 +159,9 @@ static void replay_warp(int d, int rows, int keys, int warp)
                 const int row = fp_tf32_acc_row(lane, r), key = 8 * nt + fp_tf32_s_key(lane, r);
                 double want = 0.0;
                 for (int col = 0; col < d; ++col)
-                    want += (double)value(1, 16 * warp + row, col) * value(2, key, col);
-                EXPECT(s[nt][lane][r] == want, "S d=%d warp %d lane %d tile %d reg %d: %g != %g",
-                       d, warp, lane, nt, r, s[nt][lane][r], want);
+                    want += (double)value(1, row0 + row, col) * value(2, key, col);
+                EXPECT(s[nt][lane][r] == want, "S d=%d row0 %d lane %d tile %d reg %d: %g != %g",
+                       d, row0, lane, nt, r, s[nt][lane][r], want);
                 /* A stand-in for exp2 that keeps values small and exact. */
                 const int p = ((int)s[nt][lane][r] % 5 + 5) % 5 - 2;
                 s[nt][lane][r] = p;
@@ -203,8 +203,8 @@ static void replay_warp(int d, int rows, int keys, int warp)
                 double want = 0.0;
                 for (int key = 0; key < keys; ++key)
                     want += p_full[row][key] * value(3, key, col);
-                EXPECT(o[dt][lane][r] == want, "O d=%d warp %d lane %d tile %d reg %d: %g != %g",
-                       d, warp, lane, dt, r, o[dt][lane][r], want);
+                EXPECT(o[dt][lane][r] == want, "O d=%d row0 %d lane %d tile %d reg %d: %g != %g",
+                       d, row0, lane, dt, r, o[dt][lane][r], want);
                 /* The epilogue stores registers 2i + e of n-tiles 4w .. 4w + 3 as four
                  * consecutive columns from o_col(4w, 2i) + 4e. */
                 EXPECT(col == fp_tf32_o_col(lane, dt - dt % 4, r & 2) + 4 * (r & 1) + dt % 4,
@@ -253,10 +253,10 @@ static void check_loader(int rows, int d, int threads)
 }
 
 struct tile_config {
-    int d, index, warps, bc, stages, min_blocks;
+    int d, index, warps, m_tiles, bc, stages, min_blocks;
 };
-#define AS_TILE_CONFIG(d, index, warps, bc, stages, min_blocks)                                \
-    {d, index, warps, bc, stages, min_blocks},
+#define AS_TILE_CONFIG(d, index, warps, m_tiles, bc, stages, min_blocks)                       \
+    {d, index, warps, m_tiles, bc, stages, min_blocks},
 static const struct tile_config configs[] = {FP_TF32X3_CONFIG_LIST(AS_TILE_CONFIG)};
 #undef AS_TILE_CONFIG
 static const int n_configs = (int)(sizeof configs / sizeof configs[0]);
@@ -271,13 +271,14 @@ static int config_exists(int d, int index)
 
 static void check_config(const struct tile_config *c)
 {
-    const int rows = 16 * c->warps, threads = 32 * c->warps;
+    const int rows = 16 * c->warps * c->m_tiles, threads = 32 * c->warps;
     const long smem = 4L * c->d * (rows + (long)c->stages * 2 * c->bc);
     EXPECT(c->d % 32 == 0 && c->d <= MAX_D, "config d=%d: not a multiple of 32", c->d);
     EXPECT(c->bc % 8 == 0 && c->bc > 0 && c->bc <= MAX_KEYS, "config d=%d: key tile %d", c->d,
            c->bc);
-    EXPECT(rows <= MAX_ROWS && c->stages >= 2, "config d=%d: rows %d stages %d", c->d, rows,
-           c->stages);
+    EXPECT(rows <= MAX_ROWS && c->stages >= 2 && (c->m_tiles == 1 || c->m_tiles == 2),
+           "config d=%d #%d: rows %d stages %d slices %d", c->d, c->index, rows, c->stages,
+           c->m_tiles);
     EXPECT(c->min_blocks >= 1 && smem <= SMEM_PER_BLOCK &&
                c->min_blocks * (smem + SMEM_RESERVED) <= SMEM_PER_SM,
            "config d=%d: %ld bytes of shared memory, %d blocks an SM do not fit", c->d, smem,
@@ -291,7 +292,8 @@ static void check_config(const struct tile_config *c)
     check_loader(rows, c->d, threads);
     check_loader(c->bc, c->d, threads);
     for (int w = 0; w < c->warps; ++w)
-        replay_warp(c->d, rows, c->bc, w);
+        for (int slice = 0; slice < c->m_tiles; ++slice)
+            replay_warp(c->d, rows, c->bc, 16 * (w * c->m_tiles + slice));
 }
 
 /* ---- the split ---------------------------------------------------------------------------- */

@@ -70,10 +70,10 @@ static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_bloc
     return gpuGetLastError();
 }
 
-#define FP_TF32X3_INSTANCE(d, index, warps, bc, stages, min_blocks)                            \
-    {d, index, fp_tf32x3_config<d, warps, bc, stages, min_blocks>::ROWS,                       \
-     fp_tf32x3_config<d, warps, bc, stages, min_blocks>::SMEM_BYTES,                           \
-     launch_instance<fp_tf32x3_config<d, warps, bc, stages, min_blocks>>},
+#define FP_TF32X3_INSTANCE(d, index, warps, m_tiles, bc, stages, min_blocks)                   \
+    {d, index, fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>::ROWS,              \
+     fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>::SMEM_BYTES,                  \
+     launch_instance<fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>>},
 static const tf32x3_instance instances[] = {FP_TF32X3_CONFIG_LIST(FP_TF32X3_INSTANCE)};
 #undef FP_TF32X3_INSTANCE
 

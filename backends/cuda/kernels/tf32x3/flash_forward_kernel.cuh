@@ -3,8 +3,9 @@
  * (mma.sync m16n8k8 .tf32, ptx.cuh): every operand is split into two tf32 halves and each
  * product takes three mma, which keeps the result within f32 tolerances at tensor-core speed.
  *
- * One block = 16 x WARPS query rows of one (batch, query head); each warp owns 16 of them for
- * the whole pass, so a row's softmax statistics never leave its four lanes. The block walks its
+ * One block = 16 x M_TILES x WARPS query rows of one (batch, query head); each warp owns
+ * M_TILES slices of 16 of them for the whole pass, so a row's softmax statistics never leave
+ * its four lanes, and every K and V fragment it loads and splits feeds M_TILES products. The block walks its
  * keys in tiles of BC through a STAGES-deep cp.async ring (K and V of a tile share a stage);
  * one __syncthreads per tile both publishes tile t and frees the stage of tile t - 1, which is
  * then refilled with tile t + STAGES - 1. Q stays in shared memory and is re-read per tile
@@ -44,10 +45,10 @@ struct fp_tf32x3_params {
     int o_vec4;      /* O allows 16-byte stores of four adjacent columns */
 };
 
-template <int d_, int warps, int bc, int stages, int min_blocks>
+template <int d_, int warps, int m_tiles, int bc, int stages, int min_blocks>
 struct fp_tf32x3_config {
-    static constexpr int D = d_, WARPS = warps, BC = bc, STAGES = stages,
-                         MIN_BLOCKS = min_blocks, ROWS = 16 * warps;
+    static constexpr int D = d_, WARPS = warps, M_TILES = m_tiles, BC = bc, STAGES = stages,
+                         MIN_BLOCKS = min_blocks, ROWS = 16 * warps * m_tiles;
     static constexpr size_t SMEM_BYTES = (size_t)4 * D * (ROWS + (size_t)STAGES * 2 * BC);
 };
 
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     constexpr int D = Cfg::D;
     constexpr int BR = Cfg::ROWS;
     constexpr int THREADS = Cfg::WARPS * 32;
+    constexpr int MT = Cfg::M_TILES;
     constexpr int BC = Cfg::BC;
     constexpr int STAGES = Cfg::STAGES;
     constexpr int CPR = D / 4;        /* 16-byte chunks a row */
@@ -125,8 +127,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const int bh = blockIdx.y;
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
     const int q0 = m_block * BR;
-    const int warp_row0 = q0 + 16 * warp;
-    const int diag = a.seq_kv - a.seq_q; /* key j visible to row i iff j <= i + diag */
+    const int warp_row0 = q0 + 16 * MT * warp; /* first query row of the warp's slices */
+    const int diag = a.seq_kv - a.seq_q;      /* key j visible to row i iff j <= i + diag */
 
     const int kv_end = a.seq_kv;
     int kv_hi = kv_end;
@@ -160,17 +162,28 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     }
 
     const bool warp_active = warp_row0 < a.seq_q;
-    const float *const sQ_lo = sQ + (16 * warp + g) * D; /* rows g and g + 8 of the warp */
-    const float *const sQ_hi = sQ_lo + 8 * D;
+    /* Row g of the warp's first slice; slice mt's rows g and g + 8 are 16 mt and 16 mt + 8 rows
+     * further, all with the same swizzle (row % 8 = g). */
+    const float *const sQ_warp = sQ + (16 * MT * warp + g) * D;
 
-    float o[D_TILES][4];
+    float o[MT][D_TILES][4];
 #pragma unroll
-    for (int dt = 0; dt < D_TILES; ++dt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-            o[dt][r] = 0.0f;
-    /* Rows g and g + 8: running max (base-2, scaled) and this lane's share of the row sum. */
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+        for (int dt = 0; dt < D_TILES; ++dt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                o[mt][dt][r] = 0.0f;
+    /* Per slice, rows g and g + 8: running max (base-2, scaled) and this lane's share of the
+     * row sum. */
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            m[mt][i] = -INFINITY;
+            l[mt][i] = 0.0f;
+        }
 
     for (int t = 0; t < n_tiles; ++t) {
         fp_cp_async_wait<STAGES - 2>();
@@ -181,18 +194,20 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         const int kb = t * BC;
         /* A tile wholly above the diagonal for every row of this warp would leave its state as
          * it is (p = 0, alpha = 1): skip it. */
-        if (!warp_active || (a.causal && kb > warp_row0 + 15 + diag))
+        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag))
             continue;
 
         const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
         const float *const sV = sK + BC * D;
 
-        float s[KEY_TILES][4];
+        float s[MT][KEY_TILES][4];
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                s[nt][r] = 0.0f;
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = 0.0f;
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u) {
             if (32 * u >= a.d)
@@ -202,12 +217,20 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                 /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
                 const int chunk = fp_tf32_qk_chunk(lane, u, half);
                 const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
-                const float4 lo = fp_tf32x3_lds(sQ_lo + q_off), hi = fp_tf32x3_lds(sQ_hi + q_off);
-                const fp_tf32_pair qa[2][4] = {
-                    {fp_tf32_split(lo.x), fp_tf32_split(hi.x), fp_tf32_split(lo.y),
-                     fp_tf32_split(hi.y)},
-                    {fp_tf32_split(lo.z), fp_tf32_split(hi.z), fp_tf32_split(lo.w),
-                     fp_tf32_split(hi.w)}};
+                fp_tf32_pair qa[MT][2][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
+                    const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
+                    qa[mt][0][0] = fp_tf32_split(lo.x);
+                    qa[mt][0][1] = fp_tf32_split(hi.x);
+                    qa[mt][0][2] = fp_tf32_split(lo.y);
+                    qa[mt][0][3] = fp_tf32_split(hi.y);
+                    qa[mt][1][0] = fp_tf32_split(lo.z);
+                    qa[mt][1][1] = fp_tf32_split(hi.z);
+                    qa[mt][1][2] = fp_tf32_split(lo.w);
+                    qa[mt][1][3] = fp_tf32_split(hi.w);
+                }
                 fp_tf32_pair kf[KEY_TILES][4];
 #pragma unroll
                 for (int nt = 0; nt < KEY_TILES; ++nt) {
@@ -223,67 +246,76 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 #pragma unroll
                     for (int term = 0; term < 3; ++term)
 #pragma unroll
-                        for (int nt = 0; nt < KEY_TILES; ++nt)
-                            fp_mma_3xtf32_term(s[nt], qa[step], kf[nt][2 * step],
-                                               kf[nt][2 * step + 1], term);
+                        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                            for (int nt = 0; nt < KEY_TILES; ++nt)
+                                fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
+                                                   kf[nt][2 * step + 1], term);
             }
         }
 
         const bool masked = kb + BC > mask_from;
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                float x = s[nt][r] * a.scale_log2;
-                if (masked) {
-                    const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
-                    const int row = warp_row0 + fp_tf32_acc_row(lane, r);
-                    if (key >= kv_end || (a.causal && key > row + diag))
-                        x = -INFINITY;
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    float x = s[mt][nt][r] * a.scale_log2;
+                    if (masked) {
+                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
+                        const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
+                        if (key >= kv_end || (a.causal && key > row + diag))
+                            x = -INFINITY;
+                    }
+                    s[mt][nt][r] = x;
                 }
-                s[nt][r] = x;
-            }
 
         /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
          * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
          * fmaxf but reaches l and O through the exp2, as it must. */
-        float m_ref[2];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            float mx = m[i];
+        for (int mt = 0; mt < MT; ++mt) {
+            float m_ref[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                float mx = m[mt][i];
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                m_ref[i] = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = fp_exp2_approx(m[mt][i] - m_ref[i]);
+                m[mt][i] = mx;
+                l[mt][i] *= alpha;
+#pragma unroll
+                for (int dt = 0; dt < D_TILES; ++dt) {
+                    o[mt][dt][2 * i] *= alpha;
+                    o[mt][dt][2 * i + 1] *= alpha;
+                }
+            }
 #pragma unroll
             for (int nt = 0; nt < KEY_TILES; ++nt)
-                mx = fmaxf(mx, fmaxf(s[nt][2 * i], s[nt][2 * i + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            m_ref[i] = mx == -INFINITY ? 0.0f : mx;
-            const float alpha = fp_exp2_approx(m[i] - m_ref[i]);
-            m[i] = mx;
-            l[i] *= alpha;
 #pragma unroll
-            for (int dt = 0; dt < D_TILES; ++dt) {
-                o[dt][2 * i] *= alpha;
-                o[dt][2 * i + 1] *= alpha;
-            }
+                for (int r = 0; r < 4; ++r) {
+                    const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[r >> 1]);
+                    s[mt][nt][r] = p;
+                    l[mt][r >> 1] += p;
+                }
         }
-#pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const float p = fp_exp2_approx(s[nt][r] - m_ref[r >> 1]);
-                s[nt][r] = p;
-                l[r >> 1] += p;
-            }
 
 #pragma unroll
         for (int t8 = 0; t8 < KEY_TILES; ++t8) {
-            fp_tf32_pair ap[4];
+            fp_tf32_pair ap[MT][4];
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                ap[r] = fp_tf32_split(s[t8][fp_tf32_p_acc_reg(r)]);
-            const float *const v0 = sV + (8 * t8 + fp_tf32_pv_key(lane, 0)) * D;
-            const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
             const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
+            const float *const v0 = sV + row0 * D;
+            const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
 #pragma unroll
             for (int w = 0; w < GROUPS; ++w) {
                 if (32 * w >= a.d)
@@ -299,8 +331,10 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 #pragma unroll
                 for (int term = 0; term < 3; ++term)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        fp_mma_3xtf32_term(o[4 * w + e], ap, b0[e], b1[e], term);
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            fp_mma_3xtf32_term(o[mt][4 * w + e], ap[mt], b0[e], b1[e], term);
             }
         }
     }
@@ -309,41 +343,44 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         return;
 
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        float row_l = l[i];
-        row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
-        row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
-        const int row = warp_row0 + fp_tf32_acc_row(lane, 2 * i);
-        if (row >= a.seq_q)
-            continue;
-        /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-        const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
-        float *go = a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int w = 0; w < GROUPS; ++w) {
-            /* Registers 2i + e of n-tiles 4w .. 4w + 3 are columns col0 + 4e .. col0 + 4e + 3. */
-            const int col0 = fp_tf32_o_col(lane, 4 * w, 2 * i);
+        for (int i = 0; i < 2; ++i) {
+            float row_l = l[mt][i];
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+            const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, 2 * i);
+            if (row >= a.seq_q)
+                continue;
+            /* l == 0 only when no key was visible; a NaN l must stay NaN. */
+            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+            float *go = a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int col = col0 + 4 * e;
-                float v[4];
+            for (int w = 0; w < GROUPS; ++w) {
+                /* Registers 2i + e of n-tiles 4w .. 4w + 3: columns col0 + 4e .. col0 + 4e + 3. */
+                const int col0 = fp_tf32_o_col(lane, 4 * w, 2 * i);
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    v[j] = o[4 * w + j][2 * i + e] * inv_l;
-                if (a.o_vec4 && col + 4 <= a.d) {
-                    *reinterpret_cast<float4 *>(go + col) = make_float4(v[0], v[1], v[2], v[3]);
-                } else {
+                for (int e = 0; e < 2; ++e) {
+                    const int col = col0 + 4 * e;
+                    float v[4];
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
-                        if (col + j < a.d)
-                            go[col + j] = v[j];
+                        v[j] = o[mt][4 * w + j][2 * i + e] * inv_l;
+                    if (a.o_vec4 && col + 4 <= a.d) {
+                        *reinterpret_cast<float4 *>(go + col) =
+                            make_float4(v[0], v[1], v[2], v[3]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j)
+                            if (col + j < a.d)
+                                go[col + j] = v[j];
+                    }
                 }
             }
+            if (a.lse && (lane & 3) == 0)
+                a.lse[(int64_t)bh * a.seq_q + row] =
+                    row_l == 0.0f ? -INFINITY : (m[mt][i] + log2f(row_l)) * 0.693147180559945309f;
         }
-        if (a.lse && (lane & 3) == 0)
-            a.lse[(int64_t)bh * a.seq_q + row] =
-                row_l == 0.0f ? -INFINITY : (m[i] + log2f(row_l)) * 0.693147180559945309f;
-    }
 #endif
 }
 
