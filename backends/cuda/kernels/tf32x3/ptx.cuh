@@ -13,9 +13,9 @@
  * its tf32 part (dropping or rounding the 13 low bits), within 2^-10 of small. Two
  * instructions; rounding big to nearest instead (one more add, or cvt.rna.tf32.f32 at about four
  * with its inf/NaN guard) halves e, but the f32 softmax around the products dominates the
- * error either way (tests/cuda_tf32x3_layout models both terms).
+ * error either way (tests/cuda_tf32x3_layout models the whole computation).
  * Non-finite x: a NaN makes small NaN (big may be inf), so it still reaches the product; an
- * infinity makes small NaN where f32 would give inf, which softmax turns into NaN either way. */
+ * infinity also makes small NaN, so its products are NaN where exact f32 would give +-inf. */
 struct fp_tf32_pair {
     uint32_t big, small;
 };
