@@ -2,11 +2,12 @@
  * The CUDA backend's planner: the only place that decides which kernel variant runs.
  *
  * Automatic choice. f16/bf16 go to the matrix-core kernel (tensor cores on CUDA, MFMA on HIP;
- * vendors/ names it), f32 to the FlashAttention-2 style
+ * vendors/ names it), f32 to the 3xTF32 tensor-core kernel where it is built and takes the
+ * problem (f32 accuracy at a multiple of the CUDA-core rate), else to the FlashAttention-2 style
  * CUDA-core kernel; when B*Hq*ceil(Nq/rows per block) cannot give every SM a block, the split-KV
- * form of the same kernel is preferred, since it adds parallelism along Nkv. When the preferred
- * variants are not built or decline the problem, the ladder is walked from its fastest step
- * down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never chosen
+ * form of the CUDA-core kernel is preferred, since it adds parallelism along Nkv. When the
+ * preferred variants are not built or decline the problem, the ladder is walked from its
+ * fastest step down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never chosen
  * automatically; it runs when asked for by name.
  */
 #include <stdio.h>
@@ -25,6 +26,9 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
  * whether splitting pays, and the plain variant follows when it declines). The matrix-core
  * kernels are the target's (vendors/): mma.sync on CUDA, MFMA on HIP. */
 #define FA2_F32_ROWS 64
+
+/* f32 on the tensor cores, tried before fa2_f32 when built (CUDA only, cc >= 8.0, d <= 256). */
+#define F32_TENSOR_KERNEL "tensor_core_tf32x3"
 
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
@@ -84,10 +88,29 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
     const char *plain = f32 ? "fa2_f32" : FP_MATRIX_KERNEL;
     const char *split = f32 ? "fa2_f32_split_kv" : FP_MATRIX_SPLIT_KERNEL;
 
-    const char *order[2 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    /* The preferred variants, each with what the reason calls it; the ladder follows. The
+     * tensor-core f32 kernel goes first unless the grid is small (the split form then wins),
+     * and is left out quietly where it is not built. */
+    const int f32_tensor = f32 && find_kernel(F32_TENSOR_KERNEL) >= 0;
+    const char *tensor_kind = "f32 on tensor cores (3xTF32 split, f32 accuracy)";
+    const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
+    const char *order[3 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    const char *kinds[3];
     int n_order = 0;
-    order[n_order++] = small_grid ? split : plain;
-    order[n_order++] = small_grid ? plain : split;
+    const char *first = small_grid ? split : plain, *second = small_grid ? plain : split;
+    if (f32_tensor && !small_grid) {
+        kinds[n_order] = tensor_kind;
+        order[n_order++] = F32_TENSOR_KERNEL;
+    }
+    kinds[n_order] = kind;
+    order[n_order++] = first;
+    if (f32_tensor && small_grid) {
+        kinds[n_order] = tensor_kind;
+        order[n_order++] = F32_TENSOR_KERNEL;
+    }
+    kinds[n_order] = kind;
+    order[n_order++] = second;
+    const int n_preferred = n_order;
     for (size_t i = 0; i < sizeof ladder_fallback / sizeof ladder_fallback[0]; i++)
         order[n_order++] = ladder_fallback[i];
 
@@ -102,13 +125,12 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }
-        const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
         if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
-                     kind, blocks, rows, props->sm_count);
-        else if (o == 1)
+                     kinds[o], blocks, rows, props->sm_count);
+        else if (o < n_preferred)
             snprintf(out->reason, sizeof out->reason,
-                     "%s; %lld blocks of ~%d rows for %d SMs; %.150s", kind, blocks, rows,
+                     "%s; %lld blocks of ~%d rows for %d SMs; %.150s", kinds[o], blocks, rows,
                      props->sm_count, skipped);
         else
             snprintf(out->reason, sizeof out->reason, "ladder fallback (%.200s)", skipped);

@@ -1,0 +1,210 @@
+/*
+ * Variant tensor_core_tf32x3: FlashAttention-2 forward for f32 inputs on the tensor cores with
+ * the 3xTF32 error-compensated split (tf32x3/flash_forward_kernel.cuh), one pass over the keys.
+ * Each product costs three tf32 mma, so the ceiling is a third of the tf32 rate, still well
+ * above the f32 CUDA-core rate; the result stays within the f32 tolerances, hence precision
+ * class native.
+ *
+ * Head dims up to 256, padded to 64, 128 or 256; no workspace. Each padded head dim has a few
+ * compiled tile configurations (tf32x3/tile_configs.h) and runs its default one; for tuning,
+ * FLASHPORT_CUDA_TF32X3_CONFIG=<index> runs candidate <index> instead (an index the head dim
+ * does not have makes the variant decline the problem, with that reason).
+ *
+ * param[0] = the tile configuration's index.
+ */
+#include <atomic>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../kernel_table.h"
+#include "tf32x3/flash_forward_kernel.cuh"
+
+/* Largest sizes the kernel's 32-bit row and key indices take with room to spare. */
+#define FP_TF32X3_MAX_SEQ (1 << 30)
+#define FP_TF32X3_MAX_GRID_Y 65535
+
+/* Environment variable that picks the tile configuration by its index within the padded head
+ * dim, for tuning; unset or empty: each head dim's default. */
+#define FP_TF32X3_CONFIG_ENV "FLASHPORT_CUDA_TF32X3_CONFIG"
+
+static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
+
+typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, unsigned row_blocks,
+                                        unsigned heads, gpuStream_t stream);
+
+/* One compiled configuration: what the host needs to know of it, and its launcher. */
+struct tf32x3_instance {
+    int d, index, rows;
+    size_t smem;
+    instance_launcher launch;
+};
+
+/* Raises the dynamic shared-memory limit of one kernel instance, once per device. */
+template <typename Cfg>
+static gpuError_t raise_smem_limit()
+{
+    static std::atomic<unsigned long long> raised_on{0};
+    int device = 0;
+    gpuError_t err = cudaGetDevice(&device);
+    if (err != gpuSuccess)
+        return err;
+    const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
+    if (bit && (raised_on.load(std::memory_order_acquire) & bit))
+        return gpuSuccess;
+    err = gpuFuncSetAttribute(reinterpret_cast<const void *>(&fp_tf32x3_forward_kernel<Cfg>),
+                              gpuFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::SMEM_BYTES);
+    if (err == gpuSuccess && bit)
+        raised_on.fetch_or(bit, std::memory_order_release);
+    return err;
+}
+
+template <typename Cfg>
+static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_blocks,
+                                  unsigned heads, gpuStream_t stream)
+{
+    gpuError_t err = raise_smem_limit<Cfg>();
+    if (err != gpuSuccess)
+        return err;
+    fp_tf32x3_forward_kernel<Cfg> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1), Cfg::WARPS * 32,
+                                                Cfg::SMEM_BYTES, stream)(prm);
+    return gpuGetLastError();
+}
+
+#define FP_TF32X3_INSTANCE(d, index, warps, m_tiles, bc, stages, min_blocks)                   \
+    {d, index, fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>::ROWS,              \
+     fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>::SMEM_BYTES,                  \
+     launch_instance<fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>>},
+static const tf32x3_instance instances[] = {FP_TF32X3_CONFIG_LIST(FP_TF32X3_INSTANCE)};
+#undef FP_TF32X3_INSTANCE
+
+/* Configuration `index` of a padded head dim; NULL when it has none of that number. */
+static const tf32x3_instance *find_instance(int padded_d, int index)
+{
+    for (const tf32x3_instance &in : instances)
+        if (in.d == padded_d && in.index == index)
+            return &in;
+    return NULL;
+}
+
+static int default_config(int padded_d)
+{
+    switch (padded_d) {
+    case 64: return FP_TF32X3_DEFAULT_CONFIG_D64;
+    case 128: return FP_TF32X3_DEFAULT_CONFIG_D128;
+    default: return FP_TF32X3_DEFAULT_CONFIG_D256;
+    }
+}
+
+/* FP_TF32X3_CONFIG_ENV when set and not empty, else the default; -1 and the reason in why when
+ * the variable names no config of padded_d. */
+static int choose_config(int padded_d, char *why, size_t why_len)
+{
+    const char *env = getenv(FP_TF32X3_CONFIG_ENV);
+    if (!env || !*env)
+        return default_config(padded_d);
+    char *end = NULL;
+    const long index = strtol(env, &end, 10);
+    if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || index > 64 ||
+        !find_instance(padded_d, (int)index)) {
+        snprintf(why, why_len, "%s=%s names no tile config of padded head dim %d",
+                 FP_TF32X3_CONFIG_ENV, env, padded_d);
+        return -1;
+    }
+    return (int)index;
+}
+
+static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
+                    char *why, size_t why_len)
+{
+    if (props->cc_major < 8) {
+        snprintf(why, why_len,
+                 "needs compute capability 8.0+ (mma.sync .tf32, cp.async), device is %d.%d",
+                 props->cc_major, props->cc_minor);
+        return 0;
+    }
+    if (p->dtype != FLASHPORT_F32) {
+        snprintf(why, why_len, "3xTF32 path takes f32 inputs only");
+        return 0;
+    }
+    if (p->head_dim > 256) {
+        snprintf(why, why_len, "head_dim %lld > 256", (long long)p->head_dim);
+        return 0;
+    }
+    if (p->seq_q > FP_TF32X3_MAX_SEQ || p->seq_kv > FP_TF32X3_MAX_SEQ) {
+        snprintf(why, why_len, "sequence lengths above 2^30 are not supported");
+        return 0;
+    }
+    if (p->batch * p->heads_q > FP_TF32X3_MAX_GRID_Y) {
+        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid's y limit %d",
+                 (long long)(p->batch * p->heads_q), FP_TF32X3_MAX_GRID_Y);
+        return 0;
+    }
+    const int padded_d = padded_head_dim(p->head_dim);
+    const int config = choose_config(padded_d, why, why_len);
+    if (config < 0)
+        return 0;
+    const tf32x3_instance *in = find_instance(padded_d, config);
+    if (!in) {
+        snprintf(why, why_len, "no tile config %d for padded head dim %d", config, padded_d);
+        return 0;
+    }
+    if (in->smem > props->smem_per_block_optin) {
+        snprintf(why, why_len,
+                 "tile config %d of d=%d needs %zu bytes of shared memory a block, device "
+                 "allows %zu",
+                 config, in->d, in->smem, props->smem_per_block_optin);
+        return 0;
+    }
+    param[0] = config;
+    return 1;
+}
+
+static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
+
+/* 16-byte vectors of floats: the base and every stride keep row starts 16-byte aligned. */
+static int vec4_aligned(const void *base, const flashport_strides *s)
+{
+    return aligned(base, 16) && s->batch % 4 == 0 && s->head % 4 == 0 && s->seq % 4 == 0;
+}
+
+static gpuError_t launch(const fp_gpu_launch *L)
+{
+    const flashport_problem *p = &L->p;
+    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
+    if (!in)
+        return cudaErrorInvalidValue;
+    fp_tf32x3_params prm;
+    prm.q = static_cast<const float *>(L->q);
+    prm.k = static_cast<const float *>(L->k);
+    prm.v = static_cast<const float *>(L->v);
+    prm.o = static_cast<float *>(L->o);
+    prm.lse = L->lse;
+    prm.q_b = p->q.batch, prm.q_h = p->q.head, prm.q_s = p->q.seq;
+    prm.k_b = p->k.batch, prm.k_h = p->k.head, prm.k_s = p->k.seq;
+    prm.v_b = p->v.batch, prm.v_h = p->v.head, prm.v_s = p->v.seq;
+    prm.o_b = p->o.batch, prm.o_h = p->o.head, prm.o_s = p->o.seq;
+    prm.heads_q = (int)p->heads_q;
+    prm.group = (int)(p->heads_q / p->heads_kv);
+    prm.seq_q = (int)p->seq_q;
+    prm.seq_kv = (int)p->seq_kv;
+    prm.d = (int)p->head_dim;
+    prm.scale_log2 = p->scale * 1.44269504088896340736f;
+    prm.causal = p->causal != 0;
+    prm.async_loads = vec4_aligned(L->q, &p->q) && vec4_aligned(L->k, &p->k) &&
+                      vec4_aligned(L->v, &p->v);
+    prm.o_vec4 = vec4_aligned(L->o, &p->o);
+    const unsigned row_blocks = (unsigned)((p->seq_q + in->rows - 1) / in->rows);
+    return in->launch(prm, row_blocks, (unsigned)(p->batch * p->heads_q), L->stream);
+}
+
+/* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
+extern const fp_gpu_kernel fp_kernel_tensor_core_tf32x3;
+const fp_gpu_kernel fp_kernel_tensor_core_tf32x3 = {
+    {"tensor_core_tf32x3",
+     "FlashAttention-2 forward on tensor cores for f32, 3xTF32 split (mma.sync m16n8k8 .tf32, "
+     "cp.async), d <= 256",
+     FP_PRECISION_NATIVE},
+    supports,
+    NULL,
+    launch,
+};

@@ -1,0 +1,387 @@
+/*
+ * FlashAttention-2 forward for f32 inputs on the tensor cores with the 3xTF32 split
+ * (mma.sync m16n8k8 .tf32, ptx.cuh): every operand is split into two tf32 halves and each
+ * product takes three mma, which keeps the result within f32 tolerances at tensor-core speed.
+ *
+ * One block = 16 x M_TILES x WARPS query rows of one (batch, query head); each warp owns
+ * M_TILES slices of 16 of them for the whole pass, so a row's softmax statistics never leave
+ * its four lanes, and every K and V fragment it loads and splits feeds M_TILES products. The block walks its
+ * keys in tiles of BC through a STAGES-deep cp.async ring (K and V of a tile share a stage);
+ * one __syncthreads per tile both publishes tile t and frees the stage of tile t - 1, which is
+ * then refilled with tile t + STAGES - 1. Q stays in shared memory and is re-read per tile
+ * (registers go to O, D/2 a lane).
+ *
+ * Per tile and warp: S = Q K^T, scores scaled by scale * log2(e), masked only on tiles that
+ * cross the causal diagonal or the end of the keys, online softmax with exp2, O += P V with P
+ * taken straight from the S accumulators (fragment_layout.h says why that needs no shuffle).
+ * Operands are split in registers right after their 16-byte shared loads. O stays
+ * un-normalised until the end, where it is divided by the row sum once.
+ *
+ * Head dims: each config is compiled for one D; a smaller d runs on the next D with its shared
+ * columns past d zero-filled, its 32-column groups past d skipped and its columns past d never
+ * stored.
+ */
+#ifndef FP_TF32X3_FLASH_FORWARD_KERNEL_CUH
+#define FP_TF32X3_FLASH_FORWARD_KERNEL_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../mma/ptx.cuh"
+#include "fragment_layout.h"
+#include "ptx.cuh"
+#include "tile_configs.h"
+
+/* Everything a block needs, by value. Strides are in elements. */
+struct fp_tf32x3_params {
+    const float *q, *k, *v;
+    float *o;
+    float *lse; /* NULL: not wanted */
+    int64_t q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s, o_b, o_h, o_s;
+    int heads_q, group, seq_q, seq_kv, d;
+    float scale_log2; /* scale * log2(e) */
+    int causal;
+    int async_loads; /* Q, K, V allow 16-byte cp.async (base and strides 16-byte aligned) */
+    int o_vec4;      /* O allows 16-byte stores of four adjacent columns */
+};
+
+template <int d_, int warps, int m_tiles, int bc, int stages, int min_blocks>
+struct fp_tf32x3_config {
+    static constexpr int D = d_, WARPS = warps, M_TILES = m_tiles, BC = bc, STAGES = stages,
+                         MIN_BLOCKS = min_blocks, ROWS = 16 * warps * m_tiles;
+    static constexpr size_t SMEM_BYTES = (size_t)4 * D * (ROWS + (size_t)STAGES * 2 * BC);
+};
+
+/* Global-to-shared copy of a ROWS x D f32 tile into the swizzled layout; rows at or past
+ * n_rows and columns at or past d are zero-filled and never read. Asynchronous form: cp.async
+ * of whole 16-byte chunks (the caller checked alignment); synchronous form: element by
+ * element, visible after the caller's next __syncthreads like a completed cp.async group. */
+template <int ROWS, int D, int THREADS>
+static __device__ __forceinline__ void fp_tf32x3_load_tile(bool async, float *smem,
+                                                           const float *src, int64_t row_stride,
+                                                           int n_rows, int d)
+{
+    constexpr int CPR = D / 4;
+    constexpr int PASSES = ROWS * CPR / THREADS;
+    static_assert(THREADS % CPR == 0 && (ROWS * CPR) % THREADS == 0, "whole rows a pass");
+    const int chunk = fp_tf32_load_chunk(threadIdx.x, CPR);
+    const int valid = d - 4 * chunk;
+    if (async) {
+        const int bytes = valid <= 0 ? 0 : (valid >= 4 ? 16 : 4 * valid);
+        const uint32_t base = fp_smem_addr(smem);
+#pragma unroll
+        for (int k = 0; k < PASSES; ++k) {
+            const int row = fp_tf32_load_row(threadIdx.x, k, CPR, THREADS);
+            const bool in = row < n_rows && bytes > 0;
+            /* A zero-size copy still names a source; the tile origin is always mapped. */
+            const float *from = in ? src + row * row_stride + 4 * chunk : src;
+            fp_cp_async_16(base + 4u * fp_tf32_swizzle(row, chunk, CPR), from, in ? bytes : 0);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < PASSES; ++k) {
+            const int row = fp_tf32_load_row(threadIdx.x, k, CPR, THREADS);
+            float w[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                w[e] = (row < n_rows && e < valid) ? src[row * row_stride + 4 * chunk + e] : 0.0f;
+            *reinterpret_cast<float4 *>(smem + fp_tf32_swizzle(row, chunk, CPR)) =
+                make_float4(w[0], w[1], w[2], w[3]);
+        }
+    }
+}
+
+static __device__ __forceinline__ float4 fp_tf32x3_lds(const float *p)
+{
+    return *reinterpret_cast<const float4 *>(p);
+}
+
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
+    fp_tf32x3_forward_kernel(const fp_tf32x3_params a)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int D = Cfg::D;
+    constexpr int BR = Cfg::ROWS;
+    constexpr int THREADS = Cfg::WARPS * 32;
+    constexpr int MT = Cfg::M_TILES;
+    constexpr int BC = Cfg::BC;
+    constexpr int STAGES = Cfg::STAGES;
+    constexpr int CPR = D / 4;        /* 16-byte chunks a row */
+    constexpr int GROUPS = D / 32;    /* 32-column groups of d */
+    constexpr int KEY_TILES = BC / 8; /* n-tiles of S, k-steps of O += P V */
+    constexpr int D_TILES = D / 8;    /* n-tiles of O */
+    constexpr int STAGE_FLOATS = 2 * BC * D;
+    static_assert(D % 32 == 0, "the swizzle and the column groups need D % 32 == 0");
+    static_assert(BC % 8 == 0 && STAGES >= 2, "whole key tiles, a stage to fill");
+
+    extern __shared__ __align__(128) unsigned char fp_tf32x3_smem[];
+    float *const sQ = reinterpret_cast<float *>(fp_tf32x3_smem);
+    float *const sKV = sQ + BR * D;
+
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2;
+    /* Causal blocks near the bottom do the most work: start them first. */
+    const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int bh = blockIdx.y;
+    const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
+    const int q0 = m_block * BR;
+    const int warp_row0 = q0 + 16 * MT * warp; /* first query row of the warp's slices */
+    const int diag = a.seq_kv - a.seq_q;      /* key j visible to row i iff j <= i + diag */
+
+    const int kv_end = a.seq_kv;
+    int kv_hi = kv_end;
+    if (a.causal)
+        kv_hi = min(kv_hi, min(q0 + BR, a.seq_q) + diag); /* past the last row's last key */
+    const int n_tiles = kv_hi > 0 ? (kv_hi + BC - 1) / BC : 0;
+    /* Tiles reaching past this key need the mask: the end of the keys, or the first key the
+     * block's first row cannot see. */
+    const int mask_from = a.causal ? min(kv_end, q0 + diag + 1) : kv_end;
+
+    const float *gQ = a.q + b * a.q_b + h * a.q_h + (int64_t)q0 * a.q_s;
+    const float *gK = a.k + b * a.k_b + hk * a.k_h;
+    const float *gV = a.v + b * a.v_b + hk * a.v_h;
+    const bool async = a.async_loads != 0;
+
+    fp_tf32x3_load_tile<BR, D, THREADS>(async, sQ, gQ, a.q_s, a.seq_q - q0, a.d);
+    auto load_tile = [&](int t) {
+        float *sK = sKV + (t % STAGES) * STAGE_FLOATS;
+        const int kb = t * BC;
+        fp_tf32x3_load_tile<BC, D, THREADS>(async, sK, gK + (int64_t)kb * a.k_s, a.k_s,
+                                            kv_end - kb, a.d);
+        fp_tf32x3_load_tile<BC, D, THREADS>(async, sK + BC * D, gV + (int64_t)kb * a.v_s, a.v_s,
+                                            kv_end - kb, a.d);
+    };
+    /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+        if (t < n_tiles)
+            load_tile(t);
+        fp_cp_async_commit();
+    }
+
+    const bool warp_active = warp_row0 < a.seq_q;
+    /* Row g of the warp's first slice; slice mt's rows g and g + 8 are 16 mt and 16 mt + 8 rows
+     * further, all with the same swizzle (row % 8 = g). */
+    const float *const sQ_warp = sQ + (16 * MT * warp + g) * D;
+
+    float o[MT][D_TILES][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < D_TILES; ++dt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                o[mt][dt][r] = 0.0f;
+    /* Per slice, rows g and g + 8: running max (base-2, scaled) and this lane's share of the
+     * row sum. */
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            m[mt][i] = -INFINITY;
+            l[mt][i] = 0.0f;
+        }
+
+    for (int t = 0; t < n_tiles; ++t) {
+        fp_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (t + STAGES - 1 < n_tiles)
+            load_tile(t + STAGES - 1);
+        fp_cp_async_commit();
+        const int kb = t * BC;
+        /* A tile wholly above the diagonal for every row of this warp would leave its state as
+         * it is (p = 0, alpha = 1): skip it. */
+        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag))
+            continue;
+
+        const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
+        const float *const sV = sK + BC * D;
+
+        float s[MT][KEY_TILES][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < GROUPS; ++u) {
+            if (32 * u >= a.d)
+                break;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
+                const int chunk = fp_tf32_qk_chunk(lane, u, half);
+                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
+                fp_tf32_pair qa[MT][2][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
+                    const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
+                    qa[mt][0][0] = fp_tf32_split(lo.x);
+                    qa[mt][0][1] = fp_tf32_split(hi.x);
+                    qa[mt][0][2] = fp_tf32_split(lo.y);
+                    qa[mt][0][3] = fp_tf32_split(hi.y);
+                    qa[mt][1][0] = fp_tf32_split(lo.z);
+                    qa[mt][1][1] = fp_tf32_split(hi.z);
+                    qa[mt][1][2] = fp_tf32_split(lo.w);
+                    qa[mt][1][3] = fp_tf32_split(hi.w);
+                }
+                fp_tf32_pair kf[KEY_TILES][4];
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt) {
+                    const float4 kv =
+                        fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
+                    kf[nt][0] = fp_tf32_split(kv.x);
+                    kf[nt][1] = fp_tf32_split(kv.y);
+                    kf[nt][2] = fp_tf32_split(kv.z);
+                    kf[nt][3] = fp_tf32_split(kv.w);
+                }
+#pragma unroll
+                for (int step = 0; step < 2; ++step)
+#pragma unroll
+                    for (int term = 0; term < 3; ++term)
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                            for (int nt = 0; nt < KEY_TILES; ++nt)
+                                fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
+                                                   kf[nt][2 * step + 1], term);
+            }
+        }
+
+        const bool masked = kb + BC > mask_from;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    float x = s[mt][nt][r] * a.scale_log2;
+                    if (masked) {
+                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
+                        const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
+                        if (key >= kv_end || (a.causal && key > row + diag))
+                            x = -INFINITY;
+                    }
+                    s[mt][nt][r] = x;
+                }
+
+        /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
+         * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
+         * fmaxf but reaches l and O through the exp2, as it must. */
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float m_ref[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                float mx = m[mt][i];
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                m_ref[i] = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = fp_exp2_approx(m[mt][i] - m_ref[i]);
+                m[mt][i] = mx;
+                l[mt][i] *= alpha;
+#pragma unroll
+                for (int dt = 0; dt < D_TILES; ++dt) {
+                    o[mt][dt][2 * i] *= alpha;
+                    o[mt][dt][2 * i + 1] *= alpha;
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[r >> 1]);
+                    s[mt][nt][r] = p;
+                    l[mt][r >> 1] += p;
+                }
+        }
+
+#pragma unroll
+        for (int t8 = 0; t8 < KEY_TILES; ++t8) {
+            fp_tf32_pair ap[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
+            const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
+            const float *const v0 = sV + row0 * D;
+            const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
+#pragma unroll
+            for (int w = 0; w < GROUPS; ++w) {
+                if (32 * w >= a.d)
+                    break;
+                const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
+                /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
+                const float4 x0 = fp_tf32x3_lds(v0 + off);
+                const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
+                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
+                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
+                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
+                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
+#pragma unroll
+                for (int term = 0; term < 3; ++term)
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            fp_mma_3xtf32_term(o[mt][4 * w + e], ap[mt], b0[e], b1[e], term);
+            }
+        }
+    }
+    fp_cp_async_wait<0>();
+    if (!warp_active)
+        return;
+
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            float row_l = l[mt][i];
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+            const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, 2 * i);
+            if (row >= a.seq_q)
+                continue;
+            /* l == 0 only when no key was visible; a NaN l must stay NaN. */
+            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+            float *go = a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+#pragma unroll
+            for (int w = 0; w < GROUPS; ++w) {
+                /* Registers 2i + e of n-tiles 4w .. 4w + 3: columns col0 + 4e .. col0 + 4e + 3. */
+                const int col0 = fp_tf32_o_col(lane, 4 * w, 2 * i);
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int col = col0 + 4 * e;
+                    float v[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        v[j] = o[mt][4 * w + j][2 * i + e] * inv_l;
+                    if (a.o_vec4 && col + 4 <= a.d) {
+                        *reinterpret_cast<float4 *>(go + col) =
+                            make_float4(v[0], v[1], v[2], v[3]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j)
+                            if (col + j < a.d)
+                                go[col + j] = v[j];
+                    }
+                }
+            }
+            if (a.lse && (lane & 3) == 0)
+                a.lse[(int64_t)bh * a.seq_q + row] =
+                    row_l == 0.0f ? -INFINITY : (m[mt][i] + log2f(row_l)) * 0.693147180559945309f;
+        }
+#endif
+}
+
+#endif /* FP_TF32X3_FLASH_FORWARD_KERNEL_CUH */
