@@ -334,6 +334,13 @@ int main(int argc, char **argv) {
         printf("FAIL: the planner accepts %s where the CPU or build lacks it (%s)\n", path, why_not);
         ++failures;
     }
+    /* The planner's own choice is the widest path that runs: avx512 wherever it can. */
+    probe.kernel = NULL;
+    if (strcmp(path, "avx512") == 0 &&
+        (flashport_plan(ctx, &probe, &info) != FLASHPORT_OK || strcmp(info.kernel, "avx512") != 0)) {
+        printf("FAIL: avx512 runs here but the planner's own choice is '%s' (%s)\n", info.kernel, info.reason);
+        ++failures;
+    }
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         tensors t;
