@@ -1,5 +1,5 @@
 /*
- * The tile algorithm of the cpu_simd backend, shared by both kernel paths.
+ * The tile algorithm of the cpu_simd backend, shared by every kernel path.
  *
  * A tile is a few query rows of every query head that shares one KV head (GQA), stacked so that
  * each block of K and V is converted once and used by all of them. For each key block the tile

@@ -1,7 +1,7 @@
 /*
  * cpu_simd: the fast CPU path. Buffers are host memory, runs are synchronous (the "queue" is
- * the calling thread), and the planner picks the AVX2 kernels when cpuid allows, the portable
- * kernels otherwise.
+ * the calling thread), and the planner picks the widest kernels cpuid allows: AVX-512F, AVX2,
+ * else portable C.
  */
 /* sysconf: POSIX beyond C11. */
 #define _POSIX_C_SOURCE 200809L
@@ -35,9 +35,9 @@ static int probe(char *reason, size_t reason_len) {
 }
 
 static void chosen_path(char *buf, size_t len) {
-    const char *why;
-    const int avx2 = cs_avx2_usable(0, &why);
-    snprintf(buf, len, "%s (%s)", avx2 ? "avx2" : "portable", why);
+    char why[160];
+    const int variant = cs_auto_variant(0, why, sizeof why);
+    snprintf(buf, len, "%s (%s)", cs_variant_name(variant), why);
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {
@@ -158,7 +158,13 @@ static const fp_variant variants[CS_VARIANT_COUNT] = {
                          FP_PRECISION_NATIVE},
     [CS_VARIANT_PORTABLE] = {"portable", "plain C tiles written for the compiler to vectorise; runs on any CPU",
                              FP_PRECISION_NATIVE},
+    [CS_VARIANT_AVX512] = {"avx512", "AVX-512F 16-wide tiles on 32 registers, masked remainders; needs AVX-512F",
+                           FP_PRECISION_NATIVE},
 };
+
+const char *cs_variant_name(int variant) {
+    return variant >= 0 && variant < CS_VARIANT_COUNT ? variants[variant].name : "?";
+}
 
 static const fp_backend backend = {
     .abi = FP_BACKEND_ABI,

@@ -7,15 +7,20 @@
 
 #define CS_NAME "cpu_simd"
 
-enum { CS_VARIANT_AVX2 = 0, CS_VARIANT_PORTABLE = 1, CS_VARIANT_COUNT = 2 };
+enum { CS_VARIANT_AVX2 = 0, CS_VARIANT_PORTABLE = 1, CS_VARIANT_AVX512 = 2, CS_VARIANT_COUNT = 3 };
 
 /* The core's services, kept by the entry function. */
 extern const fp_host *cs_host;
 
-/* Whether the AVX2 path can run here (for f16 input when f16 is set); when not, why. */
+/* Whether a path can run here (for f16 input when f16 is set), and why or why not. */
 int cs_avx2_usable(int f16, const char **why);
-/* The kernels of a variant. */
+int cs_avx512_usable(const char **why);
+int cs_usable(int variant, int f16, const char **why);
+/* The path the planner takes when none is forced, with the reason in why[len]. */
+int cs_auto_variant(int f16, char *why, unsigned long len);
+/* The kernels of a variant (NULL when this build lacks them), and its name. */
 const cs_kernel_ops *cs_variant_ops(int variant);
+const char *cs_variant_name(int variant);
 
 /* The one planning function (fp_device_ops.plan). */
 flashport_status cs_plan(const flashport_problem *p, int forced, fp_plan *out);

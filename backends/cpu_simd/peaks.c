@@ -104,10 +104,17 @@ flashport_status cs_measure_peaks(flashport_peaks *out) {
     const char *why;
     fma_loop loop = cs_fma_peak_portable;
     const char *kind = "portable multiply-add loop (12 chains x 8 lanes)";
+    /* The widest FMA the CPU runs: the ceiling of its fastest path. */
 #if defined(CS_HAVE_AVX2_KERNELS)
     if (cs_avx2_usable(0, &why)) {
         loop = cs_fma_peak_avx2;
         kind = "AVX2 FMA loop (12 independent 8-wide chains)";
+    }
+#endif
+#if defined(CS_HAVE_AVX512_KERNELS)
+    if (cs_avx512_usable(&why)) {
+        loop = cs_fma_peak_avx512;
+        kind = "AVX-512 FMA loop (12 independent 16-wide chains)";
     }
 #endif
     const int threads = cs_threads_default(&why);

@@ -1,9 +1,13 @@
 /*
- * cpu_simd against a double-precision attention written here (naive_attention.h), on both
- * kernel paths: small odd shapes, causal with Nq != Nkv, GQA and MQA, odd head dims, both
+ * cpu_simd against a double-precision attention written here (naive_attention.h), on the kernel
+ * path named on the command line (portable, avx2 or avx512): small odd shapes, causal with Nq != Nkv, GQA and MQA, odd head dims, both
  * layouts and strides with gaps, f16 and bf16, NaN in K or V, logits near +-1000, several
  * thread counts. Every output element is checked, and the gaps between output rows must keep
  * their poison.
+ *
+ * A path the planner refuses exits 77 (ctest: skipped), but only when the compiler's own cpuid
+ * check, or the build, agrees that the path cannot run here; a refusal on a CPU that has the
+ * features is a failure.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -16,6 +20,8 @@
 #include "flashport.h"
 #include "fp_half.h"
 #include "naive_attention.h"
+
+#define EXIT_SKIP 77
 
 enum layout_kind { BHND, BNHD, GAPPED };
 enum special { PLAIN, LARGE_LOGITS, NAN_IN_K, NAN_IN_HIDDEN_V };
@@ -47,6 +53,9 @@ static const test_case cases[] = {
     {"f16_odd_d", FLASHPORT_F16, 1, 3, 1, 17, 33, 11, BNHD, 0, PLAIN},
     {"bf16_gqa", FLASHPORT_BF16, 2, 4, 1, 45, 60, 128, BNHD, 1, PLAIN},
     {"bf16_odd_d", FLASHPORT_BF16, 1, 2, 2, 17, 33, 7, GAPPED, 0, PLAIN},
+    /* Half a 16-wide register left over at the end of each row (AVX-512 remainders). */
+    {"f16_d40_half_register", FLASHPORT_F16, 1, 4, 2, 29, 41, 40, BHND, 1, PLAIN},
+    {"bf16_d24_half_register", FLASHPORT_BF16, 1, 2, 1, 21, 35, 24, BNHD, 0, PLAIN},
     {"logits_near_1000", FLASHPORT_F32, 1, 2, 1, 40, 90, 16, BHND, 0, LARGE_LOGITS},
     {"nan_in_one_key", FLASHPORT_F32, 1, 2, 1, 40, 40, 32, BHND, 1, NAN_IN_K},
     {"nan_in_hidden_value", FLASHPORT_F32, 1, 2, 2, 40, 40, 32, BNHD, 1, NAN_IN_HIDDEN_V},
@@ -243,7 +252,8 @@ static int check_plans(flashport_context *ctx) {
         printf("FAIL plan: N = 65536 needs %zu bytes of scratch (limit 64 MiB)\n", info.workspace_bytes);
         ++failures;
     }
-    if (strcmp(info.kernel, "avx2") != 0 && strcmp(info.kernel, "portable") != 0) {
+    if (strcmp(info.kernel, "avx512") != 0 && strcmp(info.kernel, "avx2") != 0 &&
+        strcmp(info.kernel, "portable") != 0) {
         printf("FAIL plan: unknown kernel '%s'\n", info.kernel);
         ++failures;
     }
@@ -256,7 +266,42 @@ static int check_plans(flashport_context *ctx) {
     return failures;
 }
 
-int main(void) {
+/* Whether this CPU and build can run a path, by the compiler's cpuid (which also checks that
+ * the OS saves the registers), independently of the backend's own detection. */
+static int path_expected(const char *path, const char **why) {
+    if (strcmp(path, "portable") == 0) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (strcmp(path, "avx2") == 0) {
+#if defined(CS_TEST_BUILT_AVX2)
+        *why = "CPU lacks AVX2, FMA or F16C";
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+        *why = "this build has no AVX2 kernels";
+        return 0;
+#endif
+    }
+    if (strcmp(path, "avx512") == 0) {
+#if defined(CS_TEST_BUILT_AVX512)
+        *why = "CPU lacks AVX-512F";
+        return __builtin_cpu_supports("avx512f");
+#else
+        *why = "this build has no AVX-512 kernels";
+        return 0;
+#endif
+    }
+#endif
+    *why = "not an x86 build";
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2 || (strcmp(argv[1], "portable") != 0 && strcmp(argv[1], "avx2") != 0 &&
+                      strcmp(argv[1], "avx512") != 0)) {
+        fprintf(stderr, "usage: %s portable|avx2|avx512\n", argv[0]);
+        return 2;
+    }
+    const char *path = argv[1];
     flashport_context *ctx = NULL;
     if (flashport_context_create("cpu_simd", &ctx) != FLASHPORT_OK) {
         printf("FAIL: cannot open cpu_simd: %s\n", flashport_last_error());
@@ -267,33 +312,51 @@ int main(void) {
         printf("device: %s (%s), %d cores; %s\n", dev.name, dev.vendor, dev.compute_units, dev.details);
 
     int failures = check_plans(ctx);
-    /* Is the AVX2 path runnable here? If not, forcing it must be refused with a reason. */
+    /* Can the path run here? f16 input: the AVX2 path needs F16C for it. */
     flashport_problem probe;
     flashport_problem_init(&probe, FLASHPORT_F16, 1, 1, 1, 4, 4, 8, FLASHPORT_LAYOUT_BHND);
-    probe.kernel = "avx2";
+    probe.kernel = path;
     flashport_plan_info info;
-    const int have_avx2 = flashport_plan(ctx, &probe, &info) == FLASHPORT_OK;
-    if (!have_avx2) {
-        printf("avx2 path not runnable on this CPU (checked it is refused): %s\n", info.reason);
-        failures += info.reason[0] == '\0';
+    const int runnable = flashport_plan(ctx, &probe, &info) == FLASHPORT_OK;
+    const char *why_not = "";
+    const int expected = path_expected(path, &why_not);
+    if (!runnable) {
+        flashport_context_destroy(ctx);
+        if (expected || info.reason[0] == '\0') {
+            printf("FAIL: the planner refuses %s (\"%s\") on a CPU and build that have it\n", path,
+                   info.reason);
+            return 1;
+        }
+        printf("SKIP: %s path cannot run here (%s; the planner agrees: %s)\n", path, why_not, info.reason);
+        return failures ? 1 : EXIT_SKIP;
+    }
+    if (!expected) {
+        printf("FAIL: the planner accepts %s where the CPU or build lacks it (%s)\n", path, why_not);
+        ++failures;
+    }
+    /* The planner's own choice is the widest path that runs: avx512 wherever it can. */
+    probe.kernel = NULL;
+    if (strcmp(path, "avx512") == 0 &&
+        (flashport_plan(ctx, &probe, &info) != FLASHPORT_OK || strcmp(info.kernel, "avx512") != 0)) {
+        printf("FAIL: avx512 runs here but the planner's own choice is '%s' (%s)\n", info.kernel, info.reason);
+        ++failures;
     }
 
-    const char *thread_counts[] = {"1", "3", NULL};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         tensors t;
         make_tensors(&cases[i], &t);
-        failures += run_case(ctx, &cases[i], &t, "portable");
-        if (have_avx2) failures += run_case(ctx, &cases[i], &t, "avx2");
+        failures += run_case(ctx, &cases[i], &t, path);
         free_tensors(&t);
     }
     /* Thread counts other than the default give the same results (work is split by tiles). */
+    const char *thread_counts[] = {"1", "3", NULL};
     for (const char **n = thread_counts; *n; ++n) {
         setenv("FLASHPORT_NUM_THREADS", *n, 1);
         printf("FLASHPORT_NUM_THREADS=%s\n", *n);
         for (size_t i = 3; i <= 6; ++i) {
             tensors t;
             make_tensors(&cases[i], &t);
-            failures += run_case(ctx, &cases[i], &t, have_avx2 ? "avx2" : "portable");
+            failures += run_case(ctx, &cases[i], &t, path);
             free_tensors(&t);
         }
     }

@@ -1,7 +1,7 @@
 /*
  * Coefficients of 2^f on f in [-1/2, 1/2]: the Taylor series of e^(f ln 2) to degree 7,
  * c_k = (ln 2)^k / k!. The first omitted term is below 6e-9 relative, so after rounding in
- * Horner's scheme the result is within a few ulp of 2^f. Shared by both paths so that they
+ * Horner's scheme the result is within a few ulp of 2^f. Shared by every path so that they
  * agree to the last bits on the exponential.
  */
 #ifndef CS_EXP2_POLY_H

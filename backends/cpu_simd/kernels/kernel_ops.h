@@ -1,15 +1,15 @@
 /*
  * The micro-kernels of the cpu_simd backend, as a table so that one tile algorithm
- * (attention.c) drives both the AVX2 path and the portable path.
+ * (attention.c) drives every path: AVX-512F, AVX2 and portable.
  *
  * Layouts (all float32, 32-byte aligned):
  *   - Q of a tile is stored transposed in panels of CS_Q_PANEL rows: element (r, c) at
  *     qp[(r / CS_Q_PANEL) * dq * CS_Q_PANEL + c * CS_Q_PANEL + r % CS_Q_PANEL], so that one
- *     load gives 8 rows of one column;
+ *     load gives 8 (AVX2) or 16 (AVX-512) rows of one column;
  *   - K and V blocks are rows of dq floats (dq = head_dim rounded up to CS_DIM_STEP, zero past
  *     head_dim); keys past the end of the block are zero rows;
  *   - scores and probabilities are stored transposed too, st[j * ld + r] for key j and row r,
- *     so that the softmax runs down the keys with 8 rows per register and needs no horizontal
+ *     so that the softmax runs down the keys with a register of rows and needs no horizontal
  *     reduction.
  * A tile has a multiple of CS_Q_PANEL rows (so also of CS_PV_ROWS and CS_ROW_STEP) and a key
  * block a multiple of CS_KEY_STEP keys.
@@ -21,12 +21,14 @@
 
 #include "flashport.h"
 
-#define CS_DIM_STEP 8    /* one AVX register of float32 */
-#define CS_ROW_STEP 8    /* rows handled together by the score and softmax kernels */
-#define CS_Q_PANEL 24    /* rows of the S = Q K^T micro-kernel (3 registers) */
-#define CS_SCORE_KEYS 4  /* keys of the S = Q K^T micro-kernel */
+#define CS_DIM_STEP 8    /* one AVX register of float32 (AVX-512 masks off the other half) */
+#define CS_ROW_STEP 16   /* rows handled together by the score and softmax kernels: one
+                            AVX-512 register, two AVX2 registers */
+#define CS_Q_PANEL 48    /* rows of a Q panel: three registers of rows in the AVX-512 score
+                            micro-kernel, two groups of three in the AVX2 one */
 #define CS_PV_ROWS 6     /* rows of the O += P V micro-kernel */
-#define CS_KEY_STEP 16   /* key blocks are multiples of this */
+#define CS_KEY_STEP 16   /* key blocks are multiples of this; every path's score micro-kernel
+                            takes a number of keys that divides it */
 #define CS_PV_COLS 32    /* columns of O per pass over a V block: the strip of V stays in L1 */
 /* The score kernel sums the head dimension in chunks of this many columns, each chunk in
  * fresh registers, then adds the chunk to the score: a dominant component then meets only a
@@ -41,7 +43,7 @@ typedef struct cs_kernel_ops {
     /* dst[0..d) = mul * src[0..d) converted to dtype (round to nearest even). */
     void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
     /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP), j < keys
-     * (a multiple of CS_SCORE_KEYS); only the first d columns are read; sums in chunks of
+     * (a multiple of CS_KEY_STEP); only the first d columns are read; sums in chunks of
      * CS_SCORE_CHUNK columns. */
     void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, int keys,
                    float *st, int64_t ldst);
@@ -64,13 +66,17 @@ typedef struct cs_kernel_ops {
                    float *o);
 } cs_kernel_ops;
 
+/* Each path's f32 FMA rate micro-benchmark runs `iterations` rounds of independent FMA chains
+ * and returns the number of floating-point operations done (one FMA = 2). */
 extern const cs_kernel_ops cs_kernels_portable;
+double cs_fma_peak_portable(int64_t iterations);
 #if defined(CS_HAVE_AVX2_KERNELS)
 extern const cs_kernel_ops cs_kernels_avx2;
-/* f32 FMA rate micro-benchmark: runs `iterations` rounds of independent FMA chains and returns
- * the number of floating-point operations done (one FMA = 2). */
 double cs_fma_peak_avx2(int64_t iterations);
 #endif
-double cs_fma_peak_portable(int64_t iterations);
+#if defined(CS_HAVE_AVX512_KERNELS)
+extern const cs_kernel_ops cs_kernels_avx512;
+double cs_fma_peak_avx512(int64_t iterations);
+#endif
 
 #endif /* CS_KERNEL_OPS_H */

@@ -1,5 +1,5 @@
 /*
- * Portable C micro-kernels: the same blocking as the AVX2 path, written with fixed-width inner
+ * Portable C micro-kernels: the same blocking as the SIMD paths, written with fixed-width inner
  * loops over independent lanes (rows of a Q panel, columns of O) so that any compiler can
  * vectorise them without reassociating sums (no fast-math). Builds on every architecture.
  */
@@ -10,6 +10,9 @@
 #include "exp2_poly.h"
 #include "fp_half.h"
 #include "kernel_ops.h"
+
+#define SCORE_KEYS 4                /* keys of the S = Q K^T tile */
+#define SCORE_ROWS (CS_Q_PANEL / 2) /* rows of the S = Q K^T tile */
 
 static void load_row_portable(const void *src, flashport_dtype dtype, int64_t d, int64_t dq,
                               float mul, float *dst) {
@@ -40,29 +43,30 @@ static void store_row_portable(const float *src, int64_t d, float mul, flashport
     }
 }
 
-/* One Q panel (up to CS_Q_PANEL rows) x CS_SCORE_KEYS keys: the lane loops are what the
- * compiler turns into vector FMAs, the accumulators live in a small local array. */
+/* Half a Q panel (up to SCORE_ROWS rows) x SCORE_KEYS keys: the lane loops are what the
+ * compiler turns into vector FMAs, the accumulators live in a small local array (half a panel
+ * keeps it as small as the SIMD paths' register tiles). */
 static void scores_portable(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
                             int keys, float *st, int64_t ldst) {
-    for (int r = 0; r < rows; r += CS_Q_PANEL) {
-        const float *panel = qp + (int64_t)r * dq;
-        const int width = rows - r < CS_Q_PANEL ? rows - r : CS_Q_PANEL;
-        for (int j = 0; j < keys; j += CS_SCORE_KEYS) {
-            float total[CS_SCORE_KEYS][CS_Q_PANEL] = {{0}};
+    for (int r = 0; r < rows; r += SCORE_ROWS) {
+        const float *panel = qp + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
+        const int width = rows - r < SCORE_ROWS ? rows - r : SCORE_ROWS;
+        for (int j = 0; j < keys; j += SCORE_KEYS) {
+            float total[SCORE_KEYS][SCORE_ROWS] = {{0}};
             for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
                 const int64_t c1 = c0 + CS_SCORE_CHUNK < d ? c0 + CS_SCORE_CHUNK : d;
-                float acc[CS_SCORE_KEYS][CS_Q_PANEL] = {{0}};
+                float acc[SCORE_KEYS][SCORE_ROWS] = {{0}};
                 for (int64_t c = c0; c < c1; ++c) {
                     const float *x = panel + c * CS_Q_PANEL;
-                    for (int jj = 0; jj < CS_SCORE_KEYS; ++jj) {
+                    for (int jj = 0; jj < SCORE_KEYS; ++jj) {
                         const float y = k[(int64_t)(j + jj) * dq + c];
-                        for (int i = 0; i < CS_Q_PANEL; ++i) acc[jj][i] += x[i] * y;
+                        for (int i = 0; i < SCORE_ROWS; ++i) acc[jj][i] += x[i] * y;
                     }
                 }
-                for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
-                    for (int i = 0; i < CS_Q_PANEL; ++i) total[jj][i] += acc[jj][i];
+                for (int jj = 0; jj < SCORE_KEYS; ++jj)
+                    for (int i = 0; i < SCORE_ROWS; ++i) total[jj][i] += acc[jj][i];
             }
-            for (int jj = 0; jj < CS_SCORE_KEYS; ++jj)
+            for (int jj = 0; jj < SCORE_KEYS; ++jj)
                 for (int i = 0; i < width; ++i) st[(int64_t)(j + jj) * ldst + r + i] = total[jj][i];
         }
     }
@@ -87,7 +91,7 @@ static inline float exp2_portable(float x) {
     return x < CS_EXP2_MIN ? 0.0f : p * fp_bits_f32(bits);
 }
 
-/* CS_ROW_STEP rows at a time, lanes innermost, as the AVX2 path does it with registers. */
+/* CS_ROW_STEP rows at a time, lanes innermost, as the SIMD paths do it with registers. */
 static void softmax_portable(float *st, int64_t ldst, int rows, const int *visible,
                              float scale2, float *m, float *l, float *alpha) {
     for (int r = 0; r < rows; r += CS_ROW_STEP) {
