@@ -5,11 +5,13 @@
 #   build         configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
 #   conf          conformance suite on cuda and opencl, every kernel variant
 #   conf-tc       conformance of the tensor-core variants under every tile configuration
-#                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3)
+#                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
+#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 4)
 #   ctest         the unit tests, which also run every CUDA variant when a GPU is present
 #   memcheck, racecheck, synccheck
 #                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
-#   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh)
+#   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh), bf16 at N = 16384
+#   tf32-sweep    the same for the 3xTF32 kernel, f32 at N = 4096, d = 64 and 128
 #   bench-ladder  peaks, the ladder preset, the seed shape on every variant and beside PyTorch
 #   bench-f32     f32 at N = 4096, d = 64 and 128 beside PyTorch; the N = 131072 memory shape
 #   bench-decode  the decode preset beside PyTorch
@@ -68,6 +70,11 @@ for s in $stages; do
         --backend cuda --kernel tensor_core_mma,tensor_core_mma_split_kv \
         --json "$logs/conf-tc-config$c.json"
     done
+    for c in $(seq 0 $((${TF32X3_CONFIGS:-4} - 1))); do
+      stage "conf-tf32x3-config$c" env FLASHPORT_CUDA_TF32X3_CONFIG=$c \
+        "$bin/flashport-conformance" --backend cuda --kernel tensor_core_tf32x3 \
+        --json "$logs/conf-tf32x3-config$c.json"
+    done
     ;;
   ctest)
     stage ctest ctest --test-dir "$build" --output-on-failure -j8
@@ -80,6 +87,10 @@ for s in $stages; do
     ;;
   tc-sweep)
     stage tc-sweep env SEQS="${SWEEP_SEQS:-16384}" BIN="$bin" bash "$here/scripts/tc-sweep.sh"
+    ;;
+  tf32-sweep)
+    stage tf32-sweep env KERNEL=tensor_core_tf32x3 CONFIGS="${TF32_SWEEP_CONFIGS:-0 1 2 3}" \
+      SEQS=4096 DIMS="64 128" BIN="$bin" bash "$here/scripts/tc-sweep.sh"
     ;;
   bench-ladder)
     stage bench-peaks "$b" --backend cuda --peaks

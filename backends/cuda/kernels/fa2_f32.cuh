@@ -42,6 +42,7 @@
 #include "common/attention_args.cuh"
 #include "common/dtype.cuh"
 #include "common/online_softmax.cuh"
+#include "common/smem_limit.cuh"
 #include "common/warp_reduce.cuh"
 #include "split_kv.h"
 
@@ -497,13 +498,11 @@ inline bool rows_are_float4(const fp_gpu_launch *L) {
 template <typename CFG, typename T>
 gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits) {
     const flashport_problem *p = &L->p;
-    auto kernel = forward_kernel<CFG, T>;
-    gpuError_t err = gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)CFG::SMEM_BYTES);
+    gpuError_t err = fp_raise_smem_limit<forward_kernel<CFG, T>, CFG::SMEM_BYTES>();
     if (err != gpuSuccess) return err;
     dim3 grid((unsigned)((p->seq_q + CFG::BR - 1) / CFG::BR), (unsigned)splits,
               (unsigned)(p->batch * p->heads_q));
-    kernel FP_GPU_LAUNCH(grid, THREADS, CFG::SMEM_BYTES, L->stream)(
+    forward_kernel<CFG, T> FP_GPU_LAUNCH(grid, THREADS, CFG::SMEM_BYTES, L->stream)(
         fp_attn_args_make(L), sp, rows_are_float4(L) ? 1 : 0);
     return gpuGetLastError();
 }

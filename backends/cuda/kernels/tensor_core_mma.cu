@@ -12,12 +12,12 @@
  *
  * param[0] = the tile configuration's index.
  */
-#include <atomic>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/smem_limit.cuh"
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
 
@@ -46,30 +46,10 @@ struct tc_instance {
     instance_launcher launch[2][2];
 };
 
-/* Raises the dynamic shared-memory limit of one kernel instance, once per device. */
-template <typename T, typename Cfg, bool ASYNC>
-static gpuError_t raise_smem_limit()
-{
-    static std::atomic<unsigned long long> raised_on{0};
-    int device = 0;
-    gpuError_t err = cudaGetDevice(&device);
-    if (err != gpuSuccess)
-        return err;
-    const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
-    if (bit && (raised_on.load(std::memory_order_acquire) & bit))
-        return gpuSuccess;
-    err = gpuFuncSetAttribute(
-        reinterpret_cast<const void *>(&fp_tc_forward_kernel<T, Cfg, ASYNC>),
-        gpuFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::SMEM_BYTES);
-    if (err == gpuSuccess && bit)
-        raised_on.fetch_or(bit, std::memory_order_release);
-    return err;
-}
-
 template <typename T, typename Cfg, bool ASYNC>
 static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream)
 {
-    gpuError_t err = raise_smem_limit<T, Cfg, ASYNC>();
+    gpuError_t err = fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess)
         return err;
     constexpr int threads = Cfg::WARPS * 32;

@@ -12,11 +12,11 @@
  *
  * param[0] = the tile configuration's index.
  */
-#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "../kernel_table.h"
+#include "common/smem_limit.cuh"
 #include "tf32x3/flash_forward_kernel.cuh"
 
 /* Largest sizes the kernel's 32-bit row and key indices take with room to spare. */
@@ -39,30 +39,11 @@ struct tf32x3_instance {
     instance_launcher launch;
 };
 
-/* Raises the dynamic shared-memory limit of one kernel instance, once per device. */
-template <typename Cfg>
-static gpuError_t raise_smem_limit()
-{
-    static std::atomic<unsigned long long> raised_on{0};
-    int device = 0;
-    gpuError_t err = cudaGetDevice(&device);
-    if (err != gpuSuccess)
-        return err;
-    const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
-    if (bit && (raised_on.load(std::memory_order_acquire) & bit))
-        return gpuSuccess;
-    err = gpuFuncSetAttribute(reinterpret_cast<const void *>(&fp_tf32x3_forward_kernel<Cfg>),
-                              gpuFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::SMEM_BYTES);
-    if (err == gpuSuccess && bit)
-        raised_on.fetch_or(bit, std::memory_order_release);
-    return err;
-}
-
 template <typename Cfg>
 static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_blocks,
                                   unsigned heads, gpuStream_t stream)
 {
-    gpuError_t err = raise_smem_limit<Cfg>();
+    gpuError_t err = fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess)
         return err;
     fp_tf32x3_forward_kernel<Cfg> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1), Cfg::WARPS * 32,

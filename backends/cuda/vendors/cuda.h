@@ -34,6 +34,7 @@ typedef __nv_bfloat16 gpuBFloat16;
 /* Devices */
 #define gpuGetDeviceCount cudaGetDeviceCount
 #define gpuSetDevice cudaSetDevice
+#define gpuGetDevice cudaGetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
