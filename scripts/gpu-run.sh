@@ -6,7 +6,7 @@
 #   conf          conformance suite on cuda and opencl, every kernel variant
 #   conf-tc       conformance of the tensor-core variants under every tile configuration
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
-#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 4)
+#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 5)
 #   ctest         the unit tests, which also run every CUDA variant when a GPU is present
 #   memcheck, racecheck, synccheck
 #                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
@@ -70,7 +70,7 @@ for s in $stages; do
         --backend cuda --kernel tensor_core_mma,tensor_core_mma_split_kv \
         --json "$logs/conf-tc-config$c.json"
     done
-    for c in $(seq 0 $((${TF32X3_CONFIGS:-4} - 1))); do
+    for c in $(seq 0 $((${TF32X3_CONFIGS:-5} - 1))); do
       stage "conf-tf32x3-config$c" env FLASHPORT_CUDA_TF32X3_CONFIG=$c \
         "$bin/flashport-conformance" --backend cuda --kernel tensor_core_tf32x3 \
         --json "$logs/conf-tf32x3-config$c.json"
@@ -89,7 +89,7 @@ for s in $stages; do
     stage tc-sweep env SEQS="${SWEEP_SEQS:-16384}" BIN="$bin" bash "$here/scripts/tc-sweep.sh"
     ;;
   tf32-sweep)
-    stage tf32-sweep env KERNEL=tensor_core_tf32x3 CONFIGS="${TF32_SWEEP_CONFIGS:-0 1 2 3}" \
+    stage tf32-sweep env KERNEL=tensor_core_tf32x3 CONFIGS="${TF32_SWEEP_CONFIGS:-0 1 2 3 4}" \
       SEQS=4096 DIMS="64 128" BIN="$bin" bash "$here/scripts/tc-sweep.sh"
     ;;
   bench-ladder)

@@ -32,31 +32,40 @@ static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 
 typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, unsigned row_blocks,
                                         unsigned heads, gpuStream_t stream);
 
-/* One compiled configuration: what the host needs to know of it, and its launcher. */
+/* One compiled configuration: what the host needs to know of it, and its launchers by load
+ * path (0 element by element, 1 cp.async). */
 struct tf32x3_instance {
     int d, index, rows;
     size_t smem;
-    instance_launcher launch;
+    instance_launcher launch[2];
 };
 
-template <typename Cfg>
+template <typename Cfg, bool ASYNC>
 static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_blocks,
                                   unsigned heads, gpuStream_t stream)
 {
-    gpuError_t err = fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg>, Cfg::SMEM_BYTES>();
+    gpuError_t err =
+        fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess)
         return err;
-    fp_tf32x3_forward_kernel<Cfg> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1), Cfg::WARPS * 32,
-                                                Cfg::SMEM_BYTES, stream)(prm);
+    fp_tf32x3_forward_kernel<Cfg, ASYNC> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1),
+                                                       Cfg::WARPS * 32, Cfg::SMEM_BYTES,
+                                                       stream)(prm);
     return gpuGetLastError();
 }
 
+#define FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)                               \
+    fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>
 #define FP_TF32X3_INSTANCE(d, index, warps, m_tiles, bc, stages, min_blocks)                   \
-    {d, index, fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>::ROWS,              \
-     fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>::SMEM_BYTES,                  \
-     launch_instance<fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>>},
+    {d,                                                                                        \
+     index,                                                                                    \
+     FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::ROWS,                           \
+     FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::SMEM_BYTES,                     \
+     {launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), false>,        \
+      launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), true>}},
 static const tf32x3_instance instances[] = {FP_TF32X3_CONFIG_LIST(FP_TF32X3_INSTANCE)};
 #undef FP_TF32X3_INSTANCE
+#undef FP_TF32X3_CFG
 
 /* Configuration `index` of a padded head dim; NULL when it has none of that number. */
 static const tf32x3_instance *find_instance(int padded_d, int index)
@@ -171,11 +180,11 @@ static gpuError_t launch(const fp_gpu_launch *L)
     prm.d = (int)p->head_dim;
     prm.scale_log2 = p->scale * 1.44269504088896340736f;
     prm.causal = p->causal != 0;
-    prm.async_loads = vec4_aligned(L->q, &p->q) && vec4_aligned(L->k, &p->k) &&
-                      vec4_aligned(L->v, &p->v);
+    const int async =
+        vec4_aligned(L->q, &p->q) && vec4_aligned(L->k, &p->k) && vec4_aligned(L->v, &p->v);
     prm.o_vec4 = vec4_aligned(L->o, &p->o);
     const unsigned row_blocks = (unsigned)((p->seq_q + in->rows - 1) / in->rows);
-    return in->launch(prm, row_blocks, (unsigned)(p->batch * p->heads_q), L->stream);
+    return in->launch[async](prm, row_blocks, (unsigned)(p->batch * p->heads_q), L->stream);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */

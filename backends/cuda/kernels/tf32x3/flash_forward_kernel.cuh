@@ -5,20 +5,22 @@
  *
  * One block = 16 x M_TILES x WARPS query rows of one (batch, query head); each warp owns
  * M_TILES slices of 16 of them for the whole pass, so a row's softmax statistics never leave
- * its four lanes, and every K and V fragment it loads and splits feeds M_TILES products. The block walks its
- * keys in tiles of BC through a STAGES-deep cp.async ring (K and V of a tile share a stage);
- * one __syncthreads per tile both publishes tile t and frees the stage of tile t - 1, which is
- * then refilled with tile t + STAGES - 1. Q stays in shared memory and is re-read per tile
- * (registers go to O, D/2 a lane).
+ * its four lanes, and every K and V fragment it loads and splits feeds M_TILES products. The
+ * block walks its keys in tiles of BC through a STAGES-deep cp.async ring (K and V of a tile
+ * share a stage); one __syncthreads per tile both publishes tile t and frees the stage of tile
+ * t - 1, which is then refilled with tile t + STAGES - 1. Q stays in shared memory and is
+ * re-read per tile (registers go to O, D/2 a lane).
  *
- * Per tile and warp: S = Q K^T, scores scaled by scale * log2(e), masked only on tiles that
- * cross the causal diagonal or the end of the keys, online softmax with exp2, O += P V with P
- * taken straight from the S accumulators (fragment_layout.h says why that needs no shuffle).
- * Operands are split in registers right after their 16-byte shared loads. O stays
- * un-normalised until the end, where it is divided by the row sum once.
+ * Per tile and warp: S = Q K^T, scores scaled by scale * log2(e), masked in the tile instance
+ * compiled for tiles that cross the causal diagonal or the end of the keys (the other instance
+ * has no per-element index arithmetic), online softmax with exp2 that rescales O only when a
+ * row's max moved, O += P V with P taken straight from the S accumulators (fragment_layout.h
+ * says why that needs no shuffle). Operands are split in registers right after their 16-byte
+ * shared loads. O stays un-normalised until the end, where it is divided by the row sum once.
  *
  * Head dims: each config is compiled for one D; a smaller d runs on the next D with its shared
- * columns past d zero-filled, its 32-column groups past d skipped and its columns past d never
+ * columns past d zero-filled (and multiplied through: a run-time exit inside the unrolled
+ * loops would keep the compiler from overlapping loads with mma) and its columns past d never
  * stored.
  */
 #ifndef FP_TF32X3_FLASH_FORWARD_KERNEL_CUH
@@ -26,6 +28,8 @@
 
 #include <math.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "../mma/ptx.cuh"
 #include "fragment_layout.h"
@@ -41,7 +45,6 @@ struct fp_tf32x3_params {
     int heads_q, group, seq_q, seq_kv, d;
     float scale_log2; /* scale * log2(e) */
     int causal;
-    int async_loads; /* Q, K, V allow 16-byte cp.async (base and strides 16-byte aligned) */
     int o_vec4;      /* O allows 16-byte stores of four adjacent columns */
 };
 
@@ -56,8 +59,8 @@ struct fp_tf32x3_config {
  * n_rows and columns at or past d are zero-filled and never read. Asynchronous form: cp.async
  * of whole 16-byte chunks (the caller checked alignment); synchronous form: element by
  * element, visible after the caller's next __syncthreads like a completed cp.async group. */
-template <int ROWS, int D, int THREADS>
-static __device__ __forceinline__ void fp_tf32x3_load_tile(bool async, float *smem,
+template <bool ASYNC, int ROWS, int D, int THREADS>
+static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem,
                                                            const float *src, int64_t row_stride,
                                                            int n_rows, int d)
 {
@@ -66,7 +69,7 @@ static __device__ __forceinline__ void fp_tf32x3_load_tile(bool async, float *sm
     static_assert(THREADS % CPR == 0 && (ROWS * CPR) % THREADS == 0, "whole rows a pass");
     const int chunk = fp_tf32_load_chunk(threadIdx.x, CPR);
     const int valid = d - 4 * chunk;
-    if (async) {
+    if (ASYNC) {
         const int bytes = valid <= 0 ? 0 : (valid >= 4 ? 16 : 4 * valid);
         const uint32_t base = fp_smem_addr(smem);
 #pragma unroll
@@ -96,7 +99,9 @@ static __device__ __forceinline__ float4 fp_tf32x3_lds(const float *p)
     return *reinterpret_cast<const float4 *>(p);
 }
 
-template <typename Cfg>
+/* ASYNC: Q, K and V allow 16-byte cp.async (base and strides 16-byte aligned); a compile-time
+ * choice so that only one load path's addresses stay live across the key loop. */
+template <typename Cfg, bool ASYNC>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tf32x3_forward_kernel(const fp_tf32x3_params a)
 {
@@ -142,16 +147,15 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const float *gQ = a.q + b * a.q_b + h * a.q_h + (int64_t)q0 * a.q_s;
     const float *gK = a.k + b * a.k_b + hk * a.k_h;
     const float *gV = a.v + b * a.v_b + hk * a.v_h;
-    const bool async = a.async_loads != 0;
 
-    fp_tf32x3_load_tile<BR, D, THREADS>(async, sQ, gQ, a.q_s, a.seq_q - q0, a.d);
+    fp_tf32x3_load_tile<ASYNC, BR, D, THREADS>(sQ, gQ, a.q_s, a.seq_q - q0, a.d);
     auto load_tile = [&](int t) {
         float *sK = sKV + (t % STAGES) * STAGE_FLOATS;
         const int kb = t * BC;
-        fp_tf32x3_load_tile<BC, D, THREADS>(async, sK, gK + (int64_t)kb * a.k_s, a.k_s,
-                                            kv_end - kb, a.d);
-        fp_tf32x3_load_tile<BC, D, THREADS>(async, sK + BC * D, gV + (int64_t)kb * a.v_s, a.v_s,
-                                            kv_end - kb, a.d);
+        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s,
+                                                   kv_end - kb, a.d);
+        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK + BC * D, gV + (int64_t)kb * a.v_s,
+                                                   a.v_s, kv_end - kb, a.d);
     };
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
 #pragma unroll
@@ -185,6 +189,160 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             l[mt][i] = 0.0f;
         }
 
+    /* One key tile, K at sK and V right after it. Instantiated with and without the mask
+     * (the end of the keys, the causal diagonal), so that the full tiles carry no per-element
+     * index arithmetic; always inlined, so the accumulators stay in registers. */
+    auto tile = [&](const float *sK, int kb, auto masked) __attribute__((always_inline)) {
+        const float *const sV = sK + BC * D;
+            float s[MT][KEY_TILES][4];
+    #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+    #pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        s[mt][nt][r] = 0.0f;
+    #pragma unroll
+            for (int u = 0; u < GROUPS; ++u) {
+    #pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
+                    const int chunk = fp_tf32_qk_chunk(lane, u, half);
+                    const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
+                    fp_tf32_pair qa[MT][2][4];
+    #pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
+                        const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
+                        qa[mt][0][0] = fp_tf32_split(lo.x);
+                        qa[mt][0][1] = fp_tf32_split(hi.x);
+                        qa[mt][0][2] = fp_tf32_split(lo.y);
+                        qa[mt][0][3] = fp_tf32_split(hi.y);
+                        qa[mt][1][0] = fp_tf32_split(lo.z);
+                        qa[mt][1][1] = fp_tf32_split(hi.z);
+                        qa[mt][1][2] = fp_tf32_split(lo.w);
+                        qa[mt][1][3] = fp_tf32_split(hi.w);
+                    }
+                    fp_tf32_pair kf[KEY_TILES][4];
+    #pragma unroll
+                    for (int nt = 0; nt < KEY_TILES; ++nt) {
+                        const float4 kv =
+                            fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
+                        kf[nt][0] = fp_tf32_split(kv.x);
+                        kf[nt][1] = fp_tf32_split(kv.y);
+                        kf[nt][2] = fp_tf32_split(kv.z);
+                        kf[nt][3] = fp_tf32_split(kv.w);
+                    }
+    #pragma unroll
+                    for (int step = 0; step < 2; ++step)
+    #pragma unroll
+                        for (int term = 0; term < 3; ++term)
+    #pragma unroll
+                            for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                                for (int nt = 0; nt < KEY_TILES; ++nt)
+                                    fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
+                                                       kf[nt][2 * step + 1], term);
+                }
+            }
+
+    #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+    #pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        float x = s[mt][nt][r] * a.scale_log2;
+                        if (decltype(masked)::value) {
+                            const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
+                            const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
+                            if (key >= kv_end || (a.causal && key > row + diag))
+                                x = -INFINITY;
+                        }
+                        s[mt][nt][r] = x;
+                    }
+
+            /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
+             * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
+             * fmaxf but reaches l and O through the exp2, as it must. O and l are rescaled only
+             * when some row of the warp has a new max (alpha is exactly 1 otherwise). */
+            float m_new[MT][2], m_ref[MT][2];
+            bool new_max = false;
+    #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    float mx = m[mt][i];
+    #pragma unroll
+                    for (int nt = 0; nt < KEY_TILES; ++nt)
+                        mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    m_new[mt][i] = mx;
+                    m_ref[mt][i] = mx == -INFINITY ? 0.0f : mx;
+                    new_max |= mx != m[mt][i];
+                }
+            if (__any_sync(0xffffffffu, new_max)) {
+    #pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        const float alpha = fp_exp2_approx(m[mt][i] - m_ref[mt][i]);
+                        l[mt][i] *= alpha;
+    #pragma unroll
+                        for (int dt = 0; dt < D_TILES; ++dt) {
+                            o[mt][dt][2 * i] *= alpha;
+                            o[mt][dt][2 * i + 1] *= alpha;
+                        }
+                    }
+            }
+    #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+    #pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    m[mt][i] = m_new[mt][i];
+    #pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+    #pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[mt][r >> 1]);
+                        s[mt][nt][r] = p;
+                        l[mt][r >> 1] += p;
+                    }
+            }
+
+    #pragma unroll
+            for (int t8 = 0; t8 < KEY_TILES; ++t8) {
+                fp_tf32_pair ap[MT][4];
+    #pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
+                const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
+                const float *const v0 = sV + row0 * D;
+                const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
+    #pragma unroll
+                for (int w = 0; w < GROUPS; ++w) {
+                    const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
+                    /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
+                    const float4 x0 = fp_tf32x3_lds(v0 + off);
+                    const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
+                    const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
+                                                fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
+                    const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
+                                                fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
+    #pragma unroll
+                    for (int term = 0; term < 3; ++term)
+    #pragma unroll
+                        for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+                            for (int e = 0; e < 4; ++e)
+                                fp_mma_3xtf32_term(o[mt][4 * w + e], ap[mt], b0[e], b1[e], term);
+                }
+            }
+    };
+
     for (int t = 0; t < n_tiles; ++t) {
         fp_cp_async_wait<STAGES - 2>();
         __syncthreads();
@@ -198,146 +356,12 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             continue;
 
         const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
-        const float *const sV = sK + BC * D;
-
-        float s[MT][KEY_TILES][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    s[mt][nt][r] = 0.0f;
-#pragma unroll
-        for (int u = 0; u < GROUPS; ++u) {
-            if (32 * u >= a.d)
-                break;
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
-                const int chunk = fp_tf32_qk_chunk(lane, u, half);
-                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
-                fp_tf32_pair qa[MT][2][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
-                    const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
-                    qa[mt][0][0] = fp_tf32_split(lo.x);
-                    qa[mt][0][1] = fp_tf32_split(hi.x);
-                    qa[mt][0][2] = fp_tf32_split(lo.y);
-                    qa[mt][0][3] = fp_tf32_split(hi.y);
-                    qa[mt][1][0] = fp_tf32_split(lo.z);
-                    qa[mt][1][1] = fp_tf32_split(hi.z);
-                    qa[mt][1][2] = fp_tf32_split(lo.w);
-                    qa[mt][1][3] = fp_tf32_split(hi.w);
-                }
-                fp_tf32_pair kf[KEY_TILES][4];
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt) {
-                    const float4 kv =
-                        fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
-                    kf[nt][0] = fp_tf32_split(kv.x);
-                    kf[nt][1] = fp_tf32_split(kv.y);
-                    kf[nt][2] = fp_tf32_split(kv.z);
-                    kf[nt][3] = fp_tf32_split(kv.w);
-                }
-#pragma unroll
-                for (int step = 0; step < 2; ++step)
-#pragma unroll
-                    for (int term = 0; term < 3; ++term)
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                            for (int nt = 0; nt < KEY_TILES; ++nt)
-                                fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
-                                                   kf[nt][2 * step + 1], term);
-            }
-        }
-
-        const bool masked = kb + BC > mask_from;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    float x = s[mt][nt][r] * a.scale_log2;
-                    if (masked) {
-                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
-                        const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
-                        if (key >= kv_end || (a.causal && key > row + diag))
-                            x = -INFINITY;
-                    }
-                    s[mt][nt][r] = x;
-                }
-
-        /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
-         * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
-         * fmaxf but reaches l and O through the exp2, as it must. */
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            float m_ref[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                float mx = m[mt][i];
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                m_ref[i] = mx == -INFINITY ? 0.0f : mx;
-                const float alpha = fp_exp2_approx(m[mt][i] - m_ref[i]);
-                m[mt][i] = mx;
-                l[mt][i] *= alpha;
-#pragma unroll
-                for (int dt = 0; dt < D_TILES; ++dt) {
-                    o[mt][dt][2 * i] *= alpha;
-                    o[mt][dt][2 * i + 1] *= alpha;
-                }
-            }
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[r >> 1]);
-                    s[mt][nt][r] = p;
-                    l[mt][r >> 1] += p;
-                }
-        }
-
-#pragma unroll
-        for (int t8 = 0; t8 < KEY_TILES; ++t8) {
-            fp_tf32_pair ap[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
-            const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
-            const float *const v0 = sV + row0 * D;
-            const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
-#pragma unroll
-            for (int w = 0; w < GROUPS; ++w) {
-                if (32 * w >= a.d)
-                    break;
-                const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
-                /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
-                const float4 x0 = fp_tf32x3_lds(v0 + off);
-                const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
-                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
-                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
-                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
-                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
-#pragma unroll
-                for (int term = 0; term < 3; ++term)
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            fp_mma_3xtf32_term(o[mt][4 * w + e], ap[mt], b0[e], b1[e], term);
-            }
-        }
+        if (kb + BC > mask_from)
+            tile(sK, kb, std::true_type{});
+        else
+            tile(sK, kb, std::false_type{});
     }
+
     fp_cp_async_wait<0>();
     if (!warp_active)
         return;

@@ -33,6 +33,8 @@
     X(128, 1, 4, 1, 16, 3, 2)                                                                  \
     X(128, 2, 8, 1, 32, 2, 1)                                                                  \
     X(128, 3, 4, 2, 16, 2, 2)                                                                  \
+    X(64, 4, 4, 2, 64, 2, 2)                                                                   \
+    X(128, 4, 4, 2, 32, 2, 1)                                                                  \
     X(256, 0, 4, 1, 16, 2, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TF32X3_CONFIG is not set. */
