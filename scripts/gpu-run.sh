@@ -16,6 +16,7 @@
 #   bench-f32     f32 at N = 4096, d = 64 and 128 beside PyTorch; the N = 131072 memory shape
 #   bench-decode  the decode preset beside PyTorch
 #   bench-tc      the fa-grid in bf16 and f16 beside PyTorch's flash, cuDNN and efficient
+#                 (TC_RUNS narrows it: "bf16:flash,cudnn f16:flash" = dtype:implementations)
 #   bench-opencl  opencl beside cuda on the same shapes, and a sweep of OpenCL tile overrides
 #   cpu           cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
 # Stages after a failed one still run; the exit status says whether any failed.
@@ -113,9 +114,10 @@ for s in $stages; do
       --impl flash,efficient,cudnn --flashport-bench "$b" --backend cuda --json "$logs/decode.json"
     ;;
   bench-tc)
-    for dt in bf16 f16; do
+    for run in ${TC_RUNS:-bf16:flash,cudnn,efficient f16:flash,cudnn,efficient}; do
+      dt=${run%%:*}
       stage "bench-fa-grid-$dt" python3 "$here/bench/compare_torch.py" --preset fa-grid \
-        --dtype $dt --device cuda --impl flash,cudnn,efficient --flashport-bench "$b" \
+        --dtype "$dt" --device cuda --impl "${run#*:}" --flashport-bench "$b" \
         --backend cuda --json "$logs/fa-grid-$dt.json"
     done
     ;;
