@@ -13,13 +13,14 @@
  *   BC         keys a tile (a multiple of 8);
  *   STAGES     K/V tiles in flight in the cp.async ring (>= 2);
  *   MIN_BLOCKS blocks an SM for __launch_bounds__ (caps registers at 64K / (MIN_BLOCKS * 32 *
- *              WARPS); every entry must stay spill-free under that cap).
+ *              WARPS); the entries stay spill-free under that cap except d = 128 index 3,
+ *              which spills a few words, ptxas -v).
  * Shared memory a block: 4 bytes x D x (16 WARPS M_TILES + STAGES x 2 x BC).
  *
  * Why these: f32 tiles take twice the bytes of f16 ones, and every operand is split in
  * registers, so the sizes trade shared memory (blocks an SM) against registers (O is D/2 of
- * them a lane, the split K fragments of one column chunk BC). The defaults are untuned
- * starting points: two or three warps' worth of tensor work per SM sub-partition.
+ * them a lane, the split K fragments of one column chunk BC). The defaults are the fastest of
+ * KERNEL=tensor_core_tf32x3 scripts/tc-sweep.sh on the H200 (f32, N = 4096; bench/results).
  */
 #ifndef FP_TF32X3_TILE_CONFIGS_H
 #define FP_TF32X3_TILE_CONFIGS_H
@@ -33,12 +34,10 @@
     X(128, 1, 4, 1, 16, 3, 2)                                                                  \
     X(128, 2, 8, 1, 32, 2, 1)                                                                  \
     X(128, 3, 4, 2, 16, 2, 2)                                                                  \
-    X(64, 4, 4, 2, 64, 2, 2)                                                                   \
-    X(128, 4, 4, 2, 32, 2, 1)                                                                  \
     X(256, 0, 4, 1, 16, 2, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TF32X3_CONFIG is not set. */
-#define FP_TF32X3_DEFAULT_CONFIG_D64 0
+#define FP_TF32X3_DEFAULT_CONFIG_D64 3
 #define FP_TF32X3_DEFAULT_CONFIG_D128 0
 #define FP_TF32X3_DEFAULT_CONFIG_D256 0
 
