@@ -182,13 +182,14 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
     char options[256];
-    fp_cl_attention_options(plan, p->dtype, options, sizeof options);
+    fp_cl_attention_options(plan, p, options, sizeof options);
     cl_kernel kernel = NULL;
     flashport_status st =
         fp_cl_get_kernel(dev, fp_opencl_source_attention_tiled, options, "attention_tiled", &kernel);
     if (st != FLASHPORT_OK) return st;
 
-    const int64_t *t = plan->param;
+    int64_t t[FP_CL_TILE_KEYS];
+    fp_cl_tile_of_plan(plan, t);
     size_t threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
     size_t kernel_limit = 0;
     cl_int err = cl->clGetKernelWorkGroupInfo(kernel, dev->desc->id, CL_KERNEL_WORK_GROUP_SIZE,
