@@ -181,8 +181,8 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
-    char options[256];
-    fp_cl_attention_options(plan, p, options, sizeof options);
+    char options[384];
+    fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
     cl_kernel kernel = NULL;
     flashport_status st =
         fp_cl_get_kernel(dev, fp_opencl_source_attention_tiled, options, "attention_tiled", &kernel);

@@ -91,7 +91,9 @@ enum {
     FP_CL_P_OM = 7,  /* output rows per work-item */
     FP_CL_P_QR = 8,  /* 1: Q resident in local memory */
     FP_CL_P_PF = 9,  /* 1: next K/Q chunk prefetched into registers */
-    FP_CL_TILE_KEYS = 10
+    FP_CL_P_RG = 10, /* NVIDIA register cap per work-item, 0: none */
+    FP_CL_P_UR = 11, /* 1: loops over register tiles unrolled fully */
+    FP_CL_TILE_KEYS = 12
 };
 
 flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out);
@@ -99,9 +101,9 @@ flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forc
 void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *tile);
 /* Local memory (bytes) a tile shape needs for a head dim; used by the planner and tests. */
 size_t fp_cl_tile_local_bytes(const int64_t *tile, int64_t head_dim);
-/* Build options of the attention program for a plan and problem. */
-void fp_cl_attention_options(const fp_plan *plan, const flashport_problem *p, char *buf,
-                             size_t len);
+/* Build options of the attention program for a plan and problem on a device. */
+void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
+                             const flashport_problem *p, char *buf, size_t len);
 
 flashport_status fp_cl_measure_peaks(fp_cl_dev *dev, flashport_peaks *out);
 

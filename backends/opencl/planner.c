@@ -13,8 +13,13 @@
  *           each K chunk; default: 1 where it fits the device's local memory
  *   pf      1: the next K (and Q) chunk is loaded into registers while the current one is
  *           multiplied; default 0
- * e.g. FLASHPORT_OPENCL_TILE="br=64,bc=64,tm=4,tn=8,om=8,qr=0,pf=1".
+ *   rg      NVIDIA only: at most this many registers per work-item (-cl-nv-maxrregcount),
+ *           0 for the compiler's choice (default); ignored on other devices
+ *   ur      1: loops over register tiles are unrolled fully (default on GPUs), 0: left to the
+ *           compiler (default on CPUs, where PoCL builds far faster so)
+ * e.g. FLASHPORT_OPENCL_TILE="br=64,bc=64,tm=4,tn=8,om=8,qr=0,pf=1,rg=168".
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,24 +33,28 @@ const fp_variant fp_cl_variants[] = {
      FP_PRECISION_NATIVE},
 };
 
-static const char *const tile_keys[FP_CL_TILE_KEYS] = {"br", "bc", "tm", "tn", "kc",
-                                                       "vc", "dv", "om", "qr", "pf"};
+static const char *const tile_keys[FP_CL_TILE_KEYS] = {"br", "bc", "tm", "tn", "kc", "vc",
+                                                       "dv", "om", "qr", "pf", "rg", "ur"};
 
-/* fp_plan.param holds the first seven keys as they are and om, qr, pf packed in param[7]. */
-enum { OM_BITS = 12 };
+/* fp_plan.param holds the first seven keys as they are and om (bits 0-11), qr (12), pf (13),
+ * rg (14-21) and ur (22) packed in param[7]. */
+enum { OM_BITS = 12, QR_SHIFT = 12, PF_SHIFT = 13, RG_SHIFT = 14, UR_SHIFT = 22 };
 
 void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *t) {
     for (int i = 0; i < FP_CL_P_OM; i++) t[i] = plan->param[i];
     int64_t packed = plan->param[FP_CL_P_OM];
     t[FP_CL_P_OM] = packed & ((1 << OM_BITS) - 1);
-    t[FP_CL_P_QR] = (packed >> OM_BITS) & 1;
-    t[FP_CL_P_PF] = (packed >> (OM_BITS + 1)) & 1;
+    t[FP_CL_P_QR] = (packed >> QR_SHIFT) & 1;
+    t[FP_CL_P_PF] = (packed >> PF_SHIFT) & 1;
+    t[FP_CL_P_RG] = (packed >> RG_SHIFT) & 255;
+    t[FP_CL_P_UR] = (packed >> UR_SHIFT) & 1;
 }
 
 static void store_tile(const int64_t *t, fp_plan *plan) {
     for (int i = 0; i < FP_CL_P_OM; i++) plan->param[i] = t[i];
-    plan->param[FP_CL_P_OM] =
-        t[FP_CL_P_OM] | (t[FP_CL_P_QR] << OM_BITS) | (t[FP_CL_P_PF] << (OM_BITS + 1));
+    plan->param[FP_CL_P_OM] = t[FP_CL_P_OM] | (t[FP_CL_P_QR] << QR_SHIFT) |
+                              (t[FP_CL_P_PF] << PF_SHIFT) | (t[FP_CL_P_RG] << RG_SHIFT) |
+                              (t[FP_CL_P_UR] << UR_SHIFT);
 }
 
 static int64_t work_items(const int64_t *t) {
@@ -71,7 +80,8 @@ static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t 
                         char *why, size_t len) {
     why[0] = '\0';
     for (int i = 0; i < FP_CL_TILE_KEYS; i++) {
-        int64_t lo = i >= FP_CL_P_QR ? 0 : 1, hi = i >= FP_CL_P_QR ? 1 : 1024;
+        int64_t lo = i >= FP_CL_P_QR ? 0 : 1;
+        int64_t hi = i == FP_CL_P_RG ? 255 : i >= FP_CL_P_QR ? 1 : 1024;
         if (t[i] < lo || t[i] > hi) {
             snprintf(why, len, "tile %s=%lld is outside %lld..%lld", tile_keys[i],
                      (long long)t[i], (long long)lo, (long long)hi);
@@ -129,7 +139,7 @@ static int apply_override(const char *text, int64_t *t, int *given, char *why, s
         if (!found) {
             snprintf(why, len,
                      "FLASHPORT_OPENCL_TILE: cannot read \"%s\" (expected key=value items with "
-                     "keys br, bc, tm, tn, kc, vc, dv, om, qr, pf)",
+                     "keys br, bc, tm, tn, kc, vc, dv, om, qr, pf, rg, ur)",
                      original);
             return 0;
         }
@@ -167,6 +177,8 @@ static void default_shape(const fp_cl_device_desc *dev, const flashport_problem 
     t[FP_CL_P_OM] = 0; /* chosen by resolve_shape */
     t[FP_CL_P_QR] = -1;
     t[FP_CL_P_PF] = 0;
+    t[FP_CL_P_RG] = 0;
+    t[FP_CL_P_UR] = gpu_like;
 }
 
 /* Fills in what the defaults and the override left open: dv wide enough for 4 output columns
@@ -221,13 +233,15 @@ flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forc
                  "FLASHPORT_OPENCL_TILE: " : "", why);
         return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME, "%s", out->reason);
     }
+    if (!dev->desc->is_nvidia) t[FP_CL_P_RG] = 0; /* a register cap only NVIDIA's compiler reads */
     store_tile(t, out);
     int64_t slices = (p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV];
     snprintf(out->reason, sizeof out->reason,
              "tiled: br=%lld bc=%lld tm=%lld tn=%lld kc=%lld vc=%lld dv=%lld om=%lld qr=%lld "
-             "pf=%lld (%s%s), %zu B local, %lld output slice%s",
+             "pf=%lld rg=%lld ur=%lld (%s%s), %zu B local, %lld output slice%s",
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8], (long long)t[9],
+             (long long)t[10], (long long)t[11],
              (dev->desc->type & CL_DEVICE_TYPE_CPU) ? "CPU shape" : "GPU shape",
              override && *override ? ", FLASHPORT_OPENCL_TILE" : "",
              fp_cl_tile_local_bytes(t, p->head_dim), (long long)slices, slices == 1 ? "" : "s");
@@ -235,15 +249,35 @@ flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forc
     return FLASHPORT_OK;
 }
 
-void fp_cl_attention_options(const fp_plan *plan, const flashport_problem *p, char *buf,
-                             size_t len) {
+/* 1 when an offset inside one tile of rows (row * seq stride + column) may not fit an int. */
+static int needs_wide_offsets(const int64_t *t, const flashport_problem *p) {
+    int64_t rows = t[FP_CL_P_BR] > t[FP_CL_P_BC] ? t[FP_CL_P_BR] : t[FP_CL_P_BC];
+    const int64_t strides[4] = {p->q.seq, p->k.seq, p->v.seq, p->o.seq};
+    for (int i = 0; i < 4; i++) {
+        int64_t s = strides[i] < 0 ? -strides[i] : strides[i];
+        if (s > (INT32_MAX - 2 * 1024 - p->head_dim) / rows) return 1;
+    }
+    return 0;
+}
+
+void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
+                             const flashport_problem *p, char *buf, size_t len) {
     int64_t t[FP_CL_TILE_KEYS];
     fp_cl_tile_of_plan(plan, t);
+    /* On NVIDIA, -cl-nv-verbose puts the registers and spills in the build log (logged at
+     * the info level when a program is built). */
+    char nvidia[64] = "";
+    if (dev->is_nvidia) {
+        snprintf(nvidia, sizeof nvidia, " -cl-nv-verbose");
+        if (t[FP_CL_P_RG])
+            snprintf(nvidia, sizeof nvidia, " -cl-nv-verbose -cl-nv-maxrregcount=%lld",
+                     (long long)t[FP_CL_P_RG]);
+    }
     snprintf(buf, len,
              "-cl-std=CL1.2 -DBR=%lld -DBC=%lld -DTM=%lld -DTN=%lld -DKC=%lld -DVC=%lld "
-             "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DDTYPE=%d",
+             "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DUR=%lld -DWIDE=%d -DDTYPE=%d%s",
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
              (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]),
-             (long long)t[9], (int)p->dtype);
+             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), (int)p->dtype, nvidia);
 }

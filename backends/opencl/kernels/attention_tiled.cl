@@ -26,10 +26,10 @@
  * rounded once: every probability of a row shares that rounded mc, and the rescale factors
  * use the same rounded values, so its rounding cancels from O and from the LSE.
  *
- * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF, and DTYPE 0 (float), 1 (IEEE
- * half through vload_half/vstore_half, no cl_khr_fp16 needed) or 2 (bfloat16 through bit
- * shifts). DQ is the head dim rounded up to KC (the resident Q width when QR=1). Accumulation
- * is float32 throughout.
+ * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF UR WIDE, and DTYPE 0 (float),
+ * 1 (IEEE half through vload_half/vstore_half, no cl_khr_fp16 needed) or 2 (bfloat16 through
+ * bit shifts). DQ is the head dim rounded up to KC (the resident Q width when QR=1); WIDE=1
+ * computes offsets inside a tile in 64 bits. Accumulation is float32 throughout.
  */
 
 #define CT (BC / TN)         /* work-items across the keys of a block */
@@ -83,30 +83,53 @@ ushort float_to_bf16(float x) {
 #error "tile shape: TM | BR, TN | BC, OM | BR, BR/OM | NT, 4*NT/(BR/OM) | DV, VC | BC, KC | DQ, KC and VC multiples of 4"
 #endif
 
+/* Offsets inside one tile of rows: int when every tile's extent fits (WIDE=0, the planner's
+ * choice from the strides), which keeps the address arithmetic in 32-bit registers. */
+#if WIDE
+typedef long index_t;
+#else
+typedef int index_t;
+#endif
+
+/* UR=1 asks for full unrolling of the loops over register tiles, which keeps the tiles in
+ * registers where a compiler would not unroll them by itself; CPU compilers (PoCL) build far
+ * faster without it. */
+#if UR
+#define UNROLLED _Pragma("unroll")
+#else
+#define UNROLLED
+#endif
+
 /* The float4 at float offset i (a multiple of 4) of a local array. */
 #define LOCAL4(base, i) (*(__local float4 *)((base) + (i)))
 
-/* Element e of a BROWS x KC chunk starting at (row0, c0) of a [rows][d] tensor; 0 outside. */
-inline float chunk_element(__global const storage_t *x, long base, long stride, int row0,
-                           int rows, int c0, int d, int e, float sign) {
-    const int r = e / KC, c = e % KC;
-    const int row = row0 + r, col = c0 + c;
-    return (row < rows && col < d) ? LOAD(x, base + row * stride + col) * sign : 0.0f;
+/* Element e of the KC-column chunk at column c0 of the rows that start at x (row stride
+ * `stride`, the first `rows` of them present); 0 outside. */
+__attribute__((always_inline)) inline float chunk_element(__global const storage_t *x,
+                                                          index_t stride, int rows, int c0, int d,
+                                                          int e, float sign) {
+    const int r = e / KC, c = c0 + e % KC;
+    return (r < rows && c < d) ? LOAD(x, r * stride + c) * sign : 0.0f;
 }
 
 /* acc += P V over VC keys. With guard, key u of step kk counts for row i only when
  * u + kk <= last0 + i*NOR (the causal diagonal); otherwise every key counts. */
-inline void accumulate_pv(float acc[OM][OCN], __local const float *prow,
-                          __local const float *vcol, const int guard, const long last0) {
+__attribute__((always_inline)) inline void accumulate_pv(float acc[OM][OCN], __local const float *prow,
+                          __local const float *vcol, const int guard, const int last0) {
     for (int kk = 0; kk < VC; kk += 4) {
         float4 pf[OM];
+        UNROLLED
         for (int i = 0; i < OM; i++) pf[i] = LOCAL4(prow, i * NOR * PS + kk);
+        UNROLLED
         for (int u = 0; u < 4; u++) {
             float4 vf[OG];
+            UNROLLED
             for (int g = 0; g < OG; g++) vf[g] = LOCAL4(vcol, (kk + u) * DV + 4 * NCG * g);
+            UNROLLED
             for (int i = 0; i < OM; i++) {
                 const float p = u == 0 ? pf[i].x : u == 1 ? pf[i].y : u == 2 ? pf[i].z : pf[i].w;
                 const int visible = !guard || kk + u <= last0 + i * NOR;
+                UNROLLED
                 for (int g = 0; g < OG; g++) {
                     float *a = &acc[i][4 * g];
                     a[0] = visible ? fma(p, vf[g].x, a[0]) : a[0];
@@ -153,30 +176,38 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
     const int slice = (int)get_group_id(2) % n_slices;
     const int r0 = tile * BR;
     const int dv0 = slice * DV;
-    const long offset = (long)nkv - nq; /* bottom-right causal alignment */
-    const long q_base = b * q_sb + h * q_sh;
-    const long k_base = b * k_sb + (h / group) * k_sh;
-    const long v_base = b * v_sb + (h / group) * v_sh;
-    const long o_base = b * o_sb + h * o_sh;
+    /* Bottom-right causal alignment: key j is visible to row i iff j <= i + offset. Both
+     * sides stay within int, as nq and nkv do. */
+    const int offset = nkv - nq;
+    /* Tensors of this (batch, head); the Q and O rows of this tile. */
+    __global const storage_t *qt = q + (b * q_sb + h * q_sh + (long)r0 * q_sn);
+    __global const storage_t *kh = k + (b * k_sb + (h / group) * k_sh);
+    __global const storage_t *vh = v + (b * v_sb + (h / group) * v_sh);
+    __global storage_t *ot = o + (b * o_sb + h * o_sh + (long)r0 * o_sn + dv0);
+    const index_t qsn = (index_t)q_sn, ksn = (index_t)k_sn, vsn = (index_t)v_sn,
+                  osn = (index_t)o_sn;
+    const int q_rows = nq - r0;
 
     /* Keys past kv_end are hidden from every row of the tile: their blocks are skipped. */
-    long kv_end = nkv;
-    if (causal) kv_end = min((long)nkv, (long)r0 + BR + offset);
+    int kv_end = nkv;
+    if (causal && r0 + offset < nkv - BR) kv_end = r0 + BR + offset;
 
 #if QR
     for (int e = tid; e < BR * DQ; e += NT) {
         const int r = e / DQ, c = e % DQ;
-        const int row = r0 + r;
-        qres[r * QS + c] = (row < nq && c < d) ? LOAD(q, q_base + row * q_sn + c) * q_sign : 0.0f;
+        qres[r * QS + c] = (r < q_rows && c < d) ? LOAD(qt, r * qsn + c) * q_sign : 0.0f;
     }
 #endif
 
     float mc[TM], lsum[TM], acc[OM][OCN];
+    UNROLLED
     for (int i = 0; i < TM; i++) {
         mc[i] = -INFINITY;
         lsum[i] = 0.0f;
     }
+    UNROLLED
     for (int i = 0; i < OM; i++)
+        UNROLLED
         for (int c = 0; c < OCN; c++) acc[i][c] = 0.0f;
 
 #if PF
@@ -185,33 +216,42 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
     float q_next[Q_PER_ITEM];
 #endif
     if (kv_end > 0) {
+        UNROLLED
         for (int u = 0; u < K_PER_ITEM; u++) {
             const int e = tid + u * NT;
-            k_next[u] = e < BC * KC ? chunk_element(k, k_base, k_sn, 0, nkv, 0, d, e, 1.0f) : 0.0f;
+            k_next[u] = e < BC * KC ? chunk_element(kh, ksn, nkv, 0, d, e, 1.0f) : 0.0f;
         }
 #if !QR
+        UNROLLED
         for (int u = 0; u < Q_PER_ITEM; u++) {
             const int e = tid + u * NT;
             q_next[u] =
-                e < BR * KC ? chunk_element(q, q_base, q_sn, r0, nq, 0, d, e, q_sign) : 0.0f;
+                e < BR * KC ? chunk_element(qt, qsn, q_rows, 0, d, e, q_sign) : 0.0f;
         }
 #endif
     }
 #endif
 
     for (int kb = 0; kb < kv_end; kb += BC) {
+        /* The K and V rows of this block. */
+        __global const storage_t *kb_rows = kh + (long)kb * k_sn;
+        __global const storage_t *vb_rows = vh + (long)kb * v_sn + dv0;
         float s[TM][TN];
+        UNROLLED
         for (int i = 0; i < TM; i++)
+            UNROLLED
             for (int j = 0; j < TN; j++) s[i][j] = 0.0f;
 
         for (int c0 = 0; c0 < d; c0 += KC) {
             barrier(CLK_LOCAL_MEM_FENCE); /* the previous readers of the stage are done */
 #if PF
+            UNROLLED
             for (int u = 0; u < K_PER_ITEM; u++) {
                 const int e = tid + u * NT;
                 if (e < BC * KC) ks[(e / KC) * KC_PAD + e % KC] = k_next[u];
             }
 #if !QR
+            UNROLLED
             for (int u = 0; u < Q_PER_ITEM; u++) {
                 const int e = tid + u * NT;
                 if (e < BR * KC) qs[(e / KC) * KC_PAD + e % KC] = q_next[u];
@@ -222,17 +262,20 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             const int nc0 = last_chunk ? 0 : c0 + KC;
             const int nkb = last_chunk ? kb + BC : kb;
             if (nkb < kv_end) {
+                UNROLLED
                 for (int u = 0; u < K_PER_ITEM; u++) {
                     const int e = tid + u * NT;
                     k_next[u] = e < BC * KC
-                                    ? chunk_element(k, k_base, k_sn, nkb, nkv, nc0, d, e, 1.0f)
+                                    ? chunk_element(kh + (long)nkb * k_sn, ksn, nkv - nkb,
+                                                    nc0, d, e, 1.0f)
                                     : 0.0f;
                 }
 #if !QR
+                UNROLLED
                 for (int u = 0; u < Q_PER_ITEM; u++) {
                     const int e = tid + u * NT;
                     q_next[u] = e < BR * KC
-                                    ? chunk_element(q, q_base, q_sn, r0, nq, nc0, d, e, q_sign)
+                                    ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_sign)
                                     : 0.0f;
                 }
 #endif
@@ -240,11 +283,11 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
 #else
             for (int e = tid; e < BC * KC; e += NT)
                 ks[(e / KC) * KC_PAD + e % KC] =
-                    chunk_element(k, k_base, k_sn, kb, nkv, c0, d, e, 1.0f);
+                    chunk_element(kb_rows, ksn, nkv - kb, c0, d, e, 1.0f);
 #if !QR
             for (int e = tid; e < BR * KC; e += NT)
                 qs[(e / KC) * KC_PAD + e % KC] =
-                    chunk_element(q, q_base, q_sn, r0, nq, c0, d, e, q_sign);
+                    chunk_element(qt, qsn, q_rows, c0, d, e, q_sign);
 #endif
 #endif
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -258,9 +301,12 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             __local const float *krow = ks + tc * KC_PAD;
             for (int c = 0; c < KC; c += 4) {
                 float4 qv[TM];
+                UNROLLED
                 for (int i = 0; i < TM; i++) qv[i] = LOCAL4(qrow, i * RT * Q_STRIDE + c);
+                UNROLLED
                 for (int j = 0; j < TN; j++) {
                     const float4 kv = LOCAL4(krow, j * CT * KC_PAD + c);
+                    UNROLLED
                     for (int i = 0; i < TM; i++) {
                         s[i][j] = fma(qv[i].x, kv.x, s[i][j]);
                         s[i][j] = fma(qv[i].y, kv.y, s[i][j]);
@@ -275,8 +321,10 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         /* Only blocks crossing the end of the keys or the causal diagonal need a mask. */
         const int masked = kb + BC > nkv || (causal && kb + BC - 1 > r0 + offset);
         if (masked) {
+            UNROLLED
             for (int i = 0; i < TM; i++) {
-                const long row = r0 + tr + i * RT;
+                const int row = r0 + tr + i * RT;
+                UNROLLED
                 for (int j = 0; j < TN; j++) {
                     const int key = kb + tc + j * CT;
                     if (key >= nkv || (causal && key > row + offset)) s[i][j] = -INFINITY;
@@ -286,15 +334,19 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
 
         /* fmax ignores NaN, so a NaN score reaches the row's sum (and output) through p,
          * while the running maximum stays usable for the other scores. */
+        UNROLLED
         for (int i = 0; i < TM; i++) {
             float mx = s[i][0];
+            UNROLLED
             for (int j = 1; j < TN; j++) mx = fmax(mx, s[i][j]);
             red[(tr + i * RT) * CT_PAD + tc] = mx;
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* maxima visible; every reader of K is done */
+        UNROLLED
         for (int i = 0; i < TM; i++) {
             const int row = tr + i * RT;
             float mx = -INFINITY;
+            UNROLLED
             for (int t = 0; t < CT; t++) mx = fmax(mx, red[row * CT_PAD + t]);
             const float mc_new = fmax(mc[i], mx * scale_log2);
             /* A row that has seen no visible key yet keeps mc = -inf; subtracting 0 instead
@@ -303,6 +355,7 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             const float alpha = exp2(mc[i] - base);
             mc[i] = mc_new;
             float sum = 0.0f;
+            UNROLLED
             for (int j = 0; j < TN; j++) {
                 const float p = exp2(fma(s[i][j], scale_log2, -base));
                 ps[row * PS + tc + j * CT] = p;
@@ -314,12 +367,13 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         /* V goes where K was: every work-item has passed the barrier after its scores. */
         for (int e = tid; e < VC * DV; e += NT) {
             const int r = e / DV, c = e % DV;
-            const int key = kb + r, col = dv0 + c;
-            vs[e] = (key < nkv && col < d) ? LOAD(v, v_base + key * v_sn + col) : 0.0f;
+            vs[e] = (kb + r < nkv && dv0 + c < d) ? LOAD(vb_rows, r * vsn + c) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        UNROLLED
         for (int i = 0; i < OM; i++) {
             const float alpha = row_value[org + i * NOR];
+            UNROLLED
             for (int c = 0; c < OCN; c++) acc[i][c] *= alpha;
         }
 
@@ -331,14 +385,16 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 barrier(CLK_LOCAL_MEM_FENCE);
                 for (int e = tid; e < VC * DV; e += NT) {
                     const int r = e / DV, c = e % DV;
-                    const int key = kb + v0 + r, col = dv0 + c;
-                    vs[e] = (key < nkv && col < d) ? LOAD(v, v_base + key * v_sn + col) : 0.0f;
+                    const int r_block = v0 + r;
+                    vs[e] = (kb + r_block < nkv && dv0 + c < d)
+                                ? LOAD(vb_rows, r_block * vsn + c)
+                                : 0.0f;
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
             __local const float *prow = ps + org * PS + v0;
             __local const float *vcol = vs + 4 * ocg;
-            const long last0 = r0 + org + offset - (kb + v0);
+            const int last0 = r0 + org + offset - (kb + v0);
             if (guarded)
                 accumulate_pv(acc, prow, vcol, 1, last0);
             else
@@ -348,24 +404,29 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
 
     /* Row sums and maxima from the score tiles to the output tiles. */
     barrier(CLK_LOCAL_MEM_FENCE);
+    UNROLLED
     for (int i = 0; i < TM; i++) {
         const int row = tr + i * RT;
         red[row * CT_PAD + tc] = lsum[i];
         if (tc == 0) row_value[row] = mc[i];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    UNROLLED
     for (int i = 0; i < OM; i++) {
         const int lr = org + i * NOR;
         const int row = r0 + lr;
         if (row >= nq) continue;
         float l = 0.0f;
+        UNROLLED
         for (int t = 0; t < CT; t++) l += red[lr * CT_PAD + t];
         /* l = 0: no visible key, O = 0 and LSE = -inf. A NaN l keeps the row NaN. */
         const float inv_l = l == 0.0f ? 0.0f : 1.0f / l;
+        UNROLLED
         for (int g = 0; g < OG; g++)
+            UNROLLED
             for (int u = 0; u < 4; u++) {
-                const int col = dv0 + 4 * (ocg + g * NCG) + u;
-                if (col < d) STORE(o, o_base + row * o_sn + col, acc[i][4 * g + u] * inv_l);
+                const int col = 4 * (ocg + g * NCG) + u;
+                if (dv0 + col < d) STORE(ot, lr * osn + col, acc[i][4 * g + u] * inv_l);
             }
         if (has_lse && slice == 0 && ocg == 0)
             lse[((long)b * heads_q + h) * nq + row] =
