@@ -146,7 +146,7 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                      __global const storage_t *v, __global storage_t *o, __global float *lse,
                      int has_lse, int nq, int nkv, int d, int heads_q, int group, int n_slices,
-                     int causal, float q_sign, float scale_abs, float scale_log2,
+                     int causal, float q_sign, float scale_log2,
                      long q_sb, long q_sh, long q_sn, long k_sb, long k_sh, long k_sn,
                      long v_sb, long v_sh, long v_sn, long o_sb, long o_sh, long o_sn) {
     __local float4 stage4[STAGE_FLOATS / 4];
@@ -164,7 +164,6 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
     __local float *ks = stage + BR * KC_PAD; /* [BC][KC_PAD] */
 #endif
     __local float *vs = stage; /* [VC][DV] */
-    (void)scale_abs;
 
     const int tid = (int)get_local_id(0);
     const int tr = tid / CT, tc = tid % CT;     /* score tile */
