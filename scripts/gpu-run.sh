@@ -52,8 +52,9 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
 
 # FLASHPORT_OPENCL_TILE overrides timed by opencl-sweep, per head dim, unless OPENCL_TILES is set.
 opencl_tiles() {
-  local common="default qr=0 pf=1 rg=128 rg=168 ur=0 tn=4 tn=4,rg=128 tm=8,tn=4 tm=8,tn=8 br=128,bc=32,tm=8,tn=4"
-  if [ $1 = 64 ]; then echo "$common qr=0,vc=64 qr=0,vc=64,rg=128"; else echo "$common"; fi
+  local common="default rg=0 rg=168 qr=0 pf=1 ur=0 tn=4 tn=4,rg=128 tm=8,tn=4 tm=8,tn=8"
+  common="$common br=128,bc=32,tm=8,tn=4"
+  if [ $1 = 64 ]; then echo "$common qr=0,vc=64 qr=0,vc=64,rg=128"; else echo "$common rg=128 rg=192"; fi
 }
 
 opencl_sweep() {

@@ -14,7 +14,9 @@
  *   pf      1: the next K (and Q) chunk is loaded into registers while the current one is
  *           multiplied; default 0
  *   rg      NVIDIA only: at most this many registers per work-item (-cl-nv-maxrregcount),
- *           0 for the compiler's choice (default); ignored on other devices
+ *           0 for the compiler's choice; default 128 for d <= 64 and 168 for d <= 128 with
+ *           the default tiles, 0 otherwise (also when the override sets any key above);
+ *           ignored on other devices
  *   ur      1: loops over register tiles are unrolled fully (default on GPUs), 0: left to the
  *           compiler (default on CPUs, where PoCL builds far faster so)
  * e.g. FLASHPORT_OPENCL_TILE="br=64,bc=64,tm=4,tn=8,om=8,qr=0,pf=1,rg=168".
@@ -177,7 +179,12 @@ static void default_shape(const fp_cl_device_desc *dev, const flashport_problem 
     t[FP_CL_P_OM] = 0; /* chosen by resolve_shape */
     t[FP_CL_P_QR] = -1;
     t[FP_CL_P_PF] = 0;
+    /* NVIDIA: ptxas, left alone, takes 168 (d = 64) and 194 (d = 128) registers for these
+     * tiles, where 128 and 168 hold them without spilling (as ptxas -v reports for sm_90):
+     * four groups per SM instead of three, and three instead of two. */
     t[FP_CL_P_RG] = 0;
+    if (dev->is_nvidia && p->seq_q > 16 && p->head_dim <= 128)
+        t[FP_CL_P_RG] = p->head_dim <= 64 ? 128 : 168;
     t[FP_CL_P_UR] = gpu_like;
 }
 
@@ -214,6 +221,10 @@ flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forc
         snprintf(out->reason, sizeof out->reason, "%s", why);
         return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME, "%s", why);
     }
+    /* The default register cap suits the default tiles only. */
+    int shape_given = 0;
+    for (int i = 0; i < FP_CL_P_RG; i++) shape_given |= given[i];
+    if (shape_given && !given[FP_CL_P_RG]) t[FP_CL_P_RG] = 0;
     const int64_t dv_default = t[FP_CL_P_DV];
     resolve_shape(dev->desc, p->head_dim, given, t);
     check_shape(dev->desc, t, p->head_dim, why, sizeof why);
@@ -260,6 +271,17 @@ static int needs_wide_offsets(const int64_t *t, const flashport_problem *p) {
     return 0;
 }
 
+/* 1 when float Q, K and V can be staged four elements per load: every row and every block
+ * of rows then starts 16-byte aligned (buffers are, and all strides are multiples of 4) and
+ * a quad of columns never crosses d. */
+static int quad_loads(const flashport_problem *p) {
+    if (p->dtype != FLASHPORT_F32 || p->head_dim % 4) return 0;
+    const flashport_strides *s[3] = {&p->q, &p->k, &p->v};
+    for (int i = 0; i < 3; i++)
+        if (s[i]->batch % 4 || s[i]->head % 4 || s[i]->seq % 4) return 0;
+    return 1;
+}
+
 void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
                              const flashport_problem *p, char *buf, size_t len) {
     int64_t t[FP_CL_TILE_KEYS];
@@ -275,9 +297,10 @@ void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
     }
     snprintf(buf, len,
              "-cl-std=CL1.2 -DBR=%lld -DBC=%lld -DTM=%lld -DTN=%lld -DKC=%lld -DVC=%lld "
-             "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DUR=%lld -DWIDE=%d -DDTYPE=%d%s",
+             "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DUR=%lld -DWIDE=%d -DVEC=%d "
+             "-DDTYPE=%d%s",
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
              (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]),
-             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), (int)p->dtype, nvidia);
+             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), quad_loads(p), (int)p->dtype, nvidia);
 }

@@ -26,10 +26,11 @@
  * rounded once: every probability of a row shares that rounded mc, and the rescale factors
  * use the same rounded values, so its rounding cancels from O and from the LSE.
  *
- * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF UR WIDE, and DTYPE 0 (float),
+ * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF UR WIDE VEC, and DTYPE 0 (float),
  * 1 (IEEE half through vload_half/vstore_half, no cl_khr_fp16 needed) or 2 (bfloat16 through
  * bit shifts). DQ is the head dim rounded up to KC (the resident Q width when QR=1); WIDE=1
- * computes offsets inside a tile in 64 bits. Accumulation is float32 throughout.
+ * computes offsets inside a tile in 64 bits; VEC=1 (float only) loads four elements at a time.
+ * Accumulation is float32 throughout.
  */
 
 #define CT (BC / TN)         /* work-items across the keys of a block */
@@ -112,6 +113,36 @@ __attribute__((always_inline)) inline float chunk_element(__global const storage
     return (r < rows && c < d) ? LOAD(x, r * stride + c) * sign : 0.0f;
 }
 
+#if VEC
+/* Four consecutive elements at offset i (a multiple of 4) of a 16-byte aligned float tensor. */
+#define LOAD4(p, i) (((__global const float4 *)(p))[(i) / 4])
+#endif
+
+/* Stages n_rows x n_cols elements, columns c0.. of the rows that start at x (row stride
+ * `stride`, the first `rows` of them present, columns below d present), into dst (row stride
+ * dst_stride), zero elsewhere. VEC=1 (float, every stride and d multiples of 4) moves four
+ * columns per load. */
+__attribute__((always_inline)) inline void stage_rows(__local float *dst, int dst_stride,
+                                                      int n_rows, int n_cols,
+                                                      __global const storage_t *x, index_t stride,
+                                                      int rows, int c0, int d, float sign,
+                                                      int tid) {
+#if VEC
+    const int quads = n_cols / 4;
+    for (int e = tid; e < n_rows * quads; e += NT) {
+        const int r = e / quads, c = 4 * (e % quads);
+        LOCAL4(dst, r * dst_stride + c) =
+            (r < rows && c0 + c < d) ? LOAD4(x, r * stride + c0 + c) * sign : (float4)(0.0f);
+    }
+#else
+    for (int e = tid; e < n_rows * n_cols; e += NT) {
+        const int r = e / n_cols, c = e % n_cols;
+        dst[r * dst_stride + c] =
+            (r < rows && c0 + c < d) ? LOAD(x, r * stride + c0 + c) * sign : 0.0f;
+    }
+#endif
+}
+
 /* acc += P V over VC keys. With guard, key u of step kk counts for row i only when
  * u + kk <= last0 + i*NOR (the causal diagonal); otherwise every key counts. */
 __attribute__((always_inline)) inline void accumulate_pv(float acc[OM][OCN], __local const float *prow,
@@ -192,10 +223,7 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
     if (causal && r0 + offset < nkv - BR) kv_end = r0 + BR + offset;
 
 #if QR
-    for (int e = tid; e < BR * DQ; e += NT) {
-        const int r = e / DQ, c = e % DQ;
-        qres[r * QS + c] = (r < q_rows && c < d) ? LOAD(qt, r * qsn + c) * q_sign : 0.0f;
-    }
+    stage_rows(qres, QS, BR, DQ, qt, qsn, q_rows, 0, d, q_sign, tid);
 #endif
 
     float mc[TM], lsum[TM], acc[OM][OCN];
@@ -280,13 +308,9 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
 #endif
             }
 #else
-            for (int e = tid; e < BC * KC; e += NT)
-                ks[(e / KC) * KC_PAD + e % KC] =
-                    chunk_element(kb_rows, ksn, nkv - kb, c0, d, e, 1.0f);
+            stage_rows(ks, KC_PAD, BC, KC, kb_rows, ksn, nkv - kb, c0, d, 1.0f, tid);
 #if !QR
-            for (int e = tid; e < BR * KC; e += NT)
-                qs[(e / KC) * KC_PAD + e % KC] =
-                    chunk_element(qt, qsn, q_rows, c0, d, e, q_sign);
+            stage_rows(qs, KC_PAD, BR, KC, qt, qsn, q_rows, c0, d, q_sign, tid);
 #endif
 #endif
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -364,10 +388,7 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
             if (tc == 0) row_value[row] = alpha;
         }
         /* V goes where K was: every work-item has passed the barrier after its scores. */
-        for (int e = tid; e < VC * DV; e += NT) {
-            const int r = e / DV, c = e % DV;
-            vs[e] = (kb + r < nkv && dv0 + c < d) ? LOAD(vb_rows, r * vsn + c) : 0.0f;
-        }
+        stage_rows(vs, DV, VC, DV, vb_rows, vsn, nkv - kb, 0, d - dv0, 1.0f, tid);
         barrier(CLK_LOCAL_MEM_FENCE);
         UNROLLED
         for (int i = 0; i < OM; i++) {
@@ -382,13 +403,8 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         for (int v0 = 0; v0 < BC && kb + v0 < kv_end; v0 += VC) {
             if (v0 > 0) {
                 barrier(CLK_LOCAL_MEM_FENCE);
-                for (int e = tid; e < VC * DV; e += NT) {
-                    const int r = e / DV, c = e % DV;
-                    const int r_block = v0 + r;
-                    vs[e] = (kb + r_block < nkv && dv0 + c < d)
-                                ? LOAD(vb_rows, r_block * vsn + c)
-                                : 0.0f;
-                }
+                stage_rows(vs, DV, VC, DV, vb_rows + v0 * vsn, vsn, nkv - kb - v0, 0, d - dv0,
+                           1.0f, tid);
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
             __local const float *prow = ps + org * PS + v0;
