@@ -302,5 +302,6 @@ void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
              (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]),
-             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), quad_loads(p), (int)p->dtype, nvidia);
+             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), quad_loads(p),
+             (int)p->dtype, nvidia);
 }

@@ -81,7 +81,7 @@ ushort float_to_bf16(float x) {
 
 #if BR % TM || BC % TN || BR % OM || NT % NOR || DV % (4 * NCG) || BC % VC || KC % 4 || \
     VC % 4 || DQ % KC
-#error "tile shape: TM | BR, TN | BC, OM | BR, BR/OM | NT, 4*NT/(BR/OM) | DV, VC | BC, KC | DQ, KC and VC multiples of 4"
+#error "tile shape: TM|BR, TN|BC, OM|BR, (BR/OM)|NT, 4*NT/(BR/OM) | DV, VC|BC, KC|DQ, KC, VC % 4"
 #endif
 
 /* Offsets inside one tile of rows: int when every tile's extent fits (WIDE=0, the planner's
@@ -106,9 +106,9 @@ typedef int index_t;
 
 /* Element e of the KC-column chunk at column c0 of the rows that start at x (row stride
  * `stride`, the first `rows` of them present); 0 outside. */
-__attribute__((always_inline)) inline float chunk_element(__global const storage_t *x,
-                                                          index_t stride, int rows, int c0, int d,
-                                                          int e, float sign) {
+__attribute__((always_inline)) float chunk_element(__global const storage_t *x,
+                                                   index_t stride, int rows, int c0, int d,
+                                                   int e, float sign) {
     const int r = e / KC, c = c0 + e % KC;
     return (r < rows && c < d) ? LOAD(x, r * stride + c) * sign : 0.0f;
 }
@@ -122,11 +122,11 @@ __attribute__((always_inline)) inline float chunk_element(__global const storage
  * `stride`, the first `rows` of them present, columns below d present), into dst (row stride
  * dst_stride), zero elsewhere. VEC=1 (float, every stride and d multiples of 4) moves four
  * columns per load. */
-__attribute__((always_inline)) inline void stage_rows(__local float *dst, int dst_stride,
-                                                      int n_rows, int n_cols,
-                                                      __global const storage_t *x, index_t stride,
-                                                      int rows, int c0, int d, float sign,
-                                                      int tid) {
+__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride,
+                                               int n_rows, int n_cols,
+                                               __global const storage_t *x, index_t stride,
+                                               int rows, int c0, int d, float sign,
+                                               int tid) {
 #if VEC
     const int quads = n_cols / 4;
     for (int e = tid; e < n_rows * quads; e += NT) {
@@ -145,8 +145,9 @@ __attribute__((always_inline)) inline void stage_rows(__local float *dst, int ds
 
 /* acc += P V over VC keys. With guard, key u of step kk counts for row i only when
  * u + kk <= last0 + i*NOR (the causal diagonal); otherwise every key counts. */
-__attribute__((always_inline)) inline void accumulate_pv(float acc[OM][OCN], __local const float *prow,
-                          __local const float *vcol, const int guard, const int last0) {
+__attribute__((always_inline)) void accumulate_pv(float acc[OM][OCN], __local const float *prow,
+                                                  __local const float *vcol, const int guard,
+                                                  const int last0) {
     for (int kk = 0; kk < VC; kk += 4) {
         float4 pf[OM];
         UNROLLED
