@@ -17,7 +17,11 @@
 #   bench-decode  the decode preset beside PyTorch
 #   bench-tc      the fa-grid in bf16 and f16 beside PyTorch's flash, cuDNN and efficient
 #                 (TC_RUNS narrows it: "bf16:flash,cudnn f16:flash" = dtype:implementations)
-#   bench-opencl  opencl beside cuda on the same shapes, and a sweep of OpenCL tile overrides
+#   bench-opencl  opencl beside cuda on the same shapes, then the opencl-sweep stage
+#   opencl-sweep  opencl f32 at N = 4096, d = 64 and 128, under each FLASHPORT_OPENCL_TILE
+#                 override of OPENCL_TILES (space-separated; "default" for none; a built-in
+#                 list when unset), each built afresh with FLASHPORT_LOG=info so that the log
+#                 shows the compiler's registers and spills
 #   cpu           cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
 # Stages after a failed one still run; the exit status says whether any failed.
 set -uo pipefail
@@ -44,6 +48,29 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || failed+=("$name($rc)")
   mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
+}
+
+# FLASHPORT_OPENCL_TILE overrides timed by opencl-sweep, per head dim, unless OPENCL_TILES is set.
+opencl_tiles() {
+  local common="default rg=0 rg=168 qr=0 pf=1 ur=0 tn=4 tn=4,rg=128 tm=8,tn=4 tm=8,tn=8"
+  common="$common br=128,bc=32,tm=8,tn=4"
+  if [ $1 = 64 ]; then echo "$common qr=0,vc=64 qr=0,vc=64,rg=128"; else echo "$common rg=128 rg=192"; fi
+}
+
+opencl_sweep() {
+  local d h t tile
+  for d in 64 128; do
+    h=$((2048 / d))
+    for t in ${OPENCL_TILES:-$(opencl_tiles $d)}; do
+      tile=$t
+      [ "$t" = default ] && tile=
+      rm -rf "$build/opencl-sweep-cache"
+      stage "opencl-tile-d$d-$t" env FLASHPORT_OPENCL_TILE="$tile" FLASHPORT_LOG=info \
+        FLASHPORT_CACHE_DIR="$build/opencl-sweep-cache" "$bin/flashport-bench" --backend opencl \
+        --b 4 --hq $h --nq 4096 --d $d --dtype f32 --no-peaks --repeat 5 \
+        --json "$logs/opencl-tile-d$d-$t.json"
+    done
+  done
 }
 
 for s in $stages; do
@@ -136,11 +163,11 @@ for s in $stages; do
         stage "bench-cuda-$dt-d$d" "$b" --backend cuda --b 4 --hq $h --nq 4096 --d $d \
           --dtype $dt --json "$logs/cuda-$dt-d$d.json"
       done
-      for t in tm=8 tn=8 br=32,tm=2 bc=32,tn=2 kc=16,vc=16; do
-        stage "opencl-tile-d$d-$t" env FLASHPORT_OPENCL_TILE=$t "$b" --backend opencl --b 4 \
-          --hq $h --nq 4096 --d $d --dtype f32 --no-peaks --repeat 5
-      done
     done
+    opencl_sweep
+    ;;
+  opencl-sweep)
+    opencl_sweep
     ;;
   cpu)
     # The GPU machine's host CPU is idle and has many cores: the cpu_simd figures come from here.

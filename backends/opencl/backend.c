@@ -181,14 +181,15 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
-    char options[256];
-    fp_cl_attention_options(plan, p->dtype, options, sizeof options);
+    char options[384];
+    fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
     cl_kernel kernel = NULL;
     flashport_status st =
         fp_cl_get_kernel(dev, fp_opencl_source_attention_tiled, options, "attention_tiled", &kernel);
     if (st != FLASHPORT_OK) return st;
 
-    const int64_t *t = plan->param;
+    int64_t t[FP_CL_TILE_KEYS];
+    fp_cl_tile_of_plan(plan, t);
     size_t threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
     size_t kernel_limit = 0;
     cl_int err = cl->clGetKernelWorkGroupInfo(kernel, dev->desc->id, CL_KERNEL_WORK_GROUP_SIZE,
@@ -208,24 +209,23 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
     cl_int slices = (cl_int)((p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV]);
     cl_int causal = p->causal != 0;
     cl_float q_sign = p->scale < 0.0f ? -1.0f : 1.0f;
-    cl_float scale_abs = fabsf(p->scale);
-    cl_float scale_log2 = (cl_float)((double)scale_abs * 1.4426950408889634);
+    cl_float scale_log2 = (cl_float)(fabs((double)p->scale) * 1.4426950408889634);
     cl_long strides[12] = {p->q.batch, p->q.head, p->q.seq, p->k.batch, p->k.head, p->k.seq,
                            p->v.batch, p->v.head, p->v.seq, p->o.batch, p->o.head, p->o.seq};
     struct {
         size_t size;
         const void *value;
-    } args[16 + 12] = {{sizeof q, &q},         {sizeof k, &k},           {sizeof v, &v},
+    } args[15 + 12] = {{sizeof q, &q},         {sizeof k, &k},           {sizeof v, &v},
                        {sizeof o, &o},         {sizeof lse, &lse},       {sizeof has_lse, &has_lse},
                        {sizeof nq, &nq},       {sizeof nkv, &nkv},       {sizeof dim, &dim},
                        {sizeof heads_q, &heads_q}, {sizeof group, &group}, {sizeof slices, &slices},
                        {sizeof causal, &causal}, {sizeof q_sign, &q_sign},
-                       {sizeof scale_abs, &scale_abs}, {sizeof scale_log2, &scale_log2}};
+                       {sizeof scale_log2, &scale_log2}};
     for (int i = 0; i < 12; i++) {
-        args[16 + i].size = sizeof strides[i];
-        args[16 + i].value = &strides[i];
+        args[15 + i].size = sizeof strides[i];
+        args[15 + i].value = &strides[i];
     }
-    for (cl_uint i = 0; i < 28; i++) {
+    for (cl_uint i = 0; i < 27; i++) {
         err = cl->clSetKernelArg(kernel, i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) return fp_cl_fail(err, "clSetKernelArg");
     }

@@ -79,22 +79,31 @@ flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t glo
 enum { FP_CL_VARIANT_TILED = 0, FP_CL_VARIANT_COUNT };
 extern const fp_variant fp_cl_variants[];
 
-/* Tile shape of a plan, stored in fp_plan.param. */
+/* Tile shape of a plan (the keys of FLASHPORT_OPENCL_TILE, in this order). */
 enum {
     FP_CL_P_BR = 0,  /* query rows per work-group */
     FP_CL_P_BC = 1,  /* keys per block streamed through local memory */
-    FP_CL_P_TM = 2,  /* query rows per work-item (register tile) */
-    FP_CL_P_TN = 3,  /* keys per work-item (register tile) */
+    FP_CL_P_TM = 2,  /* query rows of the score tile per work-item */
+    FP_CL_P_TN = 3,  /* keys of the score tile per work-item */
     FP_CL_P_KC = 4,  /* head-dim columns of Q and K staged per step */
     FP_CL_P_VC = 5,  /* rows of V staged per step */
-    FP_CL_P_DV = 6   /* output columns per work-group (d wider than this is split) */
+    FP_CL_P_DV = 6,  /* output columns per work-group (d wider than this is split) */
+    FP_CL_P_OM = 7,  /* output rows per work-item */
+    FP_CL_P_QR = 8,  /* 1: Q resident in local memory */
+    FP_CL_P_PF = 9,  /* 1: next K/Q chunk prefetched into registers */
+    FP_CL_P_RG = 10, /* NVIDIA register cap per work-item, 0: none */
+    FP_CL_P_UR = 11, /* 1: loops over register tiles unrolled fully */
+    FP_CL_TILE_KEYS = 12
 };
 
 flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out);
-/* Local memory (bytes) a tile shape needs; used by the planner and checked by tests. */
-size_t fp_cl_tile_local_bytes(const int64_t *param);
-/* Build options of the attention program for a plan and dtype. */
-void fp_cl_attention_options(const fp_plan *plan, flashport_dtype dtype, char *buf, size_t len);
+/* The tile shape of a plan (fp_plan.param holds it packed). */
+void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *tile);
+/* Local memory (bytes) a tile shape needs for a head dim; used by the planner and tests. */
+size_t fp_cl_tile_local_bytes(const int64_t *tile, int64_t head_dim);
+/* Build options of the attention program for a plan and problem on a device. */
+void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
+                             const flashport_problem *p, char *buf, size_t len);
 
 flashport_status fp_cl_measure_peaks(fp_cl_dev *dev, flashport_peaks *out);
 

@@ -186,6 +186,22 @@ static void store_cached(fp_cl_dev *dev, cl_program program, const char *key) {
     free(binary);
 }
 
+/* The program's build log (malloc'ed, possibly empty), or NULL when it cannot be read. */
+static char *build_log(fp_cl_dev *dev, cl_program program) {
+    const fp_cl_api *cl = dev->cl;
+    size_t log_len = 0;
+    char *log = NULL;
+    if (cl->clGetProgramBuildInfo(program, dev->desc->id, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                                  &log_len) == CL_SUCCESS &&
+        (log = malloc(log_len + 1)) &&
+        cl->clGetProgramBuildInfo(program, dev->desc->id, CL_PROGRAM_BUILD_LOG, log_len, log,
+                                  NULL) == CL_SUCCESS)
+        log[log_len] = '\0';
+    else if (log)
+        log[0] = '\0';
+    return log;
+}
+
 static flashport_status build_from_source(fp_cl_dev *dev, const char *source, const char *options,
                                           cl_program *out) {
     const fp_cl_api *cl = dev->cl;
@@ -193,17 +209,8 @@ static flashport_status build_from_source(fp_cl_dev *dev, const char *source, co
     cl_program program = cl->clCreateProgramWithSource(dev->context, 1, &source, NULL, &err);
     if (!program || err != CL_SUCCESS) return fp_cl_fail(err, "clCreateProgramWithSource");
     err = cl->clBuildProgram(program, 1, &dev->desc->id, options, NULL, NULL);
+    char *log = build_log(dev, program);
     if (err != CL_SUCCESS) {
-        size_t log_len = 0;
-        char *log = NULL;
-        if (cl->clGetProgramBuildInfo(program, dev->desc->id, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                                      &log_len) == CL_SUCCESS &&
-            (log = malloc(log_len + 1)) &&
-            cl->clGetProgramBuildInfo(program, dev->desc->id, CL_PROGRAM_BUILD_LOG, log_len, log,
-                                      NULL) == CL_SUCCESS)
-            log[log_len] = '\0';
-        else if (log)
-            log[0] = '\0';
         flashport_status st = fp_cl_host->error(
             FLASHPORT_ERROR_DEVICE, FP_CL_NAME, "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
             fp_cl_error_name(err), options, log ? log : "(unavailable)");
@@ -211,6 +218,12 @@ static flashport_status build_from_source(fp_cl_dev *dev, const char *source, co
         cl->clReleaseProgram(program);
         return st;
     }
+    /* A successful build's log says how the compiler fared (registers and spills on NVIDIA
+     * with -cl-nv-verbose). */
+    size_t used = log ? strspn(log, " \t\r\n") : 0;
+    if (log && log[used])
+        fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME, "built with \"%s\":\n%s", options, log + used);
+    free(log);
     *out = program;
     return FLASHPORT_OK;
 }

@@ -204,11 +204,14 @@ int main(int argc, char **argv) {
     run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0, 0.0f}, 98, 30);
 
 
-    /* The GPU tile shapes, forced here so that a CPU OpenCL device checks them too: 256
-     * work-items with 4x4 register tiles and 128-column output slices, and the decode shape. */
-    const char *gpu_shapes[] = {"br=64,bc=64,tm=4,tn=4,kc=32,vc=32,dv=128",
+    /* The GPU tile shapes, forced here so that a CPU OpenCL device checks them too: 128
+     * work-items with 4x8 score tiles and Q resident or staged per chunk, with and without the
+     * register prefetch; 256 work-items with 4x4 score tiles; and the decode shape. */
+    const char *gpu_shapes[] = {"br=64,bc=64,tm=4,tn=8,kc=32,vc=32,dv=128,qr=1,pf=0",
+                                "br=64,bc=64,tm=4,tn=8,kc=32,vc=32,dv=128,qr=0,pf=1",
+                                "br=64,bc=64,tm=4,tn=4,kc=32,vc=32,dv=128,om=8,qr=1,pf=1",
                                 "br=16,bc=64,tm=1,tn=4,kc=16,vc=32,dv=64"};
-    for (int g = 0; g < 2; g++) {
+    for (int g = 0; g < 4; g++) {
         setenv("FLASHPORT_OPENCL_TILE", gpu_shapes[g], 1);
         printf("FLASHPORT_OPENCL_TILE=%s\n", gpu_shapes[g]);
         run_case(ctx, cases[1], 201, -1);
