@@ -70,6 +70,9 @@ CASES = [
     _case("scale_negative", 90, scale=-0.25),
     _case("bf16_scale_negative_causal", 130, dtype="bf16", scale=-0.5, causal=True,
           heads_q=2, heads_kv=1),
+    # Many keys per row: an accumulation whose error grows with the number of keys (a sum that
+    # is not rounded like f32 additions) shows here and not in the short cases.
+    _case("long_keys", 64, 8192, heads_q=2, heads_kv=1),
     # Logits near +1000 and -1000 (an unguarded exp overflows to inf or underflows to 0).
     # Scores are exact in f32 (small integers, scale 1/8), but a kernel that forms
     # scale*log2(e)*s in f32 at |s| ~ 1000 loses ~1e-4 in the exponent: an f32 model of such a

@@ -2,7 +2,8 @@
 # One visit to a GPU machine: build the CUDA and OpenCL modules, then run the stages named on
 # the command line and pack every log and JSON into $OUT/gpu-results.tar.gz (after each stage,
 # so a visit cut short still brings back what it measured). Stages:
-#   build         configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP)
+#   build         configure and build (CUDA for the local GPU's architecture, OpenCL, no HIP);
+#                 BUILD_TARGETS builds only those targets (and the fixtures)
 #   conf          conformance suite on cuda and opencl, every kernel variant
 #   conf-tc       conformance of the tensor-core variants under every tile configuration
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
@@ -13,16 +14,21 @@
 #   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh), bf16 at N = 16384
 #   tf32-sweep    the same for the 3xTF32 kernel, f32 at N = 4096, d = 64 and 128
 #   bench-ladder  peaks, the ladder preset, the seed shape on every variant and beside PyTorch
-#   bench-f32     f32 at N = 4096, d = 64 and 128 beside PyTorch; the N = 131072 memory shape
+#   bench-f32     f32 at N = 4096, d = 64 and 128 beside PyTorch (F32_KERNEL: the variants
+#                 timed, default all); the N = 131072 memory shape
 #   bench-decode  the decode preset beside PyTorch
 #   bench-tc      the fa-grid in bf16 and f16 beside PyTorch's flash, cuDNN and efficient
 #                 (TC_RUNS narrows it: "bf16:flash,cudnn f16:flash" = dtype:implementations)
-#   bench-opencl  opencl beside cuda on the same shapes, then the opencl-sweep stage
+#   bench-opencl  opencl beside cuda's exact f32 kernel (fa2_f32) and its planner's f32 choice on
+#                 the same shapes (OPENCL_SEQS, default "1024 4096 16384"), f16/bf16 at
+#                 N = 4096, then the opencl-sweep stage
 #   opencl-sweep  opencl f32 at N = 4096, d = 64 and 128, under each FLASHPORT_OPENCL_TILE
 #                 override of OPENCL_TILES (space-separated; "default" for none; a built-in
 #                 list when unset), each built afresh with FLASHPORT_LOG=info so that the log
 #                 shows the compiler's registers and spills
-#   cpu           cpu_simd on the host CPU, 1 and 2 threads, beside PyTorch's CPU attention
+#   cpu           cpu_simd on the host CPU beside PyTorch's CPU attention, for each thread
+#                 count of CPU_THREADS (default "1 2") and each path of CPU_KERNELS (default:
+#                 the planner's choice; e.g. "avx512 avx2")
 # Stages after a failed one still run; the exit status says whether any failed.
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -81,7 +87,9 @@ for s in $stages; do
     stage configure cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release \
       -DFLASHPORT_CUDA=ON -DFLASHPORT_OPENCL=ON -DFLASHPORT_HIP=OFF \
       -DFLASHPORT_CUDA_ARCHITECTURES="${arch}-real"
-    stage build cmake --build "$build" -j"$(nproc)"
+    targets=()
+    for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+    stage build cmake --build "$build" -j"$(nproc)" "${targets[@]}"
     stage fixtures cmake --build "$build" --target conformance-data
     stage info "$bin/flashport-info"
     "$bin/flashport-info" --json > "$logs/info.json" 2>&1
@@ -131,7 +139,8 @@ for s in $stages; do
     for d in 64 128; do
       stage "bench-f32-d$d" python3 "$here/bench/compare_torch.py" --b 4 --hq $((2048 / d)) \
         --nq 4096 --d $d --dtype f32 --device cuda --impl efficient,unfused \
-        --flashport-bench "$b" --backend cuda --kernel all --json "$logs/f32-d$d.json"
+        --flashport-bench "$b" --backend cuda --kernel "${F32_KERNEL:-all}" \
+        --json "$logs/f32-d$d.json"
     done
     stage bench-memory "$b" --backend cuda --nq 131072 --d 128 --dtype bf16 --repeat 3 \
       --json "$logs/memory-n131072.json"
@@ -151,11 +160,14 @@ for s in $stages; do
   bench-opencl)
     for d in 64 128; do
       h=$((2048 / d))
-      for n in 1024 4096 16384; do
+      for n in ${OPENCL_SEQS:-1024 4096 16384}; do
         stage "bench-opencl-f32-d$d-n$n" "$b" --backend opencl --b $((16384 / n)) --hq $h \
           --nq $n --d $d --dtype f32 --json "$logs/opencl-f32-d$d-n$n.json"
         stage "bench-cuda-f32-d$d-n$n" "$b" --backend cuda --b $((16384 / n)) --hq $h \
           --nq $n --d $d --dtype f32 --json "$logs/cuda-f32-d$d-n$n.json"
+        stage "bench-cuda-fa2_f32-d$d-n$n" "$b" --backend cuda --kernel fa2_f32 \
+          --b $((16384 / n)) --hq $h --nq $n --d $d --dtype f32 \
+          --json "$logs/cuda-fa2_f32-d$d-n$n.json"
       done
       for dt in f16 bf16; do
         stage "bench-opencl-$dt-d$d" "$b" --backend opencl --b 4 --hq $h --nq 4096 --d $d \
@@ -171,12 +183,17 @@ for s in $stages; do
     ;;
   cpu)
     # The GPU machine's host CPU is idle and has many cores: the cpu_simd figures come from here.
-    for t in 1 2; do
-      stage "cpu-bench-t$t" "$b" --preset cpu --backend cpu_simd --threads $t \
-        --json "$logs/cpu-t$t.json"
-      stage "cpu-torch-t$t" python3 "$here/bench/compare_torch.py" --preset cpu --device cpu \
-        --threads $t --impl flash,math --flashport-bench "$b" --backend cpu_simd \
-        --flashport-args "--threads $t" --json "$logs/cpu-torch-t$t.json"
+    for t in ${CPU_THREADS:-1 2}; do
+      for k in ${CPU_KERNELS:-planner}; do
+        kernel=()
+        [ "$k" = planner ] || kernel=(--kernel "$k")
+        stage "cpu-bench-$k-t$t" "$b" --preset cpu --backend cpu_simd "${kernel[@]}" \
+          --threads $t --json "$logs/cpu-$k-t$t.json"
+        stage "cpu-torch-$k-t$t" python3 "$here/bench/compare_torch.py" --preset cpu \
+          --device cpu --threads $t --impl flash,math --flashport-bench "$b" \
+          --backend cpu_simd "${kernel[@]}" --flashport-args "--threads $t" \
+          --json "$logs/cpu-torch-$k-t$t.json"
+      done
     done
     ;;
   *) echo "unknown stage $s"; failed+=("$s(unknown)") ;;
