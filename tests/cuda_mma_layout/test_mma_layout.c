@@ -14,25 +14,10 @@
 #include <string.h>
 
 #include "fragment_layout.h"
+#include "layout_model.h"
 #include "tile_configs.h"
 
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        checks++;                                                                              \
-        if (!(cond) && failures++ < 20) {                                                      \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                    \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
-
-enum { LANES = 32, BLOCK_ROWS = 128, MAX_D = 256, MAX_KEYS = 128 };
-
-/* Shared memory on the devices the configurations are sized for (sm_90): what one block may
- * opt into, and what an SM has, each block also holding 1 KiB reserved by the system. */
-enum { SMEM_PER_BLOCK = 227 * 1024, SMEM_PER_SM = 228 * 1024, SMEM_RESERVED = 1024 };
+enum { BLOCK_ROWS = 128, MAX_D = 256, MAX_KEYS = 128 };
 
 /* ---- model of the instructions (PTX ISA) ---------------------------------------------- */
 
@@ -84,31 +69,6 @@ static void model_mma(double c[LANES][4], const int a[LANES][4][2], const int b[
 
 /* ---- the kernel's placements ----------------------------------------------------------- */
 
-/* Small values that differ along rows and columns and are not affine in either, so that a
- * misplaced element changes a product. */
-static int value(int seed, int row, int col)
-{
-    return ((row * 131 + col * 71 + seed * 29) ^ (row * col)) % 7 - 3;
-}
-
-/* Writes rows x d values into a swizzled tile; checks every slot is written once. */
-static void place_tile(int *smem, int rows, int d, int seed)
-{
-    const int cpr = d / 8;
-    char *used = calloc((size_t)rows * d, 1);
-    for (int r = 0; r < rows; ++r)
-        for (int col = 0; col < d; ++col) {
-            const int at = fp_mma_swizzle(r, col / 8, cpr) + col % 8;
-            EXPECT(at >= 0 && at < rows * d && !used[at], "swizzle d=%d row %d col %d -> %d", d,
-                   r, col, at);
-            if (at >= 0 && at < rows * d) {
-                used[at] = 1;
-                smem[at] = value(seed, r, col);
-            }
-        }
-    free(used);
-}
-
 /* The eight addresses of each ldmatrix phase (one 8x8 matrix) fall in eight different 16-byte
  * bank groups of a 128-byte line: one wavefront, no conflict. */
 static void expect_conflict_free(const int addr[LANES], const char *what)
@@ -131,9 +91,9 @@ static void replay_warp(int d, int keys, int warp, int slices, int slice)
     static int sq[BLOCK_ROWS * MAX_D], sk[MAX_KEYS * MAX_D], sv[MAX_KEYS * MAX_D];
     static double s[MAX_KEYS / 8][LANES][4], o[MAX_D / 8][LANES][4];
     static double p_full[16][MAX_KEYS];
-    place_tile(sq, BLOCK_ROWS, d, 1);
-    place_tile(sk, keys, d, 2);
-    place_tile(sv, keys, d, 3);
+    place_tile(sq, BLOCK_ROWS, d, 1, 8, fp_mma_swizzle);
+    place_tile(sk, keys, d, 2, 8, fp_mma_swizzle);
+    place_tile(sv, keys, d, 3, 8, fp_mma_swizzle);
     memset(s, 0, sizeof s);
     memset(o, 0, sizeof o);
 
@@ -235,33 +195,6 @@ static void check_swizzle_step(int d)
                 }
 }
 
-/* Tile loads cover every chunk once, and each phase of eight 16-byte stores is one wavefront. */
-static void check_loader(int rows, int d, int threads)
-{
-    const int cpr = d / 8, passes = rows * cpr / threads;
-    char *hit = calloc((size_t)rows * cpr, 1);
-    for (int pass = 0; pass < passes; ++pass)
-        for (int phase = 0; phase < threads / 8; ++phase) {
-            int seen = 0;
-            for (int i = 0; i < 8; ++i) {
-                const int tid = 8 * phase + i;
-                const int row = fp_mma_load_row(tid, pass, cpr, threads);
-                const int chunk = fp_mma_load_chunk(tid, cpr);
-                const int at = fp_mma_swizzle(row, chunk, cpr) / 8;
-                EXPECT(row < rows && !hit[row * cpr + chunk], "load d=%d tid %d pass %d", d, tid,
-                       pass);
-                if (row < rows)
-                    hit[row * cpr + chunk] = 1;
-                seen |= 1 << (at % 8);
-            }
-            EXPECT(seen == 0xff, "load d=%d pass %d phase %d bank groups 0x%02x", d, pass, phase,
-                   seen);
-        }
-    for (int i = 0; i < rows * cpr; ++i)
-        EXPECT(hit[i], "load d=%d chunk %d never written", d, i);
-    free(hit);
-}
-
 struct tile_config {
     int d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks;
 };
@@ -309,8 +242,9 @@ static void check_config(const struct tile_config *c)
 {
     const int threads = 32 * c->warps;
     check_config_shape(c);
-    check_loader(BLOCK_ROWS, c->d, threads);
-    check_loader(c->bc, c->d, threads);
+    check_loader(BLOCK_ROWS, c->d, threads, 8, fp_mma_load_row, fp_mma_load_chunk,
+                 fp_mma_swizzle);
+    check_loader(c->bc, c->d, threads, 8, fp_mma_load_row, fp_mma_load_chunk, fp_mma_swizzle);
     for (int w = 0; w < c->warps; ++w)
         for (int slice = 0; slice < c->m_tiles; ++slice)
             replay_warp(c->d, c->bc, w, c->m_tiles, slice);

@@ -15,24 +15,10 @@
 #include <string.h>
 
 #include "fragment_layout.h"
+#include "layout_model.h"
 #include "tile_configs.h"
 
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        checks++;                                                                              \
-        if (!(cond) && failures++ < 20) {                                                      \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                    \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
-
-enum { LANES = 32, MAX_ROWS = 256, MAX_D = 256, MAX_KEYS = 128 };
-
-/* Shared memory of the devices the configurations are sized for (sm_90). */
-enum { SMEM_PER_BLOCK = 227 * 1024, SMEM_PER_SM = 228 * 1024, SMEM_RESERVED = 1024 };
+enum { MAX_ROWS = 256, MAX_D = 256, MAX_KEYS = 128 };
 
 /* ---- model of the instruction (PTX ISA, mma.m16n8k8 with 32-bit .tf32 operands) ------- */
 
@@ -62,29 +48,6 @@ static void model_mma(double c[LANES][4], const double a[LANES][4], const double
 
 /* ---- the kernel's placements ----------------------------------------------------------- */
 
-/* Small values that differ along rows and columns and are not affine in either. */
-static int value(int seed, int row, int col)
-{
-    return ((row * 131 + col * 71 + seed * 29) ^ (row * col)) % 7 - 3;
-}
-
-static void place_tile(int *smem, int rows, int d, int seed)
-{
-    const int cpr = d / 4;
-    char *used = calloc((size_t)rows * d, 1);
-    for (int r = 0; r < rows; ++r)
-        for (int col = 0; col < d; ++col) {
-            const int at = fp_tf32_swizzle(r, col / 4, cpr) + col % 4;
-            EXPECT(at >= 0 && at < rows * d && !used[at], "swizzle d=%d row %d col %d -> %d", d,
-                   r, col, at);
-            if (at >= 0 && at < rows * d) {
-                used[at] = 1;
-                smem[at] = value(seed, r, col);
-            }
-        }
-    free(used);
-}
-
 /* A 16-byte shared load is served 8 lanes at a time; each such quarter must touch 8 different
  * 16-byte bank groups (offsets in floats, each 16-byte aligned). */
 static void expect_conflict_free(const int off[LANES], const char *what, int d)
@@ -108,9 +71,9 @@ static void replay_warp(int d, int rows, int keys, int row0)
     static int sq[MAX_ROWS * MAX_D], sk[MAX_KEYS * MAX_D], sv[MAX_KEYS * MAX_D];
     static double s[MAX_KEYS / 8][LANES][4], o[MAX_D / 8][LANES][4];
     static double p_full[16][MAX_KEYS];
-    place_tile(sq, rows, d, 1);
-    place_tile(sk, keys, d, 2);
-    place_tile(sv, keys, d, 3);
+    place_tile(sq, rows, d, 1, 4, fp_tf32_swizzle);
+    place_tile(sk, keys, d, 2, 4, fp_tf32_swizzle);
+    place_tile(sv, keys, d, 3, 4, fp_tf32_swizzle);
     memset(s, 0, sizeof s);
     memset(o, 0, sizeof o);
 
@@ -225,33 +188,6 @@ static void replay_warp(int d, int rows, int keys, int row0)
 
 /* Tile loads cover every chunk once, and each 8 consecutive threads' 16-byte stores are one
  * wavefront. */
-static void check_loader(int rows, int d, int threads)
-{
-    const int cpr = d / 4, passes = rows * cpr / threads;
-    EXPECT(threads % cpr == 0 && rows * cpr % threads == 0, "loader d=%d rows %d threads %d", d,
-           rows, threads);
-    char *hit = calloc((size_t)rows * cpr, 1);
-    for (int pass = 0; pass < passes; ++pass)
-        for (int phase = 0; phase < threads / 8; ++phase) {
-            int seen = 0;
-            for (int i = 0; i < 8; ++i) {
-                const int tid = 8 * phase + i;
-                const int row = fp_tf32_load_row(tid, pass, cpr, threads);
-                const int chunk = fp_tf32_load_chunk(tid, cpr);
-                EXPECT(row < rows && !hit[row * cpr + chunk], "load d=%d tid %d pass %d", d, tid,
-                       pass);
-                if (row < rows)
-                    hit[row * cpr + chunk] = 1;
-                seen |= 1 << ((fp_tf32_swizzle(row, chunk, cpr) / 4) % 8);
-            }
-            EXPECT(seen == 0xff, "load d=%d pass %d phase %d bank groups 0x%02x", d, pass, phase,
-                   seen);
-        }
-    for (int i = 0; i < rows * cpr; ++i)
-        EXPECT(hit[i], "load d=%d chunk %d never written", d, i);
-    free(hit);
-}
-
 struct tile_config {
     int d, index, warps, m_tiles, bc, stages, min_blocks;
 };
@@ -289,8 +225,10 @@ static void check_config(const struct tile_config *c)
     for (int i = 0; i < n_configs; ++i)
         same += configs[i].d == c->d && configs[i].index == c->index;
     EXPECT(same == 1, "config d=%d #%d listed %d times", c->d, c->index, same);
-    check_loader(rows, c->d, threads);
-    check_loader(c->bc, c->d, threads);
+    check_loader(rows, c->d, threads, 4, fp_tf32_load_row, fp_tf32_load_chunk,
+                 fp_tf32_swizzle);
+    check_loader(c->bc, c->d, threads, 4, fp_tf32_load_row, fp_tf32_load_chunk,
+                 fp_tf32_swizzle);
     for (int w = 0; w < c->warps; ++w)
         for (int slice = 0; slice < c->m_tiles; ++slice)
             replay_warp(c->d, rows, c->bc, 16 * (w * c->m_tiles + slice));

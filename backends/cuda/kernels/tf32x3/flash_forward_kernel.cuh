@@ -31,6 +31,7 @@
 
 #include <type_traits>
 
+#include "../mma/online_softmax_rows.cuh"
 #include "../mma/ptx.cuh"
 #include "fragment_layout.h"
 #include "ptx.cuh"
@@ -262,54 +263,9 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                         s[mt][nt][r] = x;
                     }
 
-            /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
-             * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
-             * fmaxf but reaches l and O through the exp2, as it must. O and l are rescaled only
-             * when some row of the warp has a new max (alpha is exactly 1 otherwise). */
-            float m_new[MT][2], m_ref[MT][2];
-            bool new_max = false;
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    float mx = m[mt][i];
-#pragma unroll
-                    for (int nt = 0; nt < KEY_TILES; ++nt)
-                        mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    m_new[mt][i] = mx;
-                    m_ref[mt][i] = mx == -INFINITY ? 0.0f : mx;
-                    new_max |= mx != m[mt][i];
-                }
-            if (__any_sync(0xffffffffu, new_max)) {
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int i = 0; i < 2; ++i) {
-                        const float alpha = fp_exp2_approx(m[mt][i] - m_ref[mt][i]);
-                        l[mt][i] *= alpha;
-#pragma unroll
-                        for (int dt = 0; dt < D_TILES; ++dt) {
-                            o[mt][dt][2 * i] *= alpha;
-                            o[mt][dt][2 * i + 1] *= alpha;
-                        }
-                    }
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    m[mt][i] = m_new[mt][i];
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[mt][r >> 1]);
-                        s[mt][nt][r] = p;
-                        l[mt][r >> 1] += p;
-                    }
-            }
+            /* The scores are already scaled (by scale * log2(e), either sign), so the step's own
+             * scale is 1. */
+            fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, 1.0f);
 
             /* O += P V, one 32-column group of d at a time: the group's products over this tile's
              * keys are summed in a fresh accumulator and added to O once, in f32. mma.sync's f32
