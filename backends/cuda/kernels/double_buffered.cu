@@ -87,21 +87,11 @@ struct double_buffered_kernels {
     template <typename T, int RW> static tile_kernel get() { return kernel_double_buffered<T, RW>; }
 };
 
-static int double_buffered_supports(const flashport_problem *p, const fp_gpu_device_props *props,
-                                    int64_t *param, char *why, size_t why_len) {
-    (void)props;
-    return tiles_supports(p, param, why, why_len);
-}
-
-static gpuError_t double_buffered_launch(const fp_gpu_launch *L) {
-    return tiles_launch<double_buffered_kernels>(L);
-}
-
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_double_buffered = {
     {"double_buffered",
      "ladder 7: step 6 with two shared-memory stage buffers, next loads overlapping compute",
      FP_PRECISION_NATIVE},
-    double_buffered_supports,
+    tiles_supports,
     NULL,
-    double_buffered_launch,
+    tiles_launch<double_buffered_kernels>,
 };

@@ -14,24 +14,11 @@
 #define RT_ROWS 2
 #define RT_KEYS 2
 #define RT_COLS 4
-typedef fp_register_tile<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false> register_tiled_shape;
-
-static int register_tiled_supports(const flashport_problem *p, const fp_gpu_device_props *props,
-                                   int64_t *param, char *why, size_t why_len) {
-    (void)props;
-    (void)param;
-    return fp_attn_grid_fits(p, register_tiled_shape::BD, why, why_len);
-}
-
-static gpuError_t register_tiled_launch(const fp_gpu_launch *L) {
-    return fp_register_tile_launch<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>(L);
-}
-
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_register_tiled = {
     {"register_tiled",
      "ladder 3: per-thread register tiles (2x2 scores, 2x4 outputs), warp-shuffle reductions",
      FP_PRECISION_NATIVE},
-    register_tiled_supports,
+    fp_register_tile_supports<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>,
     NULL,
-    register_tiled_launch,
+    fp_register_tile_launch<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>,
 };

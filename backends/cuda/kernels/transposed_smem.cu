@@ -58,22 +58,12 @@ struct transposed_smem_kernels {
     template <typename T, int RW> static tile_kernel get() { return kernel_transposed_smem<T, RW>; }
 };
 
-static int transposed_smem_supports(const flashport_problem *p, const fp_gpu_device_props *props,
-                                    int64_t *param, char *why, size_t why_len) {
-    (void)props;
-    return tiles_supports(p, param, why, why_len);
-}
-
-static gpuError_t transposed_smem_launch(const fp_gpu_launch *L) {
-    return tiles_launch<transposed_smem_kernels>(L);
-}
-
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_transposed_smem = {
     {"transposed_smem",
      "ladder 6: Q and K chunks transposed in shared memory (conflict-free float4 reads), "
      "4x4 score and 4x16 output register tiles per thread",
      FP_PRECISION_NATIVE},
-    transposed_smem_supports,
+    tiles_supports,
     NULL,
-    transposed_smem_launch,
+    tiles_launch<transposed_smem_kernels>,
 };

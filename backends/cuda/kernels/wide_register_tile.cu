@@ -15,25 +15,11 @@
 #define WRT_ROWS 4
 #define WRT_KEYS 2
 #define WRT_COLS 4
-typedef fp_register_tile<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true> wide_register_tile_shape;
-
-static int wide_register_tile_supports(const flashport_problem *p,
-                                       const fp_gpu_device_props *props, int64_t *param,
-                                       char *why, size_t why_len) {
-    (void)props;
-    (void)param;
-    return fp_attn_grid_fits(p, wide_register_tile_shape::BD, why, why_len);
-}
-
-static gpuError_t wide_register_tile_launch(const fp_gpu_launch *L) {
-    return fp_register_tile_launch<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true>(L);
-}
-
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_wide_register_tile = {
     {"wide_register_tile",
      "ladder 4: wider register tiles (4x2 scores, 4x4 outputs), K and V share one buffer",
      FP_PRECISION_NATIVE},
-    wide_register_tile_supports,
+    fp_register_tile_supports<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true>,
     NULL,
-    wide_register_tile_launch,
+    fp_register_tile_launch<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true>,
 };

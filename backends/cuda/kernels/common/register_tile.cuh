@@ -166,8 +166,18 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
     }
 }
 
-/* Host: launches the instantiation for the problem's dtype on the grid convention of
- * attention_args.cuh. */
+/* Host, with the variant table's signatures so that a step's entry names them directly: the
+ * shape runs any problem whose grid fits (it needs nothing else of the device), and the launch
+ * picks the instantiation for the problem's dtype on the grid convention of attention_args.cuh. */
+template <int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER>
+static int fp_register_tile_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+                                     int64_t *param, char *why, size_t why_len) {
+    (void)props;
+    (void)param;
+    return fp_attn_grid_fits(p, fp_register_tile<WARPS, RQ, RC, RV, SHARE_KV_BUFFER>::BD, why,
+                             why_len);
+}
+
 template <int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER>
 static gpuError_t fp_register_tile_launch(const fp_gpu_launch *L) {
     typedef fp_register_tile<WARPS, RQ, RC, RV, SHARE_KV_BUFFER> S;

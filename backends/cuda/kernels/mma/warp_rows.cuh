@@ -6,13 +6,11 @@
  * Per key tile: S = Q K^T into registers (Q either held in registers, loaded at the warp's first
  * tile, or re-read from shared memory, per config); the mask, in the instance compiled for tiles
  * that need one (the end of the keys or the causal diagonal) and absent from the other, so that
- * the full tiles carry no per-element index arithmetic; online softmax with exp2 (ex2.approx) in
- * which the scale is one FFMA: the running max is taken over raw scores, which needs a positive
- * scale (the kernel flips the signs of Q for a negative one). O and the row sum are rescaled
- * only when some row of the warp has a new max: alpha is exactly 1 otherwise, and after the
- * first tiles most tiles raise no max. P is rounded to the input type straight from the
- * accumulators into A fragments (no shuffles), and O += P V. O stays un-normalised until store,
- * which divides by the row sum once.
+ * the full tiles carry no per-element index arithmetic; the online-softmax step of
+ * online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw scores,
+ * which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
+ * rounded to the input type straight from the accumulators into A fragments (no shuffles), and
+ * O += P V. O stays un-normalised until the kernel stores it, dividing by the row sum once.
  */
 #ifndef FP_MMA_WARP_ROWS_CUH
 #define FP_MMA_WARP_ROWS_CUH
@@ -21,6 +19,7 @@
 #include <stdint.h>
 
 #include "fragment_layout.h"
+#include "online_softmax_rows.cuh"
 #include "ptx.cuh"
 
 template <typename T, typename Cfg>
@@ -140,54 +139,7 @@ struct fp_tc_warp_rows {
                     }
         }
 
-        /* A row whose keys are all masked so far keeps m = -inf; exp2 is then taken against 0
-         * so that it yields 0 rather than NaN. A NaN score is skipped by fmaxf but reaches l and
-         * O through the exp2, as it must. */
-        float m_new[MT][2], m_ref[MT][2];
-        bool new_max = false;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                m_new[mt][i] = fmaxf(m[mt][i], mx * scale_log2);
-                m_ref[mt][i] = m_new[mt][i] == -INFINITY ? 0.0f : m_new[mt][i];
-                new_max |= m_new[mt][i] != m[mt][i];
-            }
-        if (__any_sync(0xffffffffu, new_max)) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    const float alpha = fp_exp2_approx(m[mt][i] - m_ref[mt][i]);
-                    l[mt][i] *= alpha;
-#pragma unroll
-                    for (int dt = 0; dt < D_TILES; ++dt) {
-                        o[mt][dt][2 * i] *= alpha;
-                        o[mt][dt][2 * i + 1] *= alpha;
-                    }
-                }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-                m[mt][i] = m_new[mt][i];
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const float p =
-                        fp_exp2_approx(fmaf(s[mt][nt][r], scale_log2, -m_ref[mt][r >> 1]));
-                    s[mt][nt][r] = p;
-                    l[mt][r >> 1] += p;
-                }
-        }
+        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, scale_log2);
 
 #pragma unroll
         for (int ps = 0; ps < PV_STEPS; ++ps) {

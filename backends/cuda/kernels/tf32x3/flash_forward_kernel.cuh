@@ -31,6 +31,7 @@
 
 #include <type_traits>
 
+#include "../mma/online_softmax_rows.cuh"
 #include "../mma/ptx.cuh"
 #include "fragment_layout.h"
 #include "ptx.cuh"
@@ -194,173 +195,128 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
      * index arithmetic; always inlined, so the accumulators stay in registers. */
     auto tile = [&](const float *sK, int kb, auto masked) __attribute__((always_inline)) {
         const float *const sV = sK + BC * D;
-            float s[MT][KEY_TILES][4];
+        float s[MT][KEY_TILES][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
+            for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        s[mt][nt][r] = 0.0f;
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = 0.0f;
 #pragma unroll
-            for (int u = 0; u < GROUPS; ++u) {
+        for (int u = 0; u < GROUPS; ++u) {
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
-                    const int chunk = fp_tf32_qk_chunk(lane, u, half);
-                    const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
-                    fp_tf32_pair qa[MT][2][4];
+            for (int half = 0; half < 2; ++half) {
+                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
+                const int chunk = fp_tf32_qk_chunk(lane, u, half);
+                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
+                fp_tf32_pair qa[MT][2][4];
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
-                        const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
-                        qa[mt][0][0] = fp_tf32_split(lo.x);
-                        qa[mt][0][1] = fp_tf32_split(hi.x);
-                        qa[mt][0][2] = fp_tf32_split(lo.y);
-                        qa[mt][0][3] = fp_tf32_split(hi.y);
-                        qa[mt][1][0] = fp_tf32_split(lo.z);
-                        qa[mt][1][1] = fp_tf32_split(hi.z);
-                        qa[mt][1][2] = fp_tf32_split(lo.w);
-                        qa[mt][1][3] = fp_tf32_split(hi.w);
-                    }
-                    fp_tf32_pair kf[KEY_TILES][4];
-#pragma unroll
-                    for (int nt = 0; nt < KEY_TILES; ++nt) {
-                        const float4 kv =
-                            fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
-                        kf[nt][0] = fp_tf32_split(kv.x);
-                        kf[nt][1] = fp_tf32_split(kv.y);
-                        kf[nt][2] = fp_tf32_split(kv.z);
-                        kf[nt][3] = fp_tf32_split(kv.w);
-                    }
-#pragma unroll
-                    for (int step = 0; step < 2; ++step)
-#pragma unroll
-                        for (int term = 0; term < 3; ++term)
-#pragma unroll
-                            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                                for (int nt = 0; nt < KEY_TILES; ++nt)
-                                    fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
-                                                       kf[nt][2 * step + 1], term);
+                for (int mt = 0; mt < MT; ++mt) {
+                    const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
+                    const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
+                    qa[mt][0][0] = fp_tf32_split(lo.x);
+                    qa[mt][0][1] = fp_tf32_split(hi.x);
+                    qa[mt][0][2] = fp_tf32_split(lo.y);
+                    qa[mt][0][3] = fp_tf32_split(hi.y);
+                    qa[mt][1][0] = fp_tf32_split(lo.z);
+                    qa[mt][1][1] = fp_tf32_split(hi.z);
+                    qa[mt][1][2] = fp_tf32_split(lo.w);
+                    qa[mt][1][3] = fp_tf32_split(hi.w);
                 }
-            }
-
+                fp_tf32_pair kf[KEY_TILES][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        float x = s[mt][nt][r] * a.scale_log2;
-                        if (decltype(masked)::value) {
-                            const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
-                            const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
-                            if (key >= kv_end || (a.causal && key > row + diag))
-                                x = -INFINITY;
-                        }
-                        s[mt][nt][r] = x;
-                    }
-
-            /* Online softmax. A row whose keys are all masked so far keeps m = -inf; exp2 is then
-             * taken against 0 so that it yields 0 rather than NaN. A NaN score is skipped by
-             * fmaxf but reaches l and O through the exp2, as it must. O and l are rescaled only
-             * when some row of the warp has a new max (alpha is exactly 1 otherwise). */
-            float m_new[MT][2], m_ref[MT][2];
-            bool new_max = false;
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    float mx = m[mt][i];
-#pragma unroll
-                    for (int nt = 0; nt < KEY_TILES; ++nt)
-                        mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    m_new[mt][i] = mx;
-                    m_ref[mt][i] = mx == -INFINITY ? 0.0f : mx;
-                    new_max |= mx != m[mt][i];
+                for (int nt = 0; nt < KEY_TILES; ++nt) {
+                    const float4 kv =
+                        fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
+                    kf[nt][0] = fp_tf32_split(kv.x);
+                    kf[nt][1] = fp_tf32_split(kv.y);
+                    kf[nt][2] = fp_tf32_split(kv.z);
+                    kf[nt][3] = fp_tf32_split(kv.w);
                 }
-            if (__any_sync(0xffffffffu, new_max)) {
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int i = 0; i < 2; ++i) {
-                        const float alpha = fp_exp2_approx(m[mt][i] - m_ref[mt][i]);
-                        l[mt][i] *= alpha;
-#pragma unroll
-                        for (int dt = 0; dt < D_TILES; ++dt) {
-                            o[mt][dt][2 * i] *= alpha;
-                            o[mt][dt][2 * i + 1] *= alpha;
-                        }
-                    }
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    m[mt][i] = m_new[mt][i];
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const float p = fp_exp2_approx(s[mt][nt][r] - m_ref[mt][r >> 1]);
-                        s[mt][nt][r] = p;
-                        l[mt][r >> 1] += p;
-                    }
-            }
-
-            /* O += P V, one 32-column group of d at a time: the group's products over this tile's
-             * keys are summed in a fresh accumulator and added to O once, in f32. mma.sync's f32
-             * accumulation is not rounded like an f32 add: with every key's products added
-             * straight into O, the error grew with the number of keys (rel L2 3e-5 at 4096 keys
-             * on the H200); this way it grows with the keys of one tile only. */
-#pragma unroll
-            for (int w = 0; w < GROUPS; ++w) {
-                float acc[MT][4][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-#pragma unroll
-                        for (int r = 0; r < 4; ++r)
-                            acc[mt][e][r] = 0.0f;
-#pragma unroll
-                for (int t8 = 0; t8 < KEY_TILES; ++t8) {
-                    fp_tf32_pair ap[MT][4];
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                        for (int r = 0; r < 4; ++r)
-                            ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
-                    const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
-                    const float *const v0 = sV + row0 * D;
-                    const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
-                    const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
-                    /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
-                    const float4 x0 = fp_tf32x3_lds(v0 + off);
-                    const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
-                    const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
-                                                fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
-                    const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
-                                                fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
+                for (int step = 0; step < 2; ++step)
 #pragma unroll
                     for (int term = 0; term < 3; ++term)
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                            for (int e = 0; e < 4; ++e)
-                                fp_mma_3xtf32_term(acc[mt][e], ap[mt], b0[e], b1[e], term);
+                            for (int nt = 0; nt < KEY_TILES; ++nt)
+                                fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
+                                                   kf[nt][2 * step + 1], term);
+            }
+        }
+
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    float x = s[mt][nt][r] * a.scale_log2;
+                    if (decltype(masked)::value) {
+                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
+                        const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
+                        if (key >= kv_end || (a.causal && key > row + diag))
+                            x = -INFINITY;
+                    }
+                    s[mt][nt][r] = x;
                 }
+
+        /* The scores are already scaled (by scale * log2(e), either sign), so the step's own
+         * scale is 1. */
+        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, 1.0f);
+
+        /* O += P V, one 32-column group of d at a time: the group's products over this tile's
+         * keys are summed in a fresh accumulator and added to O once, in f32. mma.sync's f32
+         * accumulation is not rounded like an f32 add: with every key's products added
+         * straight into O, the error grew with the number of keys (rel L2 3e-5 at 4096 keys
+         * on the H200); this way it grows with the keys of one tile only. */
+#pragma unroll
+        for (int w = 0; w < GROUPS; ++w) {
+            float acc[MT][4][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        acc[mt][e][r] = 0.0f;
+#pragma unroll
+            for (int t8 = 0; t8 < KEY_TILES; ++t8) {
+                fp_tf32_pair ap[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
+                    for (int r = 0; r < 4; ++r)
+                        ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
+                const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
+                const float *const v0 = sV + row0 * D;
+                const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
+                const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
+                /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
+                const float4 x0 = fp_tf32x3_lds(v0 + off);
+                const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
+                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
+                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
+                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
+                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
 #pragma unroll
-                        for (int r = 0; r < 4; ++r)
-                            o[mt][4 * w + e][r] += acc[mt][e][r];
+                for (int term = 0; term < 3; ++term)
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            fp_mma_3xtf32_term(acc[mt][e], ap[mt], b0[e], b1[e], term);
             }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        o[mt][4 * w + e][r] += acc[mt][e][r];
+        }
     };
 
     for (int t = 0; t < n_tiles; ++t) {

@@ -1,0 +1,76 @@
+/*
+ * One online-softmax step on a warp's rows held in mma accumulators, shared by the f16/bf16
+ * forward (warp_rows.cuh) and the 3xTF32 forward (tf32x3/). Both keep S and O in the C/D layout
+ * that mma.sync m16n8k16 and m16n8k8 share: of the four registers a lane holds for an 8-column
+ * tile, 2i and 2i + 1 are two adjacent columns of row g + 8i (fragment_layout.h), so a row's max
+ * and sum need only the shuffles among the four lanes of its group.
+ *
+ * In: s[MT][KEY_TILES][4], one key tile's scores (masked ones -inf), to be multiplied by
+ * scale_log2 > 0 (a kernel that has already scaled them passes 1). Out: s holds P = exp2(scaled
+ * score - running max), rounded nowhere; m is the new running max (base 2, scaled), l and O are
+ * rescaled to it. The max is taken over the raw scores and scaled once, and each P is one FFMA
+ * and one ex2.approx. A row whose keys are all masked so far keeps m = -inf; exp2 is then taken
+ * against 0, so that it yields 0 rather than NaN. A NaN score is skipped by fmaxf but reaches l
+ * and O through the exp2, as it must. O and l are rescaled only when some row of the warp has a
+ * new max: alpha is exactly 1 otherwise, and after the first tiles most tiles raise no max.
+ */
+#ifndef FP_MMA_ONLINE_SOFTMAX_ROWS_CUH
+#define FP_MMA_ONLINE_SOFTMAX_ROWS_CUH
+
+#include <math.h>
+
+#include "ptx.cuh"
+
+template <int MT, int KEY_TILES, int D_TILES>
+static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TILES][4],
+                                                           float (&m)[MT][2], float (&l)[MT][2],
+                                                           float (&o)[MT][D_TILES][4],
+                                                           float scale_log2)
+{
+    float m_new[MT][2], m_ref[MT][2];
+    bool new_max = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+                mx = fmaxf(mx, fmaxf(s[mt][nt][2 * i], s[mt][nt][2 * i + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            m_new[mt][i] = fmaxf(m[mt][i], mx * scale_log2);
+            m_ref[mt][i] = m_new[mt][i] == -INFINITY ? 0.0f : m_new[mt][i];
+            new_max |= m_new[mt][i] != m[mt][i];
+        }
+    if (__any_sync(0xffffffffu, new_max)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const float alpha = fp_exp2_approx(m[mt][i] - m_ref[mt][i]);
+                l[mt][i] *= alpha;
+#pragma unroll
+                for (int dt = 0; dt < D_TILES; ++dt) {
+                    o[mt][dt][2 * i] *= alpha;
+                    o[mt][dt][2 * i + 1] *= alpha;
+                }
+            }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+            m[mt][i] = m_new[mt][i];
+#pragma unroll
+        for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const float p = fp_exp2_approx(fmaf(s[mt][nt][r], scale_log2, -m_ref[mt][r >> 1]));
+                s[mt][nt][r] = p;
+                l[mt][r >> 1] += p;
+            }
+    }
+}
+
+#endif /* FP_MMA_ONLINE_SOFTMAX_ROWS_CUH */
