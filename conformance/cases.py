@@ -105,6 +105,14 @@ CASES = [
     # The write-up's shape: B = H = 1, N = d = 1024, f32, inputs drawn as its flash.py draws
     # them (see generate.py), default scale 1/sqrt(1024).
     _case("writeup_n1024_d1024", 1024, head_dim=1024, inputs="writeup"),
+    # Heads wider than 256, where GPU kernels split d across warps: d not a multiple of 4 with
+    # GQA and causal rows that see no key (Nq > Nkv), few rows over many keys (split-KV), a
+    # single decode row in [B,N,H,d], and strided rows with a causal mask.
+    _case("dim300_gqa_causal", 90, 70, heads_q=4, heads_kv=2, head_dim=300, causal=True),
+    _case("dim512_long_keys", 40, 2000, head_dim=512),
+    _case("dim1000_decode_bnhd", 1, 700, heads_q=4, heads_kv=1, head_dim=1000, layout="bnhd"),
+    _case("dim520_padded_causal", 50, 60, heads_q=2, heads_kv=1, head_dim=520, pad=3,
+          causal=True),
     # NaN propagation: one NaN in K (batch 1, kv head 0, key 5). With GQA 4:2 and causal, only
     # rows of batch 1, query heads 0-1, queries >= 5 become NaN; everything else stays finite.
     _case("nan_in_k", 64, batch=2, heads_q=4, heads_kv=2, causal=True,

@@ -63,7 +63,13 @@
 #ifdef FP_HAVE_KERNEL_tensor_core_tf32x3
 #define FP_KERNEL_IF_tensor_core_tf32x3(X) X(tensor_core_tf32x3)
 #else
-#define FP_KERNEL_IF_tensor_core_tf32x3(X)
+#define FP_KERNEL_IF_tensor_core_tf32x3(X)       \
+    FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
+#endif
+#ifdef FP_HAVE_KERNEL_tensor_core_tf32x3_wide
+#define FP_KERNEL_IF_tensor_core_tf32x3_wide(X) X(tensor_core_tf32x3_wide)
+#else
+#define FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
 #endif
 #ifdef FP_HAVE_KERNEL_fa2_f32
 #define FP_KERNEL_IF_fa2_f32(X) X(fa2_f32)
@@ -92,7 +98,8 @@
     FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X) FP_KERNEL_IF_wmma_f16(X)   \
     FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                   \
     FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)          \
-    FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)
+    FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)                     \
+    FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
 
 #define FP_DECLARE_GPU_KERNEL(name) extern FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_##name;
 FP_GPU_KERNELS(FP_DECLARE_GPU_KERNEL)

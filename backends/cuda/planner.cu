@@ -2,8 +2,9 @@
  * The CUDA backend's planner: the only place that decides which kernel variant runs.
  *
  * Automatic choice. f16/bf16 go to the matrix-core kernel (tensor cores on CUDA, MFMA on HIP;
- * vendors/ names it), f32 to the 3xTF32 tensor-core kernel where it is built and takes the
- * problem (f32 accuracy at a multiple of the CUDA-core rate), else to the FlashAttention-2 style
+ * vendors/ names it), f32 to the 3xTF32 tensor-core kernels where they are built and take the
+ * problem (f32 accuracy at a multiple of the CUDA-core rate; d > 256 to the wide form, which
+ * splits the keys itself on small grids), else to the FlashAttention-2 style
  * CUDA-core kernel; when B*Hq*ceil(Nq/rows per block) cannot give every SM a block, the split-KV
  * form of the CUDA-core kernel is preferred, since it adds parallelism along Nkv. When the
  * preferred variants are not built or decline the problem, the ladder is walked from its
@@ -27,8 +28,11 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
  * kernels are the target's (vendors/): mma.sync on CUDA, MFMA on HIP. */
 #define FA2_F32_ROWS 64
 
-/* f32 on the tensor cores, tried before fa2_f32 when built (CUDA only, cc >= 8.0, d <= 256). */
+/* f32 on the tensor cores, tried before fa2_f32 when built (CUDA only, cc >= 8.0): d <= 256,
+ * and the wide form for 256 < d <= 1024, which splits the keys itself when the grid is small. */
 #define F32_TENSOR_KERNEL "tensor_core_tf32x3"
+#define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
+#define WIDE_ROWS 16 /* its query rows per block; param[1] is its split count */
 
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
@@ -94,9 +98,13 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
     const int f32_tensor = f32 && find_kernel(F32_TENSOR_KERNEL) >= 0;
     const char *tensor_kind = "f32 on tensor cores (3xTF32 split, f32 accuracy)";
     const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
-    const char *order[3 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
-    const char *kinds[3];
+    const char *order[4 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    const char *kinds[4];
     int n_order = 0;
+    if (f32 && p->head_dim > 256 && find_kernel(F32_WIDE_TENSOR_KERNEL) >= 0) {
+        kinds[n_order] = "f32 on tensor cores (3xTF32 split, head dim across warps)";
+        order[n_order++] = F32_WIDE_TENSOR_KERNEL;
+    }
     const char *first = small_grid ? split : plain, *second = small_grid ? plain : split;
     if (f32_tensor && !small_grid) {
         kinds[n_order] = tensor_kind;
@@ -125,7 +133,12 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }
-        if (o == 0)
+        if (strcmp(order[o], F32_WIDE_TENSOR_KERNEL) == 0)
+            snprintf(out->reason, sizeof out->reason,
+                     "%s; %lld blocks of %d rows x %lld key splits for %d SMs", kinds[o],
+                     (long long)(p->batch * p->heads_q * ((p->seq_q + WIDE_ROWS - 1) / WIDE_ROWS)),
+                     WIDE_ROWS, (long long)out->param[1], props->sm_count);
+        else if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kinds[o], blocks, rows, props->sm_count);
         else if (o < n_preferred)

@@ -1,0 +1,349 @@
+/*
+ * The 3xTF32 tensor-core forward for wide heads (256 < d <= 1024), where one warp's rows and
+ * the whole of d no longer fit in its registers: O alone would take d/2 registers a lane.
+ *
+ * One block = 16 query rows of one (batch, query head) and one range of keys (split-KV), eight
+ * warps that split the head dimension: warp w owns the DW = D/8 columns [w DW, (w + 1) DW) of
+ * Q, K, V and O. Per key tile of BC keys:
+ *   1. each warp computes the partial scores of all 16 rows x BC keys over its own columns
+ *      (S_w = Q[:, cols_w] K[:, cols_w]^T) and writes them to shared memory;
+ *   2. after one barrier every warp sums the eight partials itself, in the same order, so that
+ *      all warps hold bit-identical scores and so take identical softmax steps without any
+ *      further exchange (a reduce-then-broadcast would cost a second barrier);
+ *   3. each warp runs the online softmax on those scores and adds P V[:, cols_w] to its slice
+ *      of O, in a fresh accumulator added to O in f32 (flash_forward_kernel.cuh says why).
+ * Q stays in registers, raw f32 (DW/2 a lane), and is split into tf32 halves per tile; O takes
+ * another DW/2. K and V stream through a ring of three half-tile slots (K_t, V_t, K_t+1, ...)
+ * of BC x D floats each, so that while one is read the next two are in flight; the two
+ * barriers a tile needs anyway (scores complete, then tile consumed) are the ones that free a
+ * slot for refilling. The fragment layouts, the swizzle and the column permutation are those of
+ * fragment_layout.h, applied to a warp's own column groups.
+ *
+ * Split-KV: blockIdx.z picks a range of keys_per_split keys (a multiple of BC); the block then
+ * writes its normalised partial O and (m, l) to the workspace as split_kv.h lays it out, and the
+ * merge kernel combines them. Unsplit, it writes O and LSE itself.
+ */
+#ifndef FP_TF32X3_WIDE_FORWARD_KERNEL_CUH
+#define FP_TF32X3_WIDE_FORWARD_KERNEL_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "../mma/online_softmax_rows.cuh"
+#include "../mma/ptx.cuh"
+#include "flash_forward_kernel.cuh"
+#include "fragment_layout.h"
+#include "ptx.cuh"
+#include "tile_load.cuh"
+
+/* Where a split block puts its partial result; part_o == NULL: not split. */
+struct fp_tf32x3_split {
+    float *part_o;  /* [splits][rows][d] */
+    float2 *part_ml; /* [splits][rows] */
+    int keys_per_split;
+    int64_t rows; /* B * Hq * Nq */
+};
+
+template <int d_, int bc>
+struct fp_tf32x3_wide_config {
+    static constexpr int D = d_, BC = bc, WARPS = 8, ROWS = 16, RING = 3;
+    static constexpr int DW = D / WARPS; /* columns of d a warp owns */
+    static constexpr size_t SLOT_FLOATS = (size_t)BC * D;
+    static constexpr size_t PARTIAL_FLOATS = (size_t)WARPS * ROWS * BC;
+    static constexpr size_t SMEM_BYTES = 4 * (RING * SLOT_FLOATS + PARTIAL_FLOATS);
+    static_assert(DW % 32 == 0, "a warp owns whole 32-column groups");
+};
+
+/* Four floats of Q at column col of a row: a 16-byte load when vec (16-byte aligned row and
+ * four columns inside d), else element by element; columns at or past d are 0. */
+static __device__ __forceinline__ float4 fp_tf32x3_q4(const float *row, int col, int d, bool vec)
+{
+    if (vec && col + 4 <= d)
+        return *reinterpret_cast<const float4 *>(row + col);
+    float w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+        w[e] = col + e < d ? row[col + e] : 0.0f;
+    return make_float4(w[0], w[1], w[2], w[3]);
+}
+
+template <typename Cfg, bool ASYNC>
+__global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
+    fp_tf32x3_wide_forward_kernel(const fp_tf32x3_params a, const fp_tf32x3_split sp)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int D = Cfg::D;
+    constexpr int BC = Cfg::BC;
+    constexpr int THREADS = Cfg::WARPS * 32;
+    constexpr int CPR = D / 4;
+    constexpr int UW = Cfg::DW / 32;     /* 32-column groups a warp owns */
+    constexpr int KEY_TILES = BC / 8;    /* n-tiles of S, k-steps of P V */
+    constexpr int DT = Cfg::DW / 8;      /* n-tiles of the warp's O */
+    constexpr int SLOT = (int)Cfg::SLOT_FLOATS;
+    static_assert(BC % 8 == 0, "whole key tiles");
+
+    extern __shared__ __align__(128) unsigned char fp_tf32x3_wide_smem[];
+    float *const ring = reinterpret_cast<float *>(fp_tf32x3_wide_smem);
+    float4 *const partial = reinterpret_cast<float4 *>(ring + Cfg::RING * SLOT);
+
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2;
+    const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int bh = blockIdx.y;
+    const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
+    const int q0 = m_block * Cfg::ROWS;
+    const int diag = a.seq_kv - a.seq_q;
+
+    int kv_begin = 0, kv_end = a.seq_kv;
+    if (sp.part_o) {
+        kv_begin = (int)blockIdx.z * sp.keys_per_split;
+        kv_end = min(kv_end, kv_begin + sp.keys_per_split);
+    }
+    int kv_hi = kv_end;
+    if (a.causal)
+        kv_hi = min(kv_hi, min(q0 + Cfg::ROWS, a.seq_q) + diag);
+    const int n_tiles = kv_hi > kv_begin ? (kv_hi - kv_begin + BC - 1) / BC : 0;
+    /* Tiles reaching past this key need the mask: the end of the keys (split ranges end on a
+     * tile boundary, so only the last one), or the first key row q0 cannot see. */
+    const int mask_from = a.causal ? min(kv_end, q0 + diag + 1) : kv_end;
+
+    const float *gK = a.k + b * a.k_b + hk * a.k_h;
+    const float *gV = a.v + b * a.v_b + hk * a.v_h;
+    /* Half-tile hf: K of tile hf / 2 when even, V when odd; slot hf % RING. */
+    auto load_half = [&](int hf) {
+        const int kb = kv_begin + (hf >> 1) * BC;
+        const float *src = (hf & 1) ? gV + (int64_t)kb * a.v_s : gK + (int64_t)kb * a.k_s;
+        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(ring + (hf % Cfg::RING) * SLOT, src,
+                                                   (hf & 1) ? a.v_s : a.k_s, a.seq_kv - kb,
+                                                   a.d);
+    };
+    /* Group k of cp.async holds half-tile k; empty groups keep the count uniform. */
+    const int n_halves = 2 * n_tiles;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        if (hf < n_halves)
+            load_half(hf);
+        fp_cp_async_commit();
+    }
+
+    /* The warp's Q: rows g and g + 8, float e of chunk `half` of its group u is k-register
+     * e % 2 of k-step 2 half + e / 2 (fragment_layout.h). */
+    float4 q[UW][2][2];
+    {
+        const float *gQ = a.q + b * a.q_b + h * a.q_h;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int row = q0 + g + 8 * i;
+            const float *qrow = gQ + (int64_t)row * a.q_s;
+#pragma unroll
+            for (int u = 0; u < UW; ++u)
+#pragma unroll
+                for (int half = 0; half < 2; ++half)
+                    q[u][half][i] =
+                        row < a.seq_q
+                            ? fp_tf32x3_q4(qrow, 4 * fp_tf32_qk_chunk(lane, warp * UW + u, half),
+                                           a.d, ASYNC)
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+
+    float o[1][DT][4];
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            o[0][dt][r] = 0.0f;
+    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
+
+    auto tile = [&](int t, auto masked) __attribute__((always_inline)) {
+        const float *const sK = ring + ((2 * t) % Cfg::RING) * SLOT;
+        const float *const sV = ring + ((2 * t + 1) % Cfg::RING) * SLOT;
+        const int kb = kv_begin + t * BC;
+
+        /* 1. Partial scores over the warp's columns, in two accumulator sets (by chunk half)
+         * so that consecutive mma do not wait on each other. */
+        float sp2[2][KEY_TILES][4];
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    sp2[half][nt][r] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < UW; ++u) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int chunk = fp_tf32_qk_chunk(lane, warp * UW + u, half);
+                const float4 lo = q[u][half][0], hi = q[u][half][1];
+                const fp_tf32_pair qa[2][4] = {
+                    {fp_tf32_split(lo.x), fp_tf32_split(hi.x), fp_tf32_split(lo.y),
+                     fp_tf32_split(hi.y)},
+                    {fp_tf32_split(lo.z), fp_tf32_split(hi.z), fp_tf32_split(lo.w),
+                     fp_tf32_split(hi.w)}};
+                fp_tf32_pair kf[KEY_TILES][4];
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt) {
+                    const float4 kv = fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
+                    kf[nt][0] = fp_tf32_split(kv.x);
+                    kf[nt][1] = fp_tf32_split(kv.y);
+                    kf[nt][2] = fp_tf32_split(kv.z);
+                    kf[nt][3] = fp_tf32_split(kv.w);
+                }
+#pragma unroll
+                for (int step = 0; step < 2; ++step)
+#pragma unroll
+                    for (int term = 0; term < 3; ++term)
+#pragma unroll
+                        for (int nt = 0; nt < KEY_TILES; ++nt)
+                            fp_mma_3xtf32_term(sp2[half][nt], qa[step], kf[nt][2 * step],
+                                               kf[nt][2 * step + 1], term);
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < KEY_TILES; ++nt)
+            partial[(warp * KEY_TILES + nt) * 32 + lane] =
+                make_float4(sp2[0][nt][0] + sp2[1][nt][0], sp2[0][nt][1] + sp2[1][nt][1],
+                            sp2[0][nt][2] + sp2[1][nt][2], sp2[0][nt][3] + sp2[1][nt][3]);
+
+        /* V_t has landed (at most K_t+1 still in flight); every warp's partial is written and
+         * K_t is consumed, so its slot takes V_t+1. */
+        fp_cp_async_wait<1>();
+        __syncthreads();
+        if (2 * t + 3 < n_halves)
+            load_half(2 * t + 3);
+        fp_cp_async_commit();
+
+        /* 2. The full scores, summed in warp order by every warp alike, scaled and masked. */
+        float s[1][KEY_TILES][4];
+#pragma unroll
+        for (int nt = 0; nt < KEY_TILES; ++nt) {
+            float4 acc = partial[nt * 32 + lane];
+#pragma unroll
+            for (int w = 1; w < Cfg::WARPS; ++w) {
+                const float4 x = partial[(w * KEY_TILES + nt) * 32 + lane];
+                acc.x += x.x;
+                acc.y += x.y;
+                acc.z += x.z;
+                acc.w += x.w;
+            }
+            const float v[4] = {acc.x, acc.y, acc.z, acc.w};
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                float x = v[r] * a.scale_log2;
+                if (decltype(masked)::value) {
+                    const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
+                    const int row = q0 + fp_tf32_acc_row(lane, r);
+                    if (key >= kv_end || (a.causal && key > row + diag))
+                        x = -INFINITY;
+                }
+                s[0][nt][r] = x;
+            }
+        }
+
+        /* 3. Softmax step (scores already scaled), then the warp's columns of P V. */
+        fp_mma_softmax_step<1, KEY_TILES, DT>(s, m, l, o, 1.0f);
+#pragma unroll
+        for (int wl = 0; wl < UW; ++wl) {
+            const int w = warp * UW + wl;
+            float acc[4][4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    acc[e][r] = 0.0f;
+#pragma unroll
+            for (int t8 = 0; t8 < KEY_TILES; ++t8) {
+                fp_tf32_pair ap[4];
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    ap[r] = fp_tf32_split(s[0][t8][fp_tf32_p_acc_reg(r)]);
+                const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
+                const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
+                /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
+                const float4 x0 = fp_tf32x3_lds(sV + row0 * D + off);
+                const float4 x1 = fp_tf32x3_lds(sV + (row0 + 1) * D + (off ^ 4));
+                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
+                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
+                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
+                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
+#pragma unroll
+                for (int term = 0; term < 3; ++term)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        fp_mma_3xtf32_term(acc[e], ap, b0[e], b1[e], term);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    o[0][4 * wl + e][r] += acc[e][r];
+        }
+    };
+
+    for (int t = 0; t < n_tiles; ++t) {
+        /* K_t has landed (at most V_t in flight). After the barrier every warp is done with
+         * tile t - 1, so V_t-1's slot takes K_t+1 and the partials may be overwritten. */
+        fp_cp_async_wait<1>();
+        __syncthreads();
+        if (2 * t + 2 < n_halves)
+            load_half(2 * t + 2);
+        fp_cp_async_commit();
+        if (kv_begin + (t + 1) * BC > mask_from)
+            tile(t, std::true_type{});
+        else
+            tile(t, std::false_type{});
+    }
+    fp_cp_async_wait<0>();
+
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        float row_l = l[0][i];
+        row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+        row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+        const int row = q0 + fp_tf32_acc_row(lane, 2 * i);
+        if (row >= a.seq_q)
+            continue;
+        const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+        const int64_t part_row = sp.part_o ? (int64_t)blockIdx.z * sp.rows +
+                                                 (int64_t)bh * a.seq_q + row
+                                           : 0;
+        float *go = sp.part_o ? sp.part_o + part_row * a.d
+                              : a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+        const bool vec = sp.part_o ? a.d % 4 == 0 : a.o_vec4 != 0;
+#pragma unroll
+        for (int wl = 0; wl < UW; ++wl) {
+            const int col0 = fp_tf32_o_col(lane, 4 * (warp * UW + wl), 2 * i);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int col = col0 + 4 * e;
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    v[j] = o[0][4 * wl + j][2 * i + e] * inv_l;
+                if (vec && col + 4 <= a.d) {
+                    *reinterpret_cast<float4 *>(go + col) = make_float4(v[0], v[1], v[2], v[3]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        if (col + j < a.d)
+                            go[col + j] = v[j];
+                }
+            }
+        }
+        if (warp == 0 && (lane & 3) == 0) {
+            if (sp.part_o)
+                sp.part_ml[part_row] = make_float2(m[0][i], row_l);
+            else if (a.lse)
+                a.lse[(int64_t)bh * a.seq_q + row] =
+                    row_l == 0.0f ? -INFINITY
+                                  : (m[0][i] + log2f(row_l)) * 0.693147180559945309f;
+        }
+    }
+#endif
+}
+
+#endif /* FP_TF32X3_WIDE_FORWARD_KERNEL_CUH */
