@@ -7,12 +7,15 @@
 #   conf          conformance suite on cuda and opencl, every kernel variant
 #   conf-tc       conformance of the tensor-core variants under every tile configuration
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
-#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 5)
+#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 5;
+#                 FLASHPORT_CUDA_TF32X3_WIDE_CONFIG = 0 .. WIDE_CONFIGS-1, default 3)
 #   ctest         the unit tests, which also run every CUDA variant when a GPU is present
 #   memcheck, racecheck, synccheck
 #                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
 #   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh), bf16 at N = 16384
 #   tf32-sweep    the same for the 3xTF32 kernel, f32 at N = 4096, d = 64 and 128
+#   wide-sweep    the wide-head 3xTF32 kernel under each tile configuration (WIDE_CONFIGS): the
+#                 write-up's shape (N = d = 1024) and B = H = 4, N = 4096, d = 512
 #   bench-ladder  peaks, the ladder preset, the seed shape on every variant and beside PyTorch
 #   bench-f32     f32 at N = 4096, d = 64 and 128 beside PyTorch (F32_KERNEL: the variants
 #                 timed, default all); the N = 131072 memory shape
@@ -111,6 +114,11 @@ for s in $stages; do
         "$bin/flashport-conformance" --backend cuda --kernel tensor_core_tf32x3 \
         --json "$logs/conf-tf32x3-config$c.json"
     done
+    for c in $(seq 0 $((${WIDE_CONFIGS:-3} - 1))); do
+      stage "conf-wide-config$c" env FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=$c \
+        "$bin/flashport-conformance" --backend cuda --kernel tensor_core_tf32x3_wide \
+        --json "$logs/conf-wide-config$c.json"
+    done
     ;;
   ctest)
     stage ctest ctest --test-dir "$build" --output-on-failure -j8
@@ -127,6 +135,15 @@ for s in $stages; do
   tf32-sweep)
     stage tf32-sweep env KERNEL=tensor_core_tf32x3 CONFIGS="${TF32_SWEEP_CONFIGS:-0 1 2 3 4}" \
       SEQS=4096 DIMS="64 128" BIN="$bin" bash "$here/scripts/tc-sweep.sh"
+    ;;
+  wide-sweep)
+    for c in $(seq 0 $((${WIDE_CONFIGS:-3} - 1))); do
+      stage "wide-sweep-config$c" env FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=$c "$b" --backend cuda \
+        --kernel tensor_core_tf32x3_wide --preset seed --json "$logs/wide-seed-config$c.json"
+      stage "wide-sweep-d512-config$c" env FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=$c "$b" \
+        --backend cuda --kernel tensor_core_tf32x3_wide --b 4 --hq 4 --nq 4096 --d 512 \
+        --dtype f32 --json "$logs/wide-d512-config$c.json"
+    done
     ;;
   bench-ladder)
     stage bench-peaks "$b" --backend cuda --peaks

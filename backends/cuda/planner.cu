@@ -32,7 +32,7 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
  * and the wide form for 256 < d <= 1024, which splits the keys itself when the grid is small. */
 #define F32_TENSOR_KERNEL "tensor_core_tf32x3"
 #define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
-#define WIDE_ROWS 16 /* its query rows per block; param[1] is its split count */
+#define WIDE_SPLITS_PARAM 2 /* its param[] slot holding the key split count */
 
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
@@ -134,10 +134,8 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_p
             continue;
         }
         if (strcmp(order[o], F32_WIDE_TENSOR_KERNEL) == 0)
-            snprintf(out->reason, sizeof out->reason,
-                     "%s; %lld blocks of %d rows x %lld key splits for %d SMs", kinds[o],
-                     (long long)(p->batch * p->heads_q * ((p->seq_q + WIDE_ROWS - 1) / WIDE_ROWS)),
-                     WIDE_ROWS, (long long)out->param[1], props->sm_count);
+            snprintf(out->reason, sizeof out->reason, "%s; keys split %lld ways for %d SMs",
+                     kinds[o], (long long)out->param[WIDE_SPLITS_PARAM], props->sm_count);
         else if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kinds[o], blocks, rows, props->sm_count);

@@ -14,9 +14,9 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "common/config_env.h"
 #include "common/smem_limit.cuh"
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
@@ -93,19 +93,10 @@ static int config_count(int padded_d)
  * config. */
 static int choose_config(int padded_d, int *named, char *why, size_t why_len)
 {
-    const char *env = getenv(FP_TC_CONFIG_ENV);
-    *named = env && *env;
-    if (!*named)
-        return default_config(padded_d);
-    const int count = config_count(padded_d);
-    char *end = NULL;
-    const long index = strtol(env, &end, 10);
-    if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || index >= count) {
-        snprintf(why, why_len, "%s=%s names no tile config of padded head dim %d (0..%d)",
-                 FP_TC_CONFIG_ENV, env, padded_d, count - 1);
-        return -1;
-    }
-    return (int)index;
+    const int index =
+        fp_config_from_env(FP_TC_CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
+    *named = index != FP_CONFIG_ENV_UNSET;
+    return *named ? index : default_config(padded_d);
 }
 
 int fp_tc_block_keys(int64_t head_dim, int config)

@@ -13,9 +13,9 @@
  * param[0] = the tile configuration's index.
  */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "../kernel_table.h"
+#include "common/config_env.h"
 #include "common/smem_limit.cuh"
 #include "tf32x3/flash_forward_kernel.cuh"
 
@@ -85,22 +85,21 @@ static int default_config(int padded_d)
     }
 }
 
+static int config_count(int padded_d)
+{
+    int n = 0;
+    while (find_instance(padded_d, n))
+        ++n;
+    return n;
+}
+
 /* FP_TF32X3_CONFIG_ENV when set and not empty, else the default; -1 and the reason in why when
  * the variable names no config of padded_d. */
 static int choose_config(int padded_d, char *why, size_t why_len)
 {
-    const char *env = getenv(FP_TF32X3_CONFIG_ENV);
-    if (!env || !*env)
-        return default_config(padded_d);
-    char *end = NULL;
-    const long index = strtol(env, &end, 10);
-    if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || index > 64 ||
-        !find_instance(padded_d, (int)index)) {
-        snprintf(why, why_len, "%s=%s names no tile config of padded head dim %d",
-                 FP_TF32X3_CONFIG_ENV, env, padded_d);
-        return -1;
-    }
-    return (int)index;
+    const int index = fp_config_from_env(FP_TF32X3_CONFIG_ENV, padded_d, config_count(padded_d),
+                                         why, why_len);
+    return index == FP_CONFIG_ENV_UNSET ? default_config(padded_d) : index;
 }
 
 static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,

@@ -1,18 +1,25 @@
 /*
  * Variant tensor_core_tf32x3_wide: the 3xTF32 tensor-core forward for f32 heads wider than 256
  * (d <= 1024, padded to 512 or 1024), with the head dimension split across the eight warps of a
- * block (tf32x3/wide_forward_kernel.cuh). Blocks hold 16 query rows, so a single head of 1024
- * rows makes only 64 of them; where B*Hq*ceil(Nq/16) blocks cannot fill the GPU the keys are
+ * block (tf32x3/wide_forward_kernel.cuh). Blocks hold 16 or 32 query rows, so a single head of
+ * 1024 rows makes only 32 to 64 of them; where the blocks cannot fill the GPU the keys are
  * split across blocks and the partials merged (split_kv.h).
  *
- * param[0] = keys per split (0: not split), param[1] = splits.
+ * Each padded head dim has a few compiled tile configurations (tf32x3/wide_tile_configs.h) and
+ * runs its default one; FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=<index> runs candidate <index>
+ * instead, for tuning (an index the head dim lacks makes the variant decline, with that reason).
+ *
+ * param[0] = the tile configuration's index, param[1] = keys per split (0: not split),
+ * param[2] = splits.
  */
 #include <stdio.h>
 
 #include "../kernel_list.h"
+#include "common/config_env.h"
 #include "common/smem_limit.cuh"
 #include "split_kv.h"
 #include "tf32x3/wide_forward_kernel.cuh"
+#include "tf32x3/wide_tile_configs.h"
 
 namespace {
 
@@ -21,16 +28,77 @@ constexpr int MAX_GRID_YZ = 65535;
 /* A split shorter than this spends more on its fixed costs (loading Q, the epilogue, the merge)
  * than the parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
+/* Environment variable that picks the tile configuration by its index within the padded head
+ * dim, for tuning; unset or empty: each head dim's default. */
+constexpr const char *CONFIG_ENV = "FLASHPORT_CUDA_TF32X3_WIDE_CONFIG";
 
-/* Tile widths: three half-tile slots of BC x D floats fill about 192 KiB either way. */
-typedef fp_tf32x3_wide_config<512, 32> cfg_d512;
-typedef fp_tf32x3_wide_config<1024, 16> cfg_d1024;
+int padded_head_dim(int64_t d) { return d <= 512 ? 512 : 1024; }
 
-template <typename F> auto with_config(int64_t d, F &&f)
+typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, const fp_tf32x3_split &sp,
+                                        dim3 grid, gpuStream_t stream);
+
+/* One compiled configuration: what the host needs to know of it, and its launchers by load
+ * path (0 element by element, 1 cp.async). */
+struct wide_instance {
+    int d, index, rows, block_keys;
+    size_t smem;
+    instance_launcher launch[2];
+};
+
+template <typename Cfg, bool ASYNC>
+gpuError_t launch_instance(const fp_tf32x3_params &prm, const fp_tf32x3_split &sp, dim3 grid,
+                           gpuStream_t stream)
 {
-    if (d <= 512)
-        return f(cfg_d512());
-    return f(cfg_d1024());
+    gpuError_t err =
+        fp_raise_smem_limit<fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
+    if (err != gpuSuccess)
+        return err;
+    fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>
+        FP_GPU_LAUNCH(grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES, stream)(prm, sp);
+    return gpuGetLastError();
+}
+
+#define FP_WIDE_CFG(d, m_tiles, bc, ring) fp_tf32x3_wide_config<d, m_tiles, bc, ring>
+#define FP_WIDE_INSTANCE(d, index, m_tiles, bc, ring)                                          \
+    {d,                                                                                        \
+     index,                                                                                    \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::ROWS,                                                  \
+     bc,                                                                                       \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::SMEM_BYTES,                                            \
+     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), false>,                               \
+      launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), true>}},
+const wide_instance instances[] = {FP_TF32X3_WIDE_CONFIG_LIST(FP_WIDE_INSTANCE)};
+#undef FP_WIDE_INSTANCE
+#undef FP_WIDE_CFG
+
+const wide_instance *find_instance(int padded_d, int index)
+{
+    for (const wide_instance &in : instances)
+        if (in.d == padded_d && in.index == index)
+            return &in;
+    return NULL;
+}
+
+int config_count(int padded_d)
+{
+    int n = 0;
+    while (find_instance(padded_d, n))
+        ++n;
+    return n;
+}
+
+/* CONFIG_ENV when set and not empty, else the default; NULL and the reason in why when the
+ * variable names no config of padded_d. */
+const wide_instance *choose_instance(int padded_d, char *why, size_t why_len)
+{
+    const int index =
+        fp_config_from_env(CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
+    if (index == -1)
+        return NULL;
+    if (index != FP_CONFIG_ENV_UNSET)
+        return find_instance(padded_d, index);
+    return find_instance(padded_d, padded_d == 512 ? FP_TF32X3_WIDE_DEFAULT_CONFIG_D512
+                                                   : FP_TF32X3_WIDE_DEFAULT_CONFIG_D1024);
 }
 
 int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
@@ -59,29 +127,32 @@ int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64
                  (long long)(p->batch * p->heads_q), MAX_GRID_YZ);
         return 0;
     }
-    const size_t smem = with_config(p->head_dim, [](auto cfg) { return decltype(cfg)::SMEM_BYTES; });
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu",
-                 smem, props->smem_per_block_optin);
+    const wide_instance *in = choose_instance(padded_head_dim(p->head_dim), why, why_len);
+    if (!in)
+        return 0;
+    if (in->smem > props->smem_per_block_optin) {
+        snprintf(why, why_len,
+                 "tile config %d of d=%d needs %zu bytes of shared memory a block, device "
+                 "allows %zu",
+                 in->index, in->d, in->smem, props->smem_per_block_optin);
         return 0;
     }
-    const int bc = with_config(p->head_dim, [](auto cfg) { return decltype(cfg)::BC; });
-    const int rows = with_config(p->head_dim, [](auto cfg) { return decltype(cfg)::ROWS; });
-    const int splits = fp_split_kv_choose(p, props, rows, MIN_KEYS_PER_SPLIT);
-    param[0] = 0;
-    param[1] = 1;
+    const int splits = fp_split_kv_choose(p, props, in->rows, MIN_KEYS_PER_SPLIT);
+    param[0] = in->index;
+    param[1] = 0;
+    param[2] = 1;
     if (splits > 1) {
         /* Whole tiles a split, so that only the last split's last tile meets the end of keys. */
         const int64_t per = (p->seq_kv + splits - 1) / splits;
-        param[0] = (per + bc - 1) / bc * bc;
-        param[1] = (p->seq_kv + param[0] - 1) / param[0];
+        param[1] = (per + in->block_keys - 1) / in->block_keys * in->block_keys;
+        param[2] = (p->seq_kv + param[1] - 1) / param[1];
     }
     return 1;
 }
 
 size_t workspace(const flashport_problem *p, const int64_t *param)
 {
-    return fp_split_kv_workspace(p, (int)param[1]);
+    return fp_split_kv_workspace(p, (int)param[2]);
 }
 
 int aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
@@ -92,23 +163,13 @@ int vec4_aligned(const void *base, const flashport_strides *s)
     return aligned16(base) && s->batch % 4 == 0 && s->head % 4 == 0 && s->seq % 4 == 0;
 }
 
-template <typename Cfg, bool ASYNC>
-gpuError_t launch_config(const fp_tf32x3_params &prm, const fp_tf32x3_split &sp, dim3 grid,
-                         gpuStream_t stream)
-{
-    gpuError_t err =
-        fp_raise_smem_limit<fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
-    if (err != gpuSuccess)
-        return err;
-    fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>
-        FP_GPU_LAUNCH(grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES, stream)(prm, sp);
-    return gpuGetLastError();
-}
-
 gpuError_t launch(const fp_gpu_launch *L)
 {
     const flashport_problem *p = &L->p;
-    const int splits = (int)L->param[1];
+    const wide_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
+    if (!in)
+        return cudaErrorInvalidValue;
+    const int splits = (int)L->param[2];
     fp_tf32x3_params prm;
     prm.q = static_cast<const float *>(L->q);
     prm.k = static_cast<const float *>(L->k);
@@ -132,17 +193,13 @@ gpuError_t launch(const fp_gpu_launch *L)
         sp.part_o = static_cast<float *>(L->workspace);
         sp.part_ml = reinterpret_cast<float2 *>(static_cast<char *>(L->workspace) +
                                                 fp_split_kv_ml_offset(p, splits));
-        sp.keys_per_split = (int)L->param[0];
+        sp.keys_per_split = (int)L->param[1];
     }
     const bool async =
         vec4_aligned(L->q, &p->q) && vec4_aligned(L->k, &p->k) && vec4_aligned(L->v, &p->v);
-    gpuError_t err = with_config(p->head_dim, [&](auto cfg) {
-        typedef decltype(cfg) Cfg;
-        const dim3 grid((unsigned)((p->seq_q + Cfg::ROWS - 1) / Cfg::ROWS),
-                        (unsigned)(p->batch * p->heads_q), (unsigned)splits);
-        return async ? launch_config<Cfg, true>(prm, sp, grid, L->stream)
-                     : launch_config<Cfg, false>(prm, sp, grid, L->stream);
-    });
+    const dim3 grid((unsigned)((p->seq_q + in->rows - 1) / in->rows),
+                    (unsigned)(p->batch * p->heads_q), (unsigned)splits);
+    const gpuError_t err = in->launch[async](prm, sp, grid, L->stream);
     if (err != gpuSuccess || splits < 2)
         return err;
     return fp_split_kv_merge(L, splits);

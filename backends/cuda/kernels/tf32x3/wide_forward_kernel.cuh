@@ -2,22 +2,23 @@
  * The 3xTF32 tensor-core forward for wide heads (256 < d <= 1024), where one warp's rows and
  * the whole of d no longer fit in its registers: O alone would take d/2 registers a lane.
  *
- * One block = 16 query rows of one (batch, query head) and one range of keys (split-KV), eight
- * warps that split the head dimension: warp w owns the DW = D/8 columns [w DW, (w + 1) DW) of
- * Q, K, V and O. Per key tile of BC keys:
- *   1. each warp computes the partial scores of all 16 rows x BC keys over its own columns
+ * One block = ROWS = 16 M_TILES query rows of one (batch, query head) and one range of keys
+ * (split-KV), eight warps that split the head dimension: warp w owns the DW = D/8 columns
+ * [w DW, (w + 1) DW) of O and reads only those columns of Q, K and V. Per key tile of BC keys:
+ *   1. each warp computes the partial scores of all rows x BC keys over its own columns
  *      (S_w = Q[:, cols_w] K[:, cols_w]^T) and writes them to shared memory;
  *   2. after one barrier every warp sums the eight partials itself, in the same order, so that
  *      all warps hold bit-identical scores and so take identical softmax steps without any
- *      further exchange (a reduce-then-broadcast would cost a second barrier);
+ *      further exchange (a reduce-then-broadcast would cost a third barrier a tile);
  *   3. each warp runs the online softmax on those scores and adds P V[:, cols_w] to its slice
  *      of O, in a fresh accumulator added to O in f32 (flash_forward_kernel.cuh says why).
- * Q stays in registers, raw f32 (DW/2 a lane), and is split into tf32 halves per tile; O takes
- * another DW/2. K and V stream through a ring of three half-tile slots (K_t, V_t, K_t+1, ...)
- * of BC x D floats each, so that while one is read the next two are in flight; the two
- * barriers a tile needs anyway (scores complete, then tile consumed) are the ones that free a
- * slot for refilling. The fragment layouts, the swizzle and the column permutation are those of
- * fragment_layout.h, applied to a warp's own column groups.
+ * Every key byte a block brings in from L2 serves ROWS rows, so ROWS sets how hard the kernel
+ * leans on L2 bandwidth (at 16 rows it is bound by it); Q therefore sits in shared memory, raw,
+ * leaving the registers to O, and is split into tf32 halves per tile. K and V stream through a
+ * ring of RING half-tile slots of BC x D floats (half-tile 2t is K of tile t, 2t + 1 its V);
+ * the two barriers a tile needs anyway (scores complete, then tile consumed) are the points
+ * where a slot is free and its next half-tile is issued. The fragment layouts, the swizzle and
+ * the column permutation are those of fragment_layout.h, applied to a warp's own column groups.
  *
  * Split-KV: blockIdx.z picks a range of keys_per_split keys (a multiple of BC); the block then
  * writes its normalised partial O and (m, l) to the workspace as split_kv.h lays it out, and the
@@ -46,28 +47,18 @@ struct fp_tf32x3_split {
     int64_t rows; /* B * Hq * Nq */
 };
 
-template <int d_, int bc>
+template <int d_, int m_tiles, int bc, int ring>
 struct fp_tf32x3_wide_config {
-    static constexpr int D = d_, BC = bc, WARPS = 8, ROWS = 16, RING = 3;
+    static constexpr int D = d_, M_TILES = m_tiles, BC = bc, RING = ring, WARPS = 8;
+    static constexpr int ROWS = 16 * M_TILES;
     static constexpr int DW = D / WARPS; /* columns of d a warp owns */
     static constexpr size_t SLOT_FLOATS = (size_t)BC * D;
     static constexpr size_t PARTIAL_FLOATS = (size_t)WARPS * ROWS * BC;
-    static constexpr size_t SMEM_BYTES = 4 * (RING * SLOT_FLOATS + PARTIAL_FLOATS);
+    static constexpr size_t SMEM_BYTES =
+        4 * ((size_t)ROWS * D + RING * SLOT_FLOATS + PARTIAL_FLOATS);
     static_assert(DW % 32 == 0, "a warp owns whole 32-column groups");
+    static_assert(RING >= 2, "a slot for K and one for V");
 };
-
-/* Four floats of Q at column col of a row: a 16-byte load when vec (16-byte aligned row and
- * four columns inside d), else element by element; columns at or past d are 0. */
-static __device__ __forceinline__ float4 fp_tf32x3_q4(const float *row, int col, int d, bool vec)
-{
-    if (vec && col + 4 <= d)
-        return *reinterpret_cast<const float4 *>(row + col);
-    float w[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-        w[e] = col + e < d ? row[col + e] : 0.0f;
-    return make_float4(w[0], w[1], w[2], w[3]);
-}
 
 template <typename Cfg, bool ASYNC>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
@@ -76,17 +67,20 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int D = Cfg::D;
     constexpr int BC = Cfg::BC;
+    constexpr int MT = Cfg::M_TILES;
+    constexpr int RING = Cfg::RING;
     constexpr int THREADS = Cfg::WARPS * 32;
     constexpr int CPR = D / 4;
-    constexpr int UW = Cfg::DW / 32;     /* 32-column groups a warp owns */
-    constexpr int KEY_TILES = BC / 8;    /* n-tiles of S, k-steps of P V */
-    constexpr int DT = Cfg::DW / 8;      /* n-tiles of the warp's O */
+    constexpr int UW = Cfg::DW / 32;  /* 32-column groups a warp owns */
+    constexpr int KEY_TILES = BC / 8; /* n-tiles of S, k-steps of P V */
+    constexpr int DT = Cfg::DW / 8;   /* n-tiles of the warp's O */
     constexpr int SLOT = (int)Cfg::SLOT_FLOATS;
     static_assert(BC % 8 == 0, "whole key tiles");
 
     extern __shared__ __align__(128) unsigned char fp_tf32x3_wide_smem[];
-    float *const ring = reinterpret_cast<float *>(fp_tf32x3_wide_smem);
-    float4 *const partial = reinterpret_cast<float4 *>(ring + Cfg::RING * SLOT);
+    float *const sQ = reinterpret_cast<float *>(fp_tf32x3_wide_smem);
+    float *const ring = sQ + Cfg::ROWS * D;
+    float4 *const partial = reinterpret_cast<float4 *>(ring + RING * SLOT);
 
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -112,78 +106,87 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
 
     const float *gK = a.k + b * a.k_b + hk * a.k_h;
     const float *gV = a.v + b * a.v_b + hk * a.v_h;
-    /* Half-tile hf: K of tile hf / 2 when even, V when odd; slot hf % RING. */
-    auto load_half = [&](int hf) {
-        const int kb = kv_begin + (hf >> 1) * BC;
-        const float *src = (hf & 1) ? gV + (int64_t)kb * a.v_s : gK + (int64_t)kb * a.k_s;
-        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(ring + (hf % Cfg::RING) * SLOT, src,
-                                                   (hf & 1) ? a.v_s : a.k_s, a.seq_kv - kb,
-                                                   a.d);
-    };
-    /* Group k of cp.async holds half-tile k; empty groups keep the count uniform. */
     const int n_halves = 2 * n_tiles;
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-        if (hf < n_halves)
-            load_half(hf);
+    /* Half-tile hf (K of tile hf / 2 when even, V when odd) into slot hf % RING, as one cp.async
+     * group, empty past the last tile so that the group count stays uniform. */
+    auto issue_half = [&](int hf) {
+        if (hf < n_halves) {
+            const int kb = kv_begin + (hf >> 1) * BC;
+            const float *src = (hf & 1) ? gV + (int64_t)kb * a.v_s : gK + (int64_t)kb * a.k_s;
+            fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(ring + (hf % RING) * SLOT, src,
+                                                       (hf & 1) ? a.v_s : a.k_s, a.seq_kv - kb,
+                                                       a.d);
+        }
         fp_cp_async_commit();
-    }
+    };
+    fp_tf32x3_load_tile<ASYNC, Cfg::ROWS, D, THREADS>(
+        sQ, a.q + b * a.q_b + h * a.q_h + (int64_t)q0 * a.q_s, a.q_s, a.seq_q - q0, a.d);
+    fp_cp_async_commit();
+    /* Before tile t starts, half-tiles up to 2t + RING - 2 are issued; each barrier frees the
+     * slot of the half-tile just consumed, RING half-tiles back from the one it then issues.
+     * So waiting until at most RING - 2 groups are pending always lands the next half-tile. */
+#pragma unroll
+    for (int hf = 0; hf < RING - 1; ++hf)
+        issue_half(hf);
 
-    /* The warp's Q: rows g and g + 8, float e of chunk `half` of its group u is k-register
-     * e % 2 of k-step 2 half + e / 2 (fragment_layout.h). */
-    float4 q[UW][2][2];
-    {
-        const float *gQ = a.q + b * a.q_b + h * a.q_h;
+    /* Row g of slice mt is 16 mt + g; rows g and g + 8 of a slice share the swizzle. */
+    const float *const sQ_g = sQ + g * D;
+
+    float o[MT][DT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                o[mt][dt][r] = 0.0f;
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            const int row = q0 + g + 8 * i;
-            const float *qrow = gQ + (int64_t)row * a.q_s;
-#pragma unroll
-            for (int u = 0; u < UW; ++u)
-#pragma unroll
-                for (int half = 0; half < 2; ++half)
-                    q[u][half][i] =
-                        row < a.seq_q
-                            ? fp_tf32x3_q4(qrow, 4 * fp_tf32_qk_chunk(lane, warp * UW + u, half),
-                                           a.d, ASYNC)
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            m[mt][i] = -INFINITY;
+            l[mt][i] = 0.0f;
         }
-    }
-
-    float o[1][DT][4];
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-            o[0][dt][r] = 0.0f;
-    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
 
     auto tile = [&](int t, auto masked) __attribute__((always_inline)) {
-        const float *const sK = ring + ((2 * t) % Cfg::RING) * SLOT;
-        const float *const sV = ring + ((2 * t + 1) % Cfg::RING) * SLOT;
+        const float *const sK = ring + ((2 * t) % RING) * SLOT;
+        const float *const sV = ring + ((2 * t + 1) % RING) * SLOT;
         const int kb = kv_begin + t * BC;
 
         /* 1. Partial scores over the warp's columns, in two accumulator sets (by chunk half)
          * so that consecutive mma do not wait on each other. */
-        float sp2[2][KEY_TILES][4];
+        float acc_s[2][MT][KEY_TILES][4];
 #pragma unroll
         for (int half = 0; half < 2; ++half)
 #pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    sp2[half][nt][r] = 0.0f;
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        acc_s[half][mt][nt][r] = 0.0f;
 #pragma unroll
         for (int u = 0; u < UW; ++u) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
+                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
                 const int chunk = fp_tf32_qk_chunk(lane, warp * UW + u, half);
-                const float4 lo = q[u][half][0], hi = q[u][half][1];
-                const fp_tf32_pair qa[2][4] = {
-                    {fp_tf32_split(lo.x), fp_tf32_split(hi.x), fp_tf32_split(lo.y),
-                     fp_tf32_split(hi.y)},
-                    {fp_tf32_split(lo.z), fp_tf32_split(hi.z), fp_tf32_split(lo.w),
-                     fp_tf32_split(hi.w)}};
+                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
+                fp_tf32_pair qa[MT][2][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const float4 lo = fp_tf32x3_lds(sQ_g + 16 * mt * D + q_off);
+                    const float4 hi = fp_tf32x3_lds(sQ_g + (16 * mt + 8) * D + q_off);
+                    qa[mt][0][0] = fp_tf32_split(lo.x);
+                    qa[mt][0][1] = fp_tf32_split(hi.x);
+                    qa[mt][0][2] = fp_tf32_split(lo.y);
+                    qa[mt][0][3] = fp_tf32_split(hi.y);
+                    qa[mt][1][0] = fp_tf32_split(lo.z);
+                    qa[mt][1][1] = fp_tf32_split(hi.z);
+                    qa[mt][1][2] = fp_tf32_split(lo.w);
+                    qa[mt][1][3] = fp_tf32_split(hi.w);
+                }
                 fp_tf32_pair kf[KEY_TILES][4];
 #pragma unroll
                 for (int nt = 0; nt < KEY_TILES; ++nt) {
@@ -198,69 +201,79 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
 #pragma unroll
                     for (int term = 0; term < 3; ++term)
 #pragma unroll
-                        for (int nt = 0; nt < KEY_TILES; ++nt)
-                            fp_mma_3xtf32_term(sp2[half][nt], qa[step], kf[nt][2 * step],
-                                               kf[nt][2 * step + 1], term);
+                        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                            for (int nt = 0; nt < KEY_TILES; ++nt)
+                                fp_mma_3xtf32_term(acc_s[half][mt][nt], qa[mt][step],
+                                                   kf[nt][2 * step], kf[nt][2 * step + 1], term);
             }
         }
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
-            partial[(warp * KEY_TILES + nt) * 32 + lane] =
-                make_float4(sp2[0][nt][0] + sp2[1][nt][0], sp2[0][nt][1] + sp2[1][nt][1],
-                            sp2[0][nt][2] + sp2[1][nt][2], sp2[0][nt][3] + sp2[1][nt][3]);
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt) {
+                const float(&x)[4] = acc_s[0][mt][nt];
+                const float(&y)[4] = acc_s[1][mt][nt];
+                partial[((warp * MT + mt) * KEY_TILES + nt) * 32 + lane] =
+                    make_float4(x[0] + y[0], x[1] + y[1], x[2] + y[2], x[3] + y[3]);
+            }
 
-        /* V_t has landed (at most K_t+1 still in flight); every warp's partial is written and
-         * K_t is consumed, so its slot takes V_t+1. */
-        fp_cp_async_wait<1>();
+        /* V_t has landed; every warp's partial is written and K_t is consumed, so its slot
+         * takes half-tile 2t + RING. */
+        fp_cp_async_wait<RING - 2>();
         __syncthreads();
-        if (2 * t + 3 < n_halves)
-            load_half(2 * t + 3);
-        fp_cp_async_commit();
+        issue_half(2 * t + RING);
 
         /* 2. The full scores, summed in warp order by every warp alike, scaled and masked. */
-        float s[1][KEY_TILES][4];
+        float s[MT][KEY_TILES][4];
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt) {
-            float4 acc = partial[nt * 32 + lane];
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int w = 1; w < Cfg::WARPS; ++w) {
-                const float4 x = partial[(w * KEY_TILES + nt) * 32 + lane];
-                acc.x += x.x;
-                acc.y += x.y;
-                acc.z += x.z;
-                acc.w += x.w;
-            }
-            const float v[4] = {acc.x, acc.y, acc.z, acc.w};
+            for (int nt = 0; nt < KEY_TILES; ++nt) {
+                float4 sum = partial[(mt * KEY_TILES + nt) * 32 + lane];
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                float x = v[r] * a.scale_log2;
-                if (decltype(masked)::value) {
-                    const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
-                    const int row = q0 + fp_tf32_acc_row(lane, r);
-                    if (key >= kv_end || (a.causal && key > row + diag))
-                        x = -INFINITY;
+                for (int w = 1; w < Cfg::WARPS; ++w) {
+                    const float4 x = partial[((w * MT + mt) * KEY_TILES + nt) * 32 + lane];
+                    sum.x += x.x;
+                    sum.y += x.y;
+                    sum.z += x.z;
+                    sum.w += x.w;
                 }
-                s[0][nt][r] = x;
+                const float v[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    float x = v[r] * a.scale_log2;
+                    if (decltype(masked)::value) {
+                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
+                        const int row = q0 + 16 * mt + fp_tf32_acc_row(lane, r);
+                        if (key >= kv_end || (a.causal && key > row + diag))
+                            x = -INFINITY;
+                    }
+                    s[mt][nt][r] = x;
+                }
             }
-        }
 
         /* 3. Softmax step (scores already scaled), then the warp's columns of P V. */
-        fp_mma_softmax_step<1, KEY_TILES, DT>(s, m, l, o, 1.0f);
+        fp_mma_softmax_step<MT, KEY_TILES, DT>(s, m, l, o, 1.0f);
 #pragma unroll
         for (int wl = 0; wl < UW; ++wl) {
             const int w = warp * UW + wl;
-            float acc[4][4];
+            float acc[MT][4][4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    acc[e][r] = 0.0f;
+                for (int e = 0; e < 4; ++e)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        acc[mt][e][r] = 0.0f;
 #pragma unroll
             for (int t8 = 0; t8 < KEY_TILES; ++t8) {
-                fp_tf32_pair ap[4];
+                fp_tf32_pair ap[MT][4];
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    ap[r] = fp_tf32_split(s[0][t8][fp_tf32_p_acc_reg(r)]);
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
                 const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
                 const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
                 /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
@@ -273,25 +286,28 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
 #pragma unroll
                 for (int term = 0; term < 3; ++term)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        fp_mma_3xtf32_term(acc[e], ap, b0[e], b1[e], term);
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            fp_mma_3xtf32_term(acc[mt][e], ap[mt], b0[e], b1[e], term);
             }
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    o[0][4 * wl + e][r] += acc[e][r];
+                for (int e = 0; e < 4; ++e)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        o[mt][4 * wl + e][r] += acc[mt][e][r];
         }
     };
 
     for (int t = 0; t < n_tiles; ++t) {
-        /* K_t has landed (at most V_t in flight). After the barrier every warp is done with
-         * tile t - 1, so V_t-1's slot takes K_t+1 and the partials may be overwritten. */
-        fp_cp_async_wait<1>();
+        /* K_t (and Q, before tile 0) has landed. After the barrier every warp is done with
+         * tile t - 1, so V_t-1's slot takes half-tile 2t - 1 + RING and the partials may be
+         * overwritten. */
+        fp_cp_async_wait<RING - 2>();
         __syncthreads();
-        if (2 * t + 2 < n_halves)
-            load_half(2 * t + 2);
-        fp_cp_async_commit();
+        issue_half(2 * t - 1 + RING);
         if (kv_begin + (t + 1) * BC > mask_from)
             tile(t, std::true_type{});
         else
@@ -300,49 +316,51 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
     fp_cp_async_wait<0>();
 
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        float row_l = l[0][i];
-        row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
-        row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
-        const int row = q0 + fp_tf32_acc_row(lane, 2 * i);
-        if (row >= a.seq_q)
-            continue;
-        const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
-        const int64_t part_row = sp.part_o ? (int64_t)blockIdx.z * sp.rows +
-                                                 (int64_t)bh * a.seq_q + row
-                                           : 0;
-        float *go = sp.part_o ? sp.part_o + part_row * a.d
-                              : a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
-        const bool vec = sp.part_o ? a.d % 4 == 0 : a.o_vec4 != 0;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int wl = 0; wl < UW; ++wl) {
-            const int col0 = fp_tf32_o_col(lane, 4 * (warp * UW + wl), 2 * i);
+        for (int i = 0; i < 2; ++i) {
+            float row_l = l[mt][i];
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+            row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+            const int row = q0 + 16 * mt + fp_tf32_acc_row(lane, 2 * i);
+            if (row >= a.seq_q)
+                continue;
+            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+            const int64_t part_row =
+                sp.part_o ? (int64_t)blockIdx.z * sp.rows + (int64_t)bh * a.seq_q + row : 0;
+            float *go = sp.part_o ? sp.part_o + part_row * a.d
+                                  : a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+            const bool vec = sp.part_o ? a.d % 4 == 0 : a.o_vec4 != 0;
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int col = col0 + 4 * e;
-                float v[4];
+            for (int wl = 0; wl < UW; ++wl) {
+                const int col0 = fp_tf32_o_col(lane, 4 * (warp * UW + wl), 2 * i);
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    v[j] = o[0][4 * wl + j][2 * i + e] * inv_l;
-                if (vec && col + 4 <= a.d) {
-                    *reinterpret_cast<float4 *>(go + col) = make_float4(v[0], v[1], v[2], v[3]);
-                } else {
+                for (int e = 0; e < 2; ++e) {
+                    const int col = col0 + 4 * e;
+                    float v[4];
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
-                        if (col + j < a.d)
-                            go[col + j] = v[j];
+                        v[j] = o[mt][4 * wl + j][2 * i + e] * inv_l;
+                    if (vec && col + 4 <= a.d) {
+                        *reinterpret_cast<float4 *>(go + col) =
+                            make_float4(v[0], v[1], v[2], v[3]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j)
+                            if (col + j < a.d)
+                                go[col + j] = v[j];
+                    }
                 }
             }
+            if (warp == 0 && (lane & 3) == 0) {
+                if (sp.part_o)
+                    sp.part_ml[part_row] = make_float2(m[mt][i], row_l);
+                else if (a.lse)
+                    a.lse[(int64_t)bh * a.seq_q + row] =
+                        row_l == 0.0f ? -INFINITY
+                                      : (m[mt][i] + log2f(row_l)) * 0.693147180559945309f;
+            }
         }
-        if (warp == 0 && (lane & 3) == 0) {
-            if (sp.part_o)
-                sp.part_ml[part_row] = make_float2(m[0][i], row_l);
-            else if (a.lse)
-                a.lse[(int64_t)bh * a.seq_q + row] =
-                    row_l == 0.0f ? -INFINITY
-                                  : (m[0][i] + log2f(row_l)) * 0.693147180559945309f;
-        }
-    }
 #endif
 }
 
