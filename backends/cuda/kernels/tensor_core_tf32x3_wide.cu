@@ -58,15 +58,15 @@ gpuError_t launch_instance(const fp_tf32x3_params &prm, const fp_tf32x3_split &s
     return gpuGetLastError();
 }
 
-#define FP_WIDE_CFG(d, m_tiles, bc) fp_tf32x3_wide_config<d, m_tiles, bc>
-#define FP_WIDE_INSTANCE(d, index, m_tiles, bc)                                          \
+#define FP_WIDE_CFG(d, m_tiles, bc, ring) fp_tf32x3_wide_config<d, m_tiles, bc, ring>
+#define FP_WIDE_INSTANCE(d, index, m_tiles, bc, ring)                                          \
     {d,                                                                                        \
      index,                                                                                    \
-     FP_WIDE_CFG(d, m_tiles, bc)::ROWS,                                                  \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::ROWS,                                                  \
      bc,                                                                                       \
-     FP_WIDE_CFG(d, m_tiles, bc)::SMEM_BYTES,                                            \
-     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc), false>,                               \
-      launch_instance<FP_WIDE_CFG(d, m_tiles, bc), true>}},
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::SMEM_BYTES,                                            \
+     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), false>,                               \
+      launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), true>}},
 const wide_instance instances[] = {FP_TF32X3_WIDE_CONFIG_LIST(FP_WIDE_INSTANCE)};
 #undef FP_WIDE_INSTANCE
 #undef FP_WIDE_CFG

@@ -7,20 +7,18 @@
  * [w DW, (w + 1) DW) of O and reads only those columns of Q, K and V. Per key tile of BC keys:
  *   1. each warp computes the partial scores of all rows x BC keys over its own columns
  *      (S_w = Q[:, cols_w] K[:, cols_w]^T) and writes them to shared memory;
- *   2. after the tile's one barrier every warp sums the eight partials itself, in the same
- *      order, so that all warps hold bit-identical scores and so take identical softmax steps
- *      without any further exchange (a reduce-then-broadcast would cost a second barrier);
+ *   2. after one barrier every warp sums the eight partials itself, in the same order, so that
+ *      all warps hold bit-identical scores and so take identical softmax steps without any
+ *      further exchange (a reduce-then-broadcast would cost a third barrier a tile);
  *   3. each warp runs the online softmax on those scores and adds P V[:, cols_w] to its slice
  *      of O, in a fresh accumulator added to O in f32 (flash_forward_kernel.cuh says why).
  * Every key byte a block brings in from L2 serves ROWS rows, so ROWS sets how hard the kernel
  * leans on L2 bandwidth (at 16 rows it is bound by it); Q therefore sits in shared memory, raw,
  * leaving the registers to O, and is split into tf32 halves per tile. K and V stream through a
- * ring of four half-tile slots of BC x D floats (half-tile 2t is K of tile t, 2t + 1 its V):
- * while V_t and K_t+1 are read, V_t+1 and K_t+2 are in flight for a whole tile. Partial scores
- * are double-buffered, so a tile needs one barrier: a warp goes from P V of tile t straight to
- * the scores of tile t + 1, and the tensor cores are kept busy across the softmax. The fragment
- * layouts, the swizzle and the column permutation are those of fragment_layout.h, applied to a
- * warp's own column groups.
+ * ring of RING half-tile slots of BC x D floats (half-tile 2t is K of tile t, 2t + 1 its V);
+ * the two barriers a tile needs anyway (scores complete, then tile consumed) are the points
+ * where a slot is free and its next half-tile is issued. The fragment layouts, the swizzle and
+ * the column permutation are those of fragment_layout.h, applied to a warp's own column groups.
  *
  * Split-KV: blockIdx.z picks a range of keys_per_split keys (a multiple of BC); the block then
  * writes its normalised partial O and (m, l) to the workspace as split_kv.h lays it out, and the
@@ -49,16 +47,17 @@ struct fp_tf32x3_split {
     int64_t rows; /* B * Hq * Nq */
 };
 
-template <int d_, int m_tiles, int bc>
+template <int d_, int m_tiles, int bc, int ring>
 struct fp_tf32x3_wide_config {
-    static constexpr int D = d_, M_TILES = m_tiles, BC = bc, RING = 4, WARPS = 8;
+    static constexpr int D = d_, M_TILES = m_tiles, BC = bc, RING = ring, WARPS = 8;
     static constexpr int ROWS = 16 * M_TILES;
     static constexpr int DW = D / WARPS; /* columns of d a warp owns */
     static constexpr size_t SLOT_FLOATS = (size_t)BC * D;
     static constexpr size_t PARTIAL_FLOATS = (size_t)WARPS * ROWS * BC;
     static constexpr size_t SMEM_BYTES =
-        4 * ((size_t)ROWS * D + RING * SLOT_FLOATS + 2 * PARTIAL_FLOATS);
+        4 * ((size_t)ROWS * D + RING * SLOT_FLOATS + PARTIAL_FLOATS);
     static_assert(DW % 32 == 0, "a warp owns whole 32-column groups");
+    static_assert(RING >= 2, "a slot for K and one for V");
 };
 
 template <typename Cfg, bool ASYNC>
@@ -123,9 +122,11 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
     fp_tf32x3_load_tile<ASYNC, Cfg::ROWS, D, THREADS>(
         sQ, a.q + b * a.q_b + h * a.q_h + (int64_t)q0 * a.q_s, a.q_s, a.seq_q - q0, a.d);
     fp_cp_async_commit();
-    /* K_0, V_0 and K_1 now; then each barrier issues V_t+1 and K_t+2 (below). */
+    /* Before tile t starts, half-tiles up to 2t + RING - 2 are issued; each barrier frees the
+     * slot of the half-tile just consumed, RING half-tiles back from the one it then issues.
+     * So waiting until at most RING - 2 groups are pending always lands the next half-tile. */
 #pragma unroll
-    for (int hf = 0; hf < 3; ++hf)
+    for (int hf = 0; hf < RING - 1; ++hf)
         issue_half(hf);
 
     /* Row g of slice mt is 16 mt + g; rows g and g + 8 of a slice share the swizzle. */
@@ -148,24 +149,23 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
             l[mt][i] = 0.0f;
         }
 
-    /* 1. Partial scores of tile t over the warp's columns, into partial buffer t % 2. */
-    auto scores = [&](int t) __attribute__((always_inline)) {
+    auto tile = [&](int t, auto masked) __attribute__((always_inline)) {
         const float *const sK = ring + ((2 * t) % RING) * SLOT;
-        float4 *const part = partial + (t & 1) * (int)(Cfg::PARTIAL_FLOATS / 4);
+        const float *const sV = ring + ((2 * t + 1) % RING) * SLOT;
+        const int kb = kv_begin + t * BC;
 
-        /* Independent accumulator sets (by chunk half, and by column group parity when there
-         * are few key tiles), so that consecutive mma do not wait on each other. */
-        constexpr int SETS = MT * KEY_TILES >= 4 || UW < 2 ? 2 : 4;
-        float acc_s[SETS][MT][KEY_TILES][4];
+        /* 1. Partial scores over the warp's columns, in two accumulator sets (by chunk half)
+         * so that consecutive mma do not wait on each other. */
+        float acc_s[2][MT][KEY_TILES][4];
 #pragma unroll
-        for (int set = 0; set < SETS; ++set)
+        for (int half = 0; half < 2; ++half)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
                     for (int r = 0; r < 4; ++r)
-                        acc_s[set][mt][nt][r] = 0.0f;
+                        acc_s[half][mt][nt][r] = 0.0f;
 #pragma unroll
         for (int u = 0; u < UW; ++u) {
 #pragma unroll
@@ -187,7 +187,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
                     qa[mt][1][2] = fp_tf32_split(lo.w);
                     qa[mt][1][3] = fp_tf32_split(hi.w);
                 }
-                const int set = SETS == 4 ? half + 2 * (u & 1) : half;
                 fp_tf32_pair kf[KEY_TILES][4];
 #pragma unroll
                 for (int nt = 0; nt < KEY_TILES; ++nt) {
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
                         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                             for (int nt = 0; nt < KEY_TILES; ++nt)
-                                fp_mma_3xtf32_term(acc_s[set][mt][nt], qa[mt][step],
+                                fp_mma_3xtf32_term(acc_s[half][mt][nt], qa[mt][step],
                                                    kf[nt][2 * step], kf[nt][2 * step + 1], term);
             }
         }
@@ -213,24 +212,17 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < KEY_TILES; ++nt) {
-                float x[4];
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    x[r] = acc_s[0][mt][nt][r];
-#pragma unroll
-                    for (int set = 1; set < SETS; ++set)
-                        x[r] += acc_s[set][mt][nt][r];
-                }
-                part[((warp * MT + mt) * KEY_TILES + nt) * 32 + lane] =
-                    make_float4(x[0], x[1], x[2], x[3]);
+                const float(&x)[4] = acc_s[0][mt][nt];
+                const float(&y)[4] = acc_s[1][mt][nt];
+                partial[((warp * MT + mt) * KEY_TILES + nt) * 32 + lane] =
+                    make_float4(x[0] + y[0], x[1] + y[1], x[2] + y[2], x[3] + y[3]);
             }
-    };
 
-    /* 2 and 3 for tile t, once every warp's partial of it is in buffer t % 2. */
-    auto softmax_pv = [&](int t, auto masked) __attribute__((always_inline)) {
-        const float *const sV = ring + ((2 * t + 1) % RING) * SLOT;
-        const float4 *const part = partial + (t & 1) * (int)(Cfg::PARTIAL_FLOATS / 4);
-        const int kb = kv_begin + t * BC;
+        /* V_t has landed; every warp's partial is written and K_t is consumed, so its slot
+         * takes half-tile 2t + RING. */
+        fp_cp_async_wait<RING - 2>();
+        __syncthreads();
+        issue_half(2 * t + RING);
 
         /* 2. The full scores, summed in warp order by every warp alike, scaled and masked. */
         float s[MT][KEY_TILES][4];
@@ -238,10 +230,10 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < KEY_TILES; ++nt) {
-                float4 sum = part[(mt * KEY_TILES + nt) * 32 + lane];
+                float4 sum = partial[(mt * KEY_TILES + nt) * 32 + lane];
 #pragma unroll
                 for (int w = 1; w < Cfg::WARPS; ++w) {
-                    const float4 x = part[((w * MT + mt) * KEY_TILES + nt) * 32 + lane];
+                    const float4 x = partial[((w * MT + mt) * KEY_TILES + nt) * 32 + lane];
                     sum.x += x.x;
                     sum.y += x.y;
                     sum.z += x.z;
@@ -309,27 +301,17 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
         }
     };
 
-    /* One barrier a tile. Before barrier t every warp has written its partial of tile t and
-     * finished P V of tile t - 1, and V_t and K_t+1 (issued a whole tile earlier) have landed.
-     * Past it, the slots of K_t and V_t-1 are free for K_t+2 and V_t+1, and the warp goes on
-     * to softmax and P V of tile t, then the partial of tile t + 1 into the other buffer (whose
-     * readers all passed this barrier), with no barrier in between. */
-    if (n_tiles > 0) {
-        fp_cp_async_wait<2>(); /* Q and K_0 */
-        __syncthreads();
-        scores(0);
-    }
     for (int t = 0; t < n_tiles; ++t) {
-        fp_cp_async_wait<0>();
+        /* K_t (and Q, before tile 0) has landed. After the barrier every warp is done with
+         * tile t - 1, so V_t-1's slot takes half-tile 2t - 1 + RING and the partials may be
+         * overwritten. */
+        fp_cp_async_wait<RING - 2>();
         __syncthreads();
-        issue_half(2 * t + 3);
-        issue_half(2 * t + 4);
+        issue_half(2 * t - 1 + RING);
         if (kv_begin + (t + 1) * BC > mask_from)
-            softmax_pv(t, std::true_type{});
+            tile(t, std::true_type{});
         else
-            softmax_pv(t, std::false_type{});
-        if (t + 1 < n_tiles)
-            scores(t + 1);
+            tile(t, std::false_type{});
     }
     fp_cp_async_wait<0>();
 
