@@ -12,8 +12,7 @@
  *      further exchange (a reduce-then-broadcast would cost a third barrier a tile);
  *   3. each warp runs the online softmax on those scores and adds P V[:, cols_w] to its slice
  *      of O, in a fresh accumulator added to O in f32 (flash_forward_kernel.cuh says why).
- * Every key byte a block brings in from L2 serves ROWS rows, so ROWS sets how hard the kernel
- * leans on L2 bandwidth (at 16 rows it is bound by it); Q therefore sits in shared memory, raw,
+ * Every key byte a block brings in from L2 serves ROWS rows; Q sits in shared memory, raw,
  * leaving the registers to O, and is split into tf32 halves per tile. K and V stream through a
  * ring of RING half-tile slots of BC x D floats (half-tile 2t is K of tile t, 2t + 1 its V);
  * the two barriers a tile needs anyway (scores complete, then tile consumed) are the points
