@@ -13,8 +13,8 @@
  *   BC         keys a tile (a multiple of 8);
  *   STAGES     K/V tiles in flight in the cp.async ring (>= 2);
  *   MIN_BLOCKS blocks an SM for __launch_bounds__ (caps registers at 64K / (MIN_BLOCKS * 32 *
- *              WARPS); the entries stay spill-free under that cap except d = 128 indices 3
- *              and 4, which spill a few words, ptxas -v).
+ *              WARPS); the entries stay spill-free under that cap except d = 128 index 3,
+ *              which spills a few words, ptxas -v).
  * Shared memory a block: 4 bytes x D x (16 WARPS M_TILES + STAGES x 2 x BC).
  *
  * Why these: f32 tiles take twice the bytes of f16 ones, and every operand is split in
@@ -34,7 +34,6 @@
     X(128, 1, 4, 1, 16, 3, 2)                                                                  \
     X(128, 2, 8, 1, 32, 2, 1)                                                                  \
     X(128, 3, 4, 2, 16, 2, 2)                                                                  \
-    X(128, 4, 4, 1, 16, 2, 3)                                                                  \
     X(256, 0, 4, 1, 16, 2, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TF32X3_CONFIG is not set. */
