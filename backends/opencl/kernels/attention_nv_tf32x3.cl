@@ -3,7 +3,9 @@
  * PTX: the FlashAttention-2 forward with the 3xTF32 split, the algorithm of the CUDA backend's
  * tensor_core_tf32x3 variant. OpenCL C has no tensor-core, shuffle or vote operation, but
  * NVIDIA's OpenCL compiler passes GCC-style asm statements through to its PTX, so mma.sync,
- * shfl.sync, vote.sync and ex2.approx are written as PTX. Only NVIDIA devices build this file.
+ * shfl.sync, vote.sync and ex2.approx are written as PTX (spelled __asm__, which a compiler in
+ * strict OpenCL C mode still accepts where it rejects the GNU keyword asm). Only NVIDIA
+ * devices build this file, except with EMULATE below.
  *
  * A work-group of WARPS x 32 work-items (a 1-D local size, so work-items 32w .. 32w + 31 are
  * warp w) owns 16 x MT x WARPS query rows of one (batch, query head); each warp owns MT slices of
@@ -149,7 +151,7 @@ float exp2_approx(float x) { return exp2(x); }
  * compiler may schedule freely. */
 __attribute__((always_inline)) void mma_tf32(float d[4], uint a0, uint a1, uint a2, uint a3,
                                              uint b0, uint b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+    __asm__("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -158,21 +160,21 @@ __attribute__((always_inline)) void mma_tf32(float d[4], uint a0, uint a1, uint 
 /* The value of lane (this lane ^ mask). Volatile: every lane of the warp must execute it. */
 __attribute__((always_inline)) float shfl_xor(float x, int mask) {
     uint r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                 : "=r"(r)
-                 : "r"(as_uint(x)), "r"(mask));
+    __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                         : "=r"(r)
+                         : "r"(as_uint(x)), "r"(mask));
     return as_float(r);
 }
 
 /* 1 when x != 0 on any lane of the warp. */
 __attribute__((always_inline)) int warp_any(int x) {
     int r;
-    asm volatile("{\n\t.reg .pred any_p;\n\t"
-                 "setp.ne.s32 any_p, %1, 0;\n\t"
-                 "vote.sync.any.pred any_p, any_p, 0xffffffff;\n\t"
-                 "selp.s32 %0, 1, 0, any_p;\n\t}"
-                 : "=r"(r)
-                 : "r"(x));
+    __asm__ __volatile__("{\n\t.reg .pred any_p;\n\t"
+                         "setp.ne.s32 any_p, %1, 0;\n\t"
+                         "vote.sync.any.pred any_p, any_p, 0xffffffff;\n\t"
+                         "selp.s32 %0, 1, 0, any_p;\n\t}"
+                         : "=r"(r)
+                         : "r"(x));
     return r;
 }
 
@@ -180,7 +182,7 @@ __attribute__((always_inline)) int warp_any(int x) {
  * what the softmax weights can afford. */
 __attribute__((always_inline)) float exp2_approx(float x) {
     float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 #endif
@@ -256,23 +258,19 @@ __attribute__((always_inline)) void scores(XS float s[MT][KEY_TILES][4],
             tf32_pair qa[MT][2][4];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                float4 lo = q_lo[mt][u][part], hi = q_hi[mt][u][part];
+                const float4 lo = q_lo[mt][u][part], hi = q_hi[mt][u][part];
+                /* In A register order: k-step 0 (floats 0, 1), then k-step 1 (floats 2, 3). */
+                float x[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
+#if !EMULATE
                 /* An empty asm that "changes" Q: Q is the same on every tile, and a compiler
                  * would otherwise hoist its split out of the key loop, which doubles the
                  * registers Q holds (and spilled at D = 128). */
-#if !EMULATE
-                asm volatile(""
-                             : "+f"(lo.x), "+f"(lo.y), "+f"(lo.z), "+f"(lo.w), "+f"(hi.x),
-                               "+f"(hi.y), "+f"(hi.z), "+f"(hi.w));
+                __asm__ __volatile__(""
+                                     : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]),
+                                       "+f"(x[4]), "+f"(x[5]), "+f"(x[6]), "+f"(x[7]));
 #endif
-                qa[mt][0][0] = split_tf32(lo.x);
-                qa[mt][0][1] = split_tf32(hi.x);
-                qa[mt][0][2] = split_tf32(lo.y);
-                qa[mt][0][3] = split_tf32(hi.y);
-                qa[mt][1][0] = split_tf32(lo.z);
-                qa[mt][1][1] = split_tf32(hi.z);
-                qa[mt][1][2] = split_tf32(lo.w);
-                qa[mt][1][3] = split_tf32(hi.w);
+#pragma unroll
+                for (int r = 0; r < 8; r++) qa[mt][r >> 2][r & 3] = split_tf32(x[r]);
             }
             /* Key g of each 8-key tile: floats 2 step and 2 step + 1 are b0 and b1. */
             tf32_pair kf[KEY_TILES][4];
@@ -509,8 +507,23 @@ void attention_nv_tf32x3(__global const float *q, __global const float *k,
         const int nkb = kb + BC;
         /* A tile wholly above the diagonal for every row of this warp would leave its state as
          * it is (p = 0, alpha = 1): the warp skips it, but still copies its share of the next. */
-        const int compute =
-            EMULATE || (warp_active && !(causal && kb > row0 + 16 * MT - 1 + diag));
+        const int skip = !warp_active || (causal && kb > row0 + 16 * MT - 1 + diag);
+#if EMULATE
+        /* Emulated, every warp computes every tile (its warp operations hold barriers), and the
+         * tiles the kernel skips are undone, so that the skips are what is tested. */
+        const int compute = 1;
+        float o_kept[MT][D_TILES][4], m_kept[MT][2], l_kept[MT][2];
+        for (int mt = 0; mt < MT; mt++) {
+            for (int dt = 0; dt < D_TILES; dt++)
+                for (int r = 0; r < 4; r++) o_kept[mt][dt][r] = o_acc[mt][dt][r];
+            for (int i = 0; i < 2; i++) {
+                m_kept[mt][i] = m[mt][i];
+                l_kept[mt][i] = l[mt][i];
+            }
+        }
+#else
+        const int compute = !skip;
+#endif
 
         if (has_next) fetch_tile(next, kh + (long)nkb * k_sn, k_sn, nkv - nkb, d, tid);
         float s[MT][KEY_TILES][4];
@@ -528,6 +541,16 @@ void attention_nv_tf32x3(__global const float *q, __global const float *k,
                        causal, diag);
         }
         if (has_next) store_tile(nK + TILE_FLOATS, next, tid);
+#if EMULATE
+        for (int mt = 0; mt < MT && skip; mt++) {
+            for (int dt = 0; dt < D_TILES; dt++)
+                for (int r = 0; r < 4; r++) o_acc[mt][dt][r] = o_kept[mt][dt][r];
+            for (int i = 0; i < 2; i++) {
+                m[mt][i] = m_kept[mt][i];
+                l[mt][i] = l_kept[mt][i];
+            }
+        }
+#endif
     }
 
 #if !EMULATE /* (emulated, the shuffles below need every work-item) */
