@@ -23,10 +23,11 @@
 #                 the same shapes (OPENCL_SEQS, default "1024 4096 16384"), f16/bf16 at
 #                 N = 4096, then the opencl-sweep stage
 #   opencl-nv     the NVIDIA tensor-core OpenCL kernel nv_tf32x3: which kernel the planner picks
-#                 (log), conformance on opencl with nv_tf32x3 forced and with tiled forced, f32
-#                 opencl (nv_tf32x3, tiled) beside cuda's planner choice on the bench-opencl shapes
-#                 (OPENCL_SEQS), then conformance and N = 4096 timings under each
-#                 FLASHPORT_OPENCL_TF32X3_CONFIG (NV_CONFIGS, default "0 1 2 3"; d = 128 has 0, 1);
+#                 (log), the OpenCL unit tests (the real kernel on this GPU), conformance on opencl
+#                 with nv_tf32x3 forced and with tiled forced, f32 opencl (nv_tf32x3, tiled) beside
+#                 cuda's planner choice on the bench-opencl shapes (OPENCL_SEQS), N = 4096 timings
+#                 under each other FLASHPORT_OPENCL_TF32X3_CONFIG (NV_CONFIGS, default "1 2 3";
+#                 d = 128 has 0, 1) and conformance under each of NV_CONF_CONFIGS (default none);
 #                 programs built afresh with FLASHPORT_LOG=info, so the logs show registers and spills
 #   opencl-sweep  opencl f32 at N = 4096, d = 64 and 128, under each FLASHPORT_OPENCL_TILE
 #                 override of OPENCL_TILES (space-separated; "default" for none; a built-in
@@ -192,6 +193,7 @@ for s in $stages; do
     nv=(env FLASHPORT_LOG=info FLASHPORT_CACHE_DIR="$build/opencl-nv-cache")
     stage opencl-nv-choice "${nv[@]}" "$b" --backend opencl --b 1 --hq 2 --nq 512 --d 64 \
       --dtype f32 --no-peaks --repeat 1
+    stage ctest-opencl ctest --test-dir "$build" -R opencl --output-on-failure
     stage conf-opencl-nv "${nv[@]}" "$bin/flashport-conformance" --backend opencl \
       --kernel nv_tf32x3 --json "$logs/conf-opencl-nv.json"
     stage conf-opencl-tiled "$bin/flashport-conformance" --backend opencl --kernel tiled \
@@ -208,10 +210,12 @@ for s in $stages; do
           --json "$logs/cuda-f32-d$d-n$n.json"
       done
     done
-    for c in ${NV_CONFIGS:-0 1 2 3}; do
+    for c in ${NV_CONF_CONFIGS:-}; do
       stage "conf-opencl-nv-config$c" env FLASHPORT_OPENCL_TF32X3_CONFIG=$c \
         "$bin/flashport-conformance" --backend opencl --kernel nv_tf32x3 \
         --json "$logs/conf-opencl-nv-config$c.json"
+    done
+    for c in ${NV_CONFIGS:-1 2 3}; do
       for d in 64 128; do
         [ $d = 128 ] && [ $c -gt 1 ] && continue
         stage "opencl-nv-config$c-d$d" "${nv[@]}" FLASHPORT_OPENCL_TF32X3_CONFIG=$c "$b" \
