@@ -25,6 +25,13 @@
 #   bench-opencl  opencl beside cuda's exact f32 kernel (fa2_f32) and its planner's f32 choice on
 #                 the same shapes (OPENCL_SEQS, default "1024 4096 16384"), f16/bf16 at
 #                 N = 4096, then the opencl-sweep stage
+#   opencl-nv     the NVIDIA tensor-core OpenCL kernel nv_tf32x3: which kernel the planner picks
+#                 (log), the OpenCL unit tests (the real kernel on this GPU), conformance on opencl
+#                 with nv_tf32x3 forced and with tiled forced, f32 opencl (nv_tf32x3, tiled) beside
+#                 cuda's planner choice on the bench-opencl shapes (OPENCL_SEQS), N = 4096 timings
+#                 under each other FLASHPORT_OPENCL_TF32X3_CONFIG (NV_CONFIGS, default "1 2 3";
+#                 d = 128 has 0, 1) and conformance under each of NV_CONF_CONFIGS (default none);
+#                 programs built afresh with FLASHPORT_LOG=info, so the logs show registers and spills
 #   opencl-sweep  opencl f32 at N = 4096, d = 64 and 128, under each FLASHPORT_OPENCL_TILE
 #                 override of OPENCL_TILES (space-separated; "default" for none; a built-in
 #                 list when unset), each built afresh with FLASHPORT_LOG=info so that the log
@@ -197,6 +204,42 @@ for s in $stages; do
     ;;
   opencl-sweep)
     opencl_sweep
+    ;;
+  opencl-nv)
+    rm -rf "$build/opencl-nv-cache"
+    nv=(env FLASHPORT_LOG=info FLASHPORT_CACHE_DIR="$build/opencl-nv-cache")
+    stage opencl-nv-choice "${nv[@]}" "$b" --backend opencl --b 1 --hq 2 --nq 512 --d 64 \
+      --dtype f32 --no-peaks --repeat 1
+    stage ctest-opencl ctest --test-dir "$build" -R opencl --output-on-failure
+    stage conf-opencl-nv "${nv[@]}" "$bin/flashport-conformance" --backend opencl \
+      --kernel nv_tf32x3 --json "$logs/conf-opencl-nv.json"
+    stage conf-opencl-tiled "$bin/flashport-conformance" --backend opencl --kernel tiled \
+      --json "$logs/conf-opencl-tiled.json"
+    for d in 64 128; do
+      h=$((2048 / d))
+      for n in ${OPENCL_SEQS:-1024 4096 16384}; do
+        shape=(--b $((16384 / n)) --hq $h --nq $n --d $d --dtype f32 --no-peaks)
+        stage "bench-opencl-nv-f32-d$d-n$n" "${nv[@]}" "$b" --backend opencl --kernel nv_tf32x3 \
+          "${shape[@]}" --json "$logs/opencl-nv-f32-d$d-n$n.json"
+        stage "bench-opencl-tiled-f32-d$d-n$n" "$b" --backend opencl --kernel tiled \
+          "${shape[@]}" --json "$logs/opencl-tiled-f32-d$d-n$n.json"
+        stage "bench-cuda-f32-d$d-n$n" "$b" --backend cuda "${shape[@]}" \
+          --json "$logs/cuda-f32-d$d-n$n.json"
+      done
+    done
+    for c in ${NV_CONF_CONFIGS:-}; do
+      stage "conf-opencl-nv-config$c" env FLASHPORT_OPENCL_TF32X3_CONFIG=$c \
+        "$bin/flashport-conformance" --backend opencl --kernel nv_tf32x3 \
+        --json "$logs/conf-opencl-nv-config$c.json"
+    done
+    for c in ${NV_CONFIGS:-1 2 3}; do
+      for d in 64 128; do
+        [ $d = 128 ] && [ $c -gt 1 ] && continue
+        stage "opencl-nv-config$c-d$d" "${nv[@]}" FLASHPORT_OPENCL_TF32X3_CONFIG=$c "$b" \
+          --backend opencl --kernel nv_tf32x3 --b 4 --hq $((2048 / d)) --nq 4096 --d $d \
+          --dtype f32 --no-peaks --repeat 5 --json "$logs/opencl-nv-config$c-d$d.json"
+      done
+    done
     ;;
   cpu)
     # The GPU machine's host CPU is idle and has many cores: the cpu_simd figures come from here.

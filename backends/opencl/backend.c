@@ -52,6 +52,13 @@ static flashport_status backend_device_info(int device, flashport_device_info *o
              (unsigned long long)d->max_alloc, d->clock_mhz, d->preferred_vector_float,
              d->has_fp16 ? "yes" : "no", d->has_intel_subgroups ? "yes" : "no",
              d->has_khr_subgroup_shuffle ? "yes" : "no");
+    if (d->is_nvidia) {
+        /* What decides whether the tensor-core kernel nv_tf32x3 can run (8.0+). */
+        size_t used = strlen(out->details);
+        snprintf(out->details + used, sizeof out->details - used,
+                 "; nv_compute_capability=%d.%d (nv_tf32x3 %s)", d->cc_major, d->cc_minor,
+                 d->cc_major >= 8 ? "eligible for f32, d <= 128" : "needs 8.0+");
+    }
     return FLASHPORT_OK;
 }
 
@@ -181,16 +188,31 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
+    /* Both kernels take the same arguments; they differ in their grid's rows and slices. */
     char options[384];
-    fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
+    const char *source, *name;
+    size_t threads, rows;
+    cl_int slices = 1;
+    if (plan->variant == FP_CL_VARIANT_NV_TF32X3) {
+        fp_cl_nv_tf32x3_options(dev->desc, plan, p, options, sizeof options);
+        source = fp_opencl_source_attention_nv_tf32x3;
+        name = "attention_nv_tf32x3";
+        threads = (size_t)plan->param[FP_CL_NV_WARPS] * 32;
+        rows = (size_t)(16 * plan->param[FP_CL_NV_WARPS] * plan->param[FP_CL_NV_M_TILES]);
+    } else {
+        int64_t t[FP_CL_TILE_KEYS];
+        fp_cl_tile_of_plan(plan, t);
+        fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
+        source = fp_opencl_source_attention_tiled;
+        name = "attention_tiled";
+        threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
+        rows = (size_t)t[FP_CL_P_BR];
+        slices = (cl_int)((p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV]);
+    }
     cl_kernel kernel = NULL;
-    flashport_status st =
-        fp_cl_get_kernel(dev, fp_opencl_source_attention_tiled, options, "attention_tiled", &kernel);
+    flashport_status st = fp_cl_get_kernel(dev, source, options, name, &kernel);
     if (st != FLASHPORT_OK) return st;
 
-    int64_t t[FP_CL_TILE_KEYS];
-    fp_cl_tile_of_plan(plan, t);
-    size_t threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
     size_t kernel_limit = 0;
     cl_int err = cl->clGetKernelWorkGroupInfo(kernel, dev->desc->id, CL_KERNEL_WORK_GROUP_SIZE,
                                               sizeof kernel_limit, &kernel_limit, NULL);
@@ -206,7 +228,6 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
     cl_int has_lse = lse != NULL;
     cl_int nq = (cl_int)p->seq_q, nkv = (cl_int)p->seq_kv, dim = (cl_int)p->head_dim;
     cl_int heads_q = (cl_int)p->heads_q, group = (cl_int)(p->heads_q / p->heads_kv);
-    cl_int slices = (cl_int)((p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV]);
     cl_int causal = p->causal != 0;
     cl_float q_sign = p->scale < 0.0f ? -1.0f : 1.0f;
     cl_float scale_log2 = (cl_float)(fabs((double)p->scale) * 1.4426950408889634);
@@ -229,7 +250,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
         err = cl->clSetKernelArg(kernel, i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) return fp_cl_fail(err, "clSetKernelArg");
     }
-    size_t tiles = (size_t)((p->seq_q + t[FP_CL_P_BR] - 1) / t[FP_CL_P_BR]);
+    size_t tiles = ((size_t)p->seq_q + rows - 1) / rows;
     size_t global[3] = {tiles * threads, (size_t)p->heads_q, (size_t)p->batch * (size_t)slices};
     size_t local[3] = {threads, 1, 1};
     return fp_cl_launch(dev, kernel, global, local, NULL);

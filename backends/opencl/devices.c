@@ -7,6 +7,9 @@
 #include "opencl_backend.h"
 
 #define FP_CL_MAX_DEVICES 64
+/* cl_nv_device_attribute_query, spelled out: not every cl_ext.h has them. */
+#define FP_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+#define FP_CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
 
 static fp_cl_device_desc devices[FP_CL_MAX_DEVICES];
 static int device_count;
@@ -78,6 +81,17 @@ static void describe(const fp_cl_api *cl, cl_platform_id platform, cl_device_id 
     d->is_nvidia = contains_ci(d->vendor, "nvidia");
     d->is_amd = contains_ci(d->vendor, "advanced micro devices") || contains_ci(d->vendor, "amd");
     d->is_intel = contains_ci(d->vendor, "intel");
+    if (d->is_nvidia) {
+        /* Left at 0 where the driver does not answer. */
+        cl_uint major = 0, minor = 0;
+        if (cl->clGetDeviceInfo(id, FP_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major,
+                                NULL) == CL_SUCCESS &&
+            cl->clGetDeviceInfo(id, FP_CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor,
+                                NULL) == CL_SUCCESS) {
+            d->cc_major = (int)major;
+            d->cc_minor = (int)minor;
+        }
+    }
 
     size_t ext_len = 0;
     if (cl->clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS &&

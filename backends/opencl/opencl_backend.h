@@ -36,6 +36,7 @@ typedef struct fp_cl_device_desc {
     int has_fp16;
     int has_intel_subgroups;
     int has_khr_subgroup_shuffle;
+    int cc_major, cc_minor; /* NVIDIA compute capability (cl_nv_device_attribute_query); 0 else */
 } fp_cl_device_desc;
 
 /* Enumerates every device of every platform, GPUs first, then accelerators, then the rest.
@@ -59,6 +60,8 @@ typedef struct fp_cl_dev {
     int timers_running;
     cl_event first_event;
     cl_event last_event;
+    /* The tensor-core program failed to build once: the portable kernel runs from then on. */
+    int nv_tf32x3_build_failed;
 } fp_cl_dev;
 
 /* Turns a failed OpenCL call into a flashport status and message naming the call. */
@@ -76,7 +79,7 @@ flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t glo
                               const size_t local[3], cl_event *event_out);
 
 /* The variants of the backend, in the order of the variant table. */
-enum { FP_CL_VARIANT_TILED = 0, FP_CL_VARIANT_COUNT };
+enum { FP_CL_VARIANT_TILED = 0, FP_CL_VARIANT_NV_TF32X3 = 1, FP_CL_VARIANT_COUNT };
 extern const fp_variant fp_cl_variants[];
 
 /* Tile shape of a plan (the keys of FLASHPORT_OPENCL_TILE, in this order). */
@@ -105,9 +108,18 @@ size_t fp_cl_tile_local_bytes(const int64_t *tile, int64_t head_dim);
 void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
                              const flashport_problem *p, char *buf, size_t len);
 
+/* The NVIDIA tensor-core kernel (nv_tf32x3.c). Its plan's params: */
+enum { FP_CL_NV_D = 0, FP_CL_NV_WARPS = 1, FP_CL_NV_M_TILES = 2, FP_CL_NV_BC = 3, FP_CL_NV_EMULATE = 4 };
+/* 1 and the plan when dev and p can run it (its program is built here), else 0 and why. */
+int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out, char *why,
+                         size_t len);
+void fp_cl_nv_tf32x3_options(const fp_cl_device_desc *dev, const fp_plan *plan,
+                             const flashport_problem *p, char *buf, size_t len);
+
 flashport_status fp_cl_measure_peaks(fp_cl_dev *dev, flashport_peaks *out);
 
 extern const char fp_opencl_source_attention_tiled[];
+extern const char fp_opencl_source_attention_nv_tf32x3[];
 extern const char fp_opencl_source_peaks[];
 
 #endif /* FP_OPENCL_BACKEND_H */

@@ -1,6 +1,15 @@
 /*
  * The one planning function of the OpenCL backend: which variant runs a problem and with which
- * tile shape. The shape comes from the device's properties (work-group limit, local memory,
+ * tile shape.
+ *
+ * Variants: nv_tf32x3 (kernels/attention_nv_tf32x3.cl, tensor cores through inline PTX) where
+ * nv_tf32x3.c says the device and problem can run it (NVIDIA, compute capability 8.0+, f32,
+ * d <= 128, and its program builds); tiled (kernels/attention_tiled.cl, portable OpenCL C)
+ * everywhere else. FLASHPORT_OPENCL_KERNEL=tiled keeps the planner on tiled,
+ * FLASHPORT_OPENCL_KERNEL=nv_tf32x3 makes a problem nv_tf32x3 cannot run unsupported (both for
+ * comparing the two on one GPU); a kernel forced by name takes precedence.
+ *
+ * The tiled shape comes from the device's properties (work-group limit, local memory,
  * device type) and the problem (head dim, query count), and can be overridden for tuning with
  * FLASHPORT_OPENCL_TILE, comma-separated key=value items (any subset of the keys):
  *   br, bc  query rows per work-group, keys per block
@@ -32,6 +41,10 @@ const fp_variant fp_cl_variants[] = {
     {"tiled",
      "online softmax; K/V blocks through local memory, register tiles of S and O, f32 "
      "accumulation (f16 via vload_half, bf16 via shifts)",
+     FP_PRECISION_NATIVE},
+    {"nv_tf32x3",
+     "NVIDIA, f32: FlashAttention-2 on the tensor cores through inline PTX (mma.sync m16n8k8 "
+     "tf32, 3xTF32 split for f32 accuracy), online softmax in registers",
      FP_PRECISION_NATIVE},
 };
 
@@ -208,8 +221,33 @@ static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const 
     }
 }
 
+static flashport_status plan_tiled(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out);
+
 flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out) {
-    (void)forced; /* one variant: forced or not, it is "tiled" */
+    memset(out, 0, sizeof *out);
+    const char *choice = getenv("FLASHPORT_OPENCL_KERNEL");
+    if (choice && *choice && strcmp(choice, "tiled") != 0 && strcmp(choice, "nv_tf32x3") != 0) {
+        snprintf(out->reason, sizeof out->reason,
+                 "FLASHPORT_OPENCL_KERNEL=%.64s is neither tiled nor nv_tf32x3", choice);
+        return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME, "%s", out->reason);
+    }
+    if (forced < 0 && choice && *choice)
+        forced = strcmp(choice, "tiled") == 0 ? FP_CL_VARIANT_TILED : FP_CL_VARIANT_NV_TF32X3;
+    if (forced == FP_CL_VARIANT_TILED) return plan_tiled(dev, p, out);
+
+    char why[200];
+    if (fp_cl_nv_tf32x3_plan(dev, p, out, why, sizeof why)) return FLASHPORT_OK;
+    if (forced == FP_CL_VARIANT_NV_TF32X3) {
+        snprintf(out->reason, sizeof out->reason, "%s", why);
+        return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME, "%s", why);
+    }
+    /* On NVIDIA, say why the tensor-core kernel was passed over (elsewhere it never runs). */
+    if (dev->desc->is_nvidia)
+        fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME, "tiled rather than nv_tf32x3: %s", why);
+    return plan_tiled(dev, p, out);
+}
+
+static flashport_status plan_tiled(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out) {
     memset(out, 0, sizeof *out);
     out->variant = FP_CL_VARIANT_TILED;
     int64_t t[FP_CL_TILE_KEYS];

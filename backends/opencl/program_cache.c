@@ -211,6 +211,10 @@ static flashport_status build_from_source(fp_cl_dev *dev, const char *source, co
     err = cl->clBuildProgram(program, 1, &dev->desc->id, options, NULL, NULL);
     char *log = build_log(dev, program);
     if (err != CL_SUCCESS) {
+        /* Also at the info level: a caller may fall back to another kernel and not report the
+         * error (the planner does for the NVIDIA tensor-core program). */
+        fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME, "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
+                        fp_cl_error_name(err), options, log ? log : "(unavailable)");
         flashport_status st = fp_cl_host->error(
             FLASHPORT_ERROR_DEVICE, FP_CL_NAME, "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
             fp_cl_error_name(err), options, log ? log : "(unavailable)");

@@ -3,11 +3,17 @@
  * exercise every field of the descriptor: GQA, Nq != Nkv both ways, bottom-right causal with
  * rows that see no key, both layouts and padded strides, head dims from 1 to 1024 (several
  * output slices), LSE, the three dtypes, and NaN confined to the rows that see it.
+ *
+ * With a second argument "nv_tf32x3" it runs the f32 problems of head dim <= 128 on the NVIDIA
+ * tensor-core kernel instead: the real one on NVIDIA compute capability 8.0+, elsewhere with its warp
+ * operations emulated (FLASHPORT_OPENCL_NV_EMULATE), which checks its fragment maps, swizzle,
+ * pipeline and masks without an NVIDIA GPU.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "fp_half.h"
@@ -171,11 +177,51 @@ static void run_case(flashport_context *ctx, shape s, uint64_t seed, int64_t nan
     free(q), free(k), free(v), free(o), free(lse), free(row);
 }
 
+/* Problems of every path through the tensor-core kernel: both padded head dims (64, 128), the
+ * element-wise and 16-byte load paths (d % 4, padded strides), GQA and MQA, Nq != Nkv both ways
+ * under causal (rows with no key, warps that skip tiles, masked and unmasked tiles), several
+ * key tiles, a negative scale, large logits, and a NaN confined to the rows that see it. */
+static void run_nv_tf32x3(flashport_context *ctx) {
+    flashport_device_info dev;
+    CHECK_STATUS(flashport_device_get_info("opencl", flashport_context_device(ctx), &dev),
+                 FLASHPORT_OK, NULL);
+    const char *cc = strstr(dev.details, "nv_compute_capability=");
+    if (!cc || atoi(cc + strlen("nv_compute_capability=")) < 8)
+        setenv("FLASHPORT_OPENCL_NV_EMULATE", "1", 1);
+    setenv("FLASHPORT_OPENCL_KERNEL", "nv_tf32x3", 1);
+    const flashport_layout H = FLASHPORT_LAYOUT_BHND, N = FLASHPORT_LAYOUT_BNHD;
+    const flashport_dtype F32 = FLASHPORT_F32;
+    const shape cases[] = {
+        /* dtype b hq hkv nq nkv d causal layout pad scale */
+        {F32, 1, 1, 1, 1, 1, 1, 0, H, 0, 0.0f},
+        {F32, 2, 4, 2, 37, 53, 64, 0, H, 0, 0.0f},
+        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3, 0.0f},
+        {F32, 1, 3, 3, 20, 100, 32, 1, H, 0, 0.0f},
+        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0, 0.0f},
+        {F32, 1, 8, 1, 1, 200, 64, 1, H, 0, 0.0f},
+        {F32, 1, 2, 2, 60, 80, 40, 1, H, 0, -0.7f},
+        {F32, 1, 1, 1, 50, 50, 64, 0, N, 0, 3.0f},
+        {F32, 1, 4, 2, 150, 90, 100, 1, H, 0, 0.0f},
+        {F32, 2, 2, 2, 33, 129, 128, 0, N, 4, 0.0f},
+        {F32, 1, 2, 1, 130, 200, 128, 1, H, 0, 0.0f},
+    };
+    uint64_t seed = 301;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(ctx, cases[c], seed++, -1);
+    run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 399, 20);
+    unsetenv("FLASHPORT_OPENCL_KERNEL");
+    unsetenv("FLASHPORT_OPENCL_NV_EMULATE");
+}
+
 int main(int argc, char **argv) {
     flashport_context *ctx = NULL;
     const char *spec = argc > 1 ? argv[1] : "opencl";
     CHECK_STATUS(flashport_context_create(spec, &ctx), FLASHPORT_OK, NULL);
     if (!ctx) return check_report("test_opencl_attention");
+    if (argc > 2 && strcmp(argv[2], "nv_tf32x3") == 0) {
+        run_nv_tf32x3(ctx);
+        flashport_context_destroy(ctx);
+        return check_report("test_opencl_attention nv_tf32x3");
+    }
 
     const flashport_layout H = FLASHPORT_LAYOUT_BHND, N = FLASHPORT_LAYOUT_BNHD;
     const flashport_dtype F32 = FLASHPORT_F32, F16 = FLASHPORT_F16, BF16 = FLASHPORT_BF16;
@@ -204,9 +250,11 @@ int main(int argc, char **argv) {
     run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0, 0.0f}, 98, 30);
 
 
-    /* The GPU tile shapes, forced here so that a CPU OpenCL device checks them too: 128
-     * work-items with 4x8 score tiles and Q resident or staged per chunk, with and without the
-     * register prefetch; 256 work-items with 4x4 score tiles; and the decode shape. */
+    /* The GPU tile shapes of the portable kernel (kept on it also on NVIDIA), forced here so
+     * that a CPU OpenCL device checks them too: 128 work-items with 4x8 score tiles and Q
+     * resident or staged per chunk, with and without the register prefetch; 256 work-items
+     * with 4x4 score tiles; and the decode shape. */
+    setenv("FLASHPORT_OPENCL_KERNEL", "tiled", 1);
     const char *gpu_shapes[] = {"br=64,bc=64,tm=4,tn=8,kc=32,vc=32,dv=128,qr=1,pf=0",
                                 "br=64,bc=64,tm=4,tn=8,kc=32,vc=32,dv=128,qr=0,pf=1",
                                 "br=64,bc=64,tm=4,tn=4,kc=32,vc=32,dv=128,om=8,qr=1,pf=1",
@@ -221,6 +269,7 @@ int main(int argc, char **argv) {
         run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 205, 20);
     }
     unsetenv("FLASHPORT_OPENCL_TILE");
+    unsetenv("FLASHPORT_OPENCL_KERNEL");
 
     flashport_context_destroy(ctx);
     return check_report("test_opencl_attention");

@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
     CHECK(mkdtemp(dir) != NULL);
     setenv("FLASHPORT_CACHE_DIR", dir, 1);
     unsetenv("FLASHPORT_OPENCL_TILE");
+    unsetenv("FLASHPORT_OPENCL_KERNEL");
 
     /* Listing: available, with the properties the planner uses. */
     int index = -1;
@@ -105,10 +106,33 @@ int main(int argc, char **argv) {
     CHECK_STATUS(flashport_context_create("opencl:0", &ctx), FLASHPORT_OK, NULL);
     if (!ctx) return check_report("test_opencl_backend");
 
-    /* Plans say what tile they chose; the override is applied, checked and explained. */
+    /* The kernel choice: nv_tf32x3 (NVIDIA tensor cores) where it can run, else tiled, and
+     * FLASHPORT_OPENCL_KERNEL to ask for either; a value that is neither is an error. */
     flashport_problem p;
     flashport_problem_init(&p, FLASHPORT_F32, 1, 2, 1, 100, 120, 64, FLASHPORT_LAYOUT_BHND);
     flashport_plan_info plan;
+    const int nv_capable = strstr(dev.details, "nv_tf32x3 eligible") != NULL;
+    CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_OK, NULL);
+    CHECK(strcmp(plan.kernel, nv_capable ? "nv_tf32x3" : "tiled") == 0);
+    printf("plan without FLASHPORT_OPENCL_KERNEL: %s: %s\n", plan.kernel, plan.reason);
+    setenv("FLASHPORT_OPENCL_KERNEL", "nv_tf32x3", 1);
+    if (nv_capable) {
+        CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_OK, NULL);
+        CHECK(strcmp(plan.kernel, "nv_tf32x3") == 0 && strstr(plan.reason, "D=64"));
+    } else {
+        CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "NVIDIA");
+    }
+    flashport_problem p16 = p;
+    p16.dtype = FLASHPORT_F16;
+    CHECK_STATUS(flashport_plan(ctx, &p16, &plan), FLASHPORT_ERROR_UNSUPPORTED,
+                 nv_capable ? "f32" : "NVIDIA");
+    setenv("FLASHPORT_OPENCL_KERNEL", "fastest", 1);
+    CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_INVALID_ARGUMENT,
+                 "FLASHPORT_OPENCL_KERNEL");
+
+    /* Plans of the portable kernel say what tile they chose; the override is applied, checked
+     * and explained. */
+    setenv("FLASHPORT_OPENCL_KERNEL", "tiled", 1);
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_OK, NULL);
     CHECK(strcmp(plan.kernel, "tiled") == 0 && strstr(plan.reason, "br=") && plan.workspace_bytes == 0);
     printf("plan: %s\n", plan.reason);
@@ -123,6 +147,7 @@ int main(int argc, char **argv) {
     setenv("FLASHPORT_OPENCL_TILE", "br=1024,bc=1024,tm=1,tn=1,dv=1024", 1);
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "work-items");
     unsetenv("FLASHPORT_OPENCL_TILE");
+    unsetenv("FLASHPORT_OPENCL_KERNEL");
 
     /* The program cache: the first run writes an entry; a new context reuses it. A damaged
      * entry is rebuilt and rewritten; an unwritable folder only costs the caching. */
