@@ -168,9 +168,13 @@ static void run_case(flashport_context *ctx, shape s, uint64_t seed, int64_t nan
                     if (load(o, s.dtype, base + c) != sentinel) bad_pad++;
             }
     double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
-    double tol = tolerance(s.dtype);
+    /* Logits in the hundreds (a scale far above 1/sqrt(d)): any f32 kernel's scores then carry
+     * errors of about 1e-7 |s|, which the softmax turns into 1e-5-scale errors of O, so such
+     * cases get ten times the bounds, as the conformance suite's big_logits cases do. */
+    const double factor = fabs(p.scale) * sqrt((double)s.d) > 4.0 ? 10.0 : 1.0;
+    double tol = tolerance(s.dtype) * factor;
     int ok = rel <= tol && bad_special == 0 && bad_pad == 0 &&
-             (s.dtype != FLASHPORT_F32 || max_abs <= 1e-4);
+             (s.dtype != FLASHPORT_F32 || max_abs <= 1e-4 * factor);
     CHECK(ok);
     printf("%s %s b=%lld hq=%lld hkv=%lld nq=%lld nkv=%lld d=%lld causal=%d %s pad=%lld nan=%lld: "
            "scale=%g rel_l2=%.2e max_abs=%.2e special=%d pad=%d\n",
