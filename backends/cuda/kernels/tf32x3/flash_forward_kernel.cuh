@@ -34,21 +34,10 @@
 #include "../mma/online_softmax_rows.cuh"
 #include "../mma/ptx.cuh"
 #include "fragment_layout.h"
+#include "params.h"
 #include "ptx.cuh"
 #include "tile_configs.h"
 #include "tile_load.cuh"
-
-/* Everything a block needs, by value. Strides are in elements. */
-struct fp_tf32x3_params {
-    const float *q, *k, *v;
-    float *o;
-    float *lse; /* NULL: not wanted */
-    int64_t q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s, o_b, o_h, o_s;
-    int heads_q, group, seq_q, seq_kv, d;
-    float scale_log2; /* scale * log2(e) */
-    int causal;
-    int o_vec4;      /* O allows 16-byte stores of four adjacent columns */
-};
 
 template <int d_, int warps, int m_tiles, int bc, int stages, int min_blocks>
 struct fp_tf32x3_config {

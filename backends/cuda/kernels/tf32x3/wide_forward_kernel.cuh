@@ -33,8 +33,8 @@
 
 #include "../mma/online_softmax_rows.cuh"
 #include "../mma/ptx.cuh"
-#include "flash_forward_kernel.cuh"
 #include "fragment_layout.h"
+#include "params.h"
 #include "ptx.cuh"
 #include "tile_load.cuh"
 
