@@ -77,37 +77,67 @@ static void replay_warp(int d, int rows, int keys, int row0)
     memset(s, 0, sizeof s);
     memset(o, 0, sizeof o);
 
-    int off_lo[LANES], off_hi[LANES], off_k[LANES];
+    /* The warp's rewrite of its slice of Q into fragment order (tf32x3/tile_load.cuh), one
+     * column group at a time: reads as loaded, then writes that stay inside the group's rows
+     * and columns, each position once, both conflict-free. */
+    static int sq_frag[MAX_ROWS * MAX_D];
+    memcpy(sq_frag, sq, sizeof(int) * (size_t)rows * d);
+    int off[LANES], off_k[LANES];
+    for (int u = 0; u < groups; ++u) {
+        int got[LANES][2][2][4]; /* [lane][half][rows g, g + 8][float] */
+        for (int half = 0; half < 2; ++half)
+            for (int r = 0; r < 2; ++r) {
+                for (int lane = 0; lane < LANES; ++lane) {
+                    off[lane] = fp_tf32_swizzle(row0 + (lane >> 2) + 8 * r,
+                                                fp_tf32_qk_chunk(lane, u, half), cpr);
+                    for (int e = 0; e < 4; ++e)
+                        got[lane][half][r][e] = sq[off[lane] + e];
+                }
+                expect_conflict_free(off, r ? "Q rows g+8" : "Q rows g", d);
+            }
+        char written[16][32] = {{0}};
+        for (int j = 0; j < 4; ++j) {
+            const int half = j / 2, step = j % 2;
+            for (int lane = 0; lane < LANES; ++lane) {
+                off[lane] = row0 * d + fp_tf32_q_frag_lane(lane, d) +
+                            fp_tf32_q_frag_offset(0, u, j, d);
+                const int row = off[lane] / d - row0, col = off[lane] % d - 32 * u;
+                EXPECT(row >= 0 && row < 16 && col >= 0 && col < 32 && !written[row][col],
+                       "Q fragment order d=%d lane %d u %d j %d: offset %d", d, lane, u, j,
+                       off[lane]);
+                if (row >= 0 && row < 16 && col >= 0 && col < 32) {
+                    for (int e = 0; e < 4; ++e)
+                        written[row][col + e] = 1;
+                }
+                for (int e = 0; e < 4; ++e)
+                    sq_frag[off[lane] + e] = got[lane][half][e & 1][2 * step + e / 2];
+            }
+            expect_conflict_free(off, "Q fragment-order store/load", d);
+        }
+    }
+
     double a[LANES][4], b[LANES][2];
     for (int u = 0; u < groups; ++u)
         for (int half = 0; half < 2; ++half) {
-            double q4[LANES][4][2];
-            for (int lane = 0; lane < LANES; ++lane) {
-                const int g = lane >> 2, chunk = fp_tf32_qk_chunk(lane, u, half);
-                off_lo[lane] = fp_tf32_swizzle(row0 + g, chunk, cpr);
-                off_hi[lane] = fp_tf32_swizzle(row0 + g + 8, chunk, cpr);
-                for (int e = 0; e < 4; ++e) {
-                    q4[lane][e][0] = sq[off_lo[lane] + e];
-                    q4[lane][e][1] = sq[off_hi[lane] + e];
-                    const int col = fp_tf32_qk_col(lane, 4 * u + 2 * half + e / 2, e % 2);
-                    EXPECT(sq[off_lo[lane] + e] == value(1, row0 + g, col),
-                           "Q d=%d lane %d u %d half %d e %d: not column %d", d, lane, u, half,
-                           e, col);
-                }
-            }
-            expect_conflict_free(off_lo, "Q rows g", d);
-            expect_conflict_free(off_hi, "Q rows g+8", d);
             for (int nt = 0; nt < keys / 8; ++nt) {
                 for (int lane = 0; lane < LANES; ++lane)
                     off_k[lane] =
                         fp_tf32_swizzle(8 * nt + (lane >> 2), fp_tf32_qk_chunk(lane, u, half), cpr);
                 expect_conflict_free(off_k, "K", d);
                 for (int step = 0; step < 2; ++step) {
+                    const int ks = 4 * u + 2 * half + step;
                     for (int lane = 0; lane < LANES; ++lane) {
-                        a[lane][0] = q4[lane][2 * step][0];
-                        a[lane][1] = q4[lane][2 * step][1];
-                        a[lane][2] = q4[lane][2 * step + 1][0];
-                        a[lane][3] = q4[lane][2 * step + 1][1];
+                        const int g = lane >> 2;
+                        const int at = row0 * d + fp_tf32_q_frag_lane(lane, d) +
+                                       fp_tf32_q_frag_offset(0, u, 2 * half + step, d);
+                        for (int i = 0; i < 4; ++i) {
+                            a[lane][i] = sq_frag[at + i];
+                            /* a0 = A[g][c], a1 = A[g+8][c], a2 = A[g][c+4], a3 = A[g+8][c+4] */
+                            const int col = fp_tf32_qk_col(lane, ks, i >> 1);
+                            EXPECT(sq_frag[at + i] == value(1, row0 + g + 8 * (i & 1), col),
+                                   "Q fragment d=%d lane %d k-step %d reg %d: not row %d column %d",
+                                   d, lane, ks, i, row0 + g + 8 * (i & 1), col);
+                        }
                         b[lane][0] = sk[off_k[lane] + 2 * step];
                         b[lane][1] = sk[off_k[lane] + 2 * step + 1];
                     }

@@ -18,10 +18,7 @@
 #include "common/config_env.h"
 #include "common/smem_limit.cuh"
 #include "tf32x3/flash_forward_kernel.cuh"
-
-/* Largest sizes the kernel's 32-bit row and key indices take with room to spare. */
-#define FP_TF32X3_MAX_SEQ (1 << 30)
-#define FP_TF32X3_MAX_GRID_Y 65535
+#include "tf32x3/host_params.h"
 
 /* Environment variable that picks the tile configuration by its index within the padded head
  * dim, for tuning; unset or empty: each head dim's default. */
@@ -105,27 +102,10 @@ static int choose_config(int padded_d, char *why, size_t why_len)
 static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
                     char *why, size_t why_len)
 {
-    if (props->cc_major < 8) {
-        snprintf(why, why_len,
-                 "needs compute capability 8.0+ (mma.sync .tf32, cp.async), device is %d.%d",
-                 props->cc_major, props->cc_minor);
+    if (!fp_tf32x3_supports_problem(p, props, why, why_len))
         return 0;
-    }
-    if (p->dtype != FLASHPORT_F32) {
-        snprintf(why, why_len, "3xTF32 path takes f32 inputs only");
-        return 0;
-    }
     if (p->head_dim > 256) {
         snprintf(why, why_len, "head_dim %lld > 256", (long long)p->head_dim);
-        return 0;
-    }
-    if (p->seq_q > FP_TF32X3_MAX_SEQ || p->seq_kv > FP_TF32X3_MAX_SEQ) {
-        snprintf(why, why_len, "sequence lengths above 2^30 are not supported");
-        return 0;
-    }
-    if (p->batch * p->heads_q > FP_TF32X3_MAX_GRID_Y) {
-        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid's y limit %d",
-                 (long long)(p->batch * p->heads_q), FP_TF32X3_MAX_GRID_Y);
         return 0;
     }
     const int padded_d = padded_head_dim(p->head_dim);
@@ -148,14 +128,6 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
     return 1;
 }
 
-static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
-
-/* 16-byte vectors of floats: the base and every stride keep row starts 16-byte aligned. */
-static int vec4_aligned(const void *base, const flashport_strides *s)
-{
-    return aligned(base, 16) && s->batch % 4 == 0 && s->head % 4 == 0 && s->seq % 4 == 0;
-}
-
 static gpuError_t launch(const fp_gpu_launch *L)
 {
     const flashport_problem *p = &L->p;
@@ -163,25 +135,7 @@ static gpuError_t launch(const fp_gpu_launch *L)
     if (!in)
         return cudaErrorInvalidValue;
     fp_tf32x3_params prm;
-    prm.q = static_cast<const float *>(L->q);
-    prm.k = static_cast<const float *>(L->k);
-    prm.v = static_cast<const float *>(L->v);
-    prm.o = static_cast<float *>(L->o);
-    prm.lse = L->lse;
-    prm.q_b = p->q.batch, prm.q_h = p->q.head, prm.q_s = p->q.seq;
-    prm.k_b = p->k.batch, prm.k_h = p->k.head, prm.k_s = p->k.seq;
-    prm.v_b = p->v.batch, prm.v_h = p->v.head, prm.v_s = p->v.seq;
-    prm.o_b = p->o.batch, prm.o_h = p->o.head, prm.o_s = p->o.seq;
-    prm.heads_q = (int)p->heads_q;
-    prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.seq_q = (int)p->seq_q;
-    prm.seq_kv = (int)p->seq_kv;
-    prm.d = (int)p->head_dim;
-    prm.scale_log2 = p->scale * 1.44269504088896340736f;
-    prm.causal = p->causal != 0;
-    const int async =
-        vec4_aligned(L->q, &p->q) && vec4_aligned(L->k, &p->k) && vec4_aligned(L->v, &p->v);
-    prm.o_vec4 = vec4_aligned(L->o, &p->o);
+    const int async = fp_tf32x3_fill_params(&prm, L);
     const unsigned row_blocks = (unsigned)((p->seq_q + in->rows - 1) / in->rows);
     return in->launch[async](prm, row_blocks, (unsigned)(p->batch * p->heads_q), L->stream);
 }

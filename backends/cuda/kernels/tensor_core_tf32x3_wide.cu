@@ -18,13 +18,12 @@
 #include "common/config_env.h"
 #include "common/smem_limit.cuh"
 #include "split_kv.h"
+#include "tf32x3/host_params.h"
 #include "tf32x3/wide_forward_kernel.cuh"
 #include "tf32x3/wide_tile_configs.h"
 
 namespace {
 
-constexpr int MAX_SEQ = 1 << 30;
-constexpr int MAX_GRID_YZ = 65535;
 /* A split shorter than this spends more on its fixed costs (loading Q, the epilogue, the merge)
  * than the parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
@@ -104,27 +103,10 @@ const wide_instance *choose_instance(int padded_d, char *why, size_t why_len)
 int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
              char *why, size_t why_len)
 {
-    if (props->cc_major < 8) {
-        snprintf(why, why_len,
-                 "needs compute capability 8.0+ (mma.sync .tf32, cp.async), device is %d.%d",
-                 props->cc_major, props->cc_minor);
+    if (!fp_tf32x3_supports_problem(p, props, why, why_len))
         return 0;
-    }
-    if (p->dtype != FLASHPORT_F32) {
-        snprintf(why, why_len, "3xTF32 path takes f32 inputs only");
-        return 0;
-    }
     if (p->head_dim <= 256 || p->head_dim > 1024) {
         snprintf(why, why_len, "head_dim %lld outside (256, 1024]", (long long)p->head_dim);
-        return 0;
-    }
-    if (p->seq_q > MAX_SEQ || p->seq_kv > MAX_SEQ) {
-        snprintf(why, why_len, "sequence lengths above 2^30 are not supported");
-        return 0;
-    }
-    if (p->batch * p->heads_q > MAX_GRID_YZ) {
-        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid's y limit %d",
-                 (long long)(p->batch * p->heads_q), MAX_GRID_YZ);
         return 0;
     }
     const wide_instance *in = choose_instance(padded_head_dim(p->head_dim), why, why_len);
@@ -155,14 +137,6 @@ size_t workspace(const flashport_problem *p, const int64_t *param)
     return fp_split_kv_workspace(p, (int)param[2]);
 }
 
-int aligned16(const void *ptr) { return ((uintptr_t)ptr % 16) == 0; }
-
-/* 16-byte vectors of floats: the base and every stride keep row starts 16-byte aligned. */
-int vec4_aligned(const void *base, const flashport_strides *s)
-{
-    return aligned16(base) && s->batch % 4 == 0 && s->head % 4 == 0 && s->seq % 4 == 0;
-}
-
 gpuError_t launch(const fp_gpu_launch *L)
 {
     const flashport_problem *p = &L->p;
@@ -171,23 +145,7 @@ gpuError_t launch(const fp_gpu_launch *L)
         return cudaErrorInvalidValue;
     const int splits = (int)L->param[2];
     fp_tf32x3_params prm;
-    prm.q = static_cast<const float *>(L->q);
-    prm.k = static_cast<const float *>(L->k);
-    prm.v = static_cast<const float *>(L->v);
-    prm.o = static_cast<float *>(L->o);
-    prm.lse = L->lse;
-    prm.q_b = p->q.batch, prm.q_h = p->q.head, prm.q_s = p->q.seq;
-    prm.k_b = p->k.batch, prm.k_h = p->k.head, prm.k_s = p->k.seq;
-    prm.v_b = p->v.batch, prm.v_h = p->v.head, prm.v_s = p->v.seq;
-    prm.o_b = p->o.batch, prm.o_h = p->o.head, prm.o_s = p->o.seq;
-    prm.heads_q = (int)p->heads_q;
-    prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.seq_q = (int)p->seq_q;
-    prm.seq_kv = (int)p->seq_kv;
-    prm.d = (int)p->head_dim;
-    prm.scale_log2 = p->scale * 1.44269504088896340736f;
-    prm.causal = p->causal != 0;
-    prm.o_vec4 = vec4_aligned(L->o, &p->o);
+    const bool async = fp_tf32x3_fill_params(&prm, L);
     fp_tf32x3_split sp = {NULL, NULL, 0, p->batch * p->heads_q * p->seq_q};
     if (splits > 1) {
         sp.part_o = static_cast<float *>(L->workspace);
@@ -195,8 +153,6 @@ gpuError_t launch(const fp_gpu_launch *L)
                                                 fp_split_kv_ml_offset(p, splits));
         sp.keys_per_split = (int)L->param[1];
     }
-    const bool async =
-        vec4_aligned(L->q, &p->q) && vec4_aligned(L->k, &p->k) && vec4_aligned(L->v, &p->v);
     const dim3 grid((unsigned)((p->seq_q + in->rows - 1) / in->rows),
                     (unsigned)(p->batch * p->heads_q), (unsigned)splits);
     const gpuError_t err = in->launch[async](prm, sp, grid, L->stream);

@@ -9,7 +9,9 @@
  * block walks its keys in tiles of BC through a STAGES-deep cp.async ring (K and V of a tile
  * share a stage); one __syncthreads per tile both publishes tile t and frees the stage of tile
  * t - 1, which is then refilled with tile t + STAGES - 1. Q stays in shared memory and is
- * re-read per tile (registers go to O, D/2 a lane).
+ * re-read per tile (registers go to O, D/2 a lane); once it has landed, each warp rewrites its
+ * rows in fragment order (fragment_layout.h), so that every A fragment is one 16-byte load
+ * already in register order instead of two loads and four register moves.
  *
  * Per tile and warp: S = Q K^T, scores scaled by scale * log2(e), masked in the tile instance
  * compiled for tiles that cross the causal diagonal or the end of the keys (the other instance
@@ -17,6 +19,7 @@
  * row's max moved, O += P V with P taken straight from the S accumulators (fragment_layout.h
  * says why that needs no shuffle). Operands are split in registers right after their 16-byte
  * shared loads. O stays un-normalised until the end, where it is divided by the row sum once.
+ * The steps themselves are shared with the wide-head kernel (warp_steps.cuh).
  *
  * Head dims: each config is compiled for one D; a smaller d runs on the next D with its shared
  * columns past d zero-filled (and multiplied through: a run-time exit inside the unrolled
@@ -38,6 +41,7 @@
 #include "ptx.cuh"
 #include "tile_configs.h"
 #include "tile_load.cuh"
+#include "warp_steps.cuh"
 
 template <int d_, int warps, int m_tiles, int bc, int stages, int min_blocks>
 struct fp_tf32x3_config {
@@ -59,7 +63,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     constexpr int MT = Cfg::M_TILES;
     constexpr int BC = Cfg::BC;
     constexpr int STAGES = Cfg::STAGES;
-    constexpr int CPR = D / 4;        /* 16-byte chunks a row */
     constexpr int GROUPS = D / 32;    /* 32-column groups of d */
     constexpr int KEY_TILES = BC / 8; /* n-tiles of S, k-steps of O += P V */
     constexpr int D_TILES = D / 8;    /* n-tiles of O */
@@ -73,7 +76,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    const int g = lane >> 2;
     /* Causal blocks near the bottom do the most work: start them first. */
     const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int bh = blockIdx.y;
@@ -113,9 +115,11 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     }
 
     const bool warp_active = warp_row0 < a.seq_q;
-    /* Row g of the warp's first slice; slice mt's rows g and g + 8 are 16 mt and 16 mt + 8 rows
-     * further, all with the same swizzle (row % 8 = g). */
-    const float *const sQ_warp = sQ + (16 * MT * warp + g) * D;
+    /* Q has landed (group 0): each warp puts its own rows in fragment order. */
+    fp_cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    fp_tf32x3_q_to_fragment_order<MT, GROUPS, D>(sQ + 16 * MT * warp * D, lane, 0);
+    const float *const sQ_frag = sQ + 16 * MT * warp * D + fp_tf32_q_frag_lane(lane, D);
 
     float o[MT][D_TILES][4];
 #pragma unroll
@@ -150,119 +154,28 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                 for (int r = 0; r < 4; ++r)
                     s[mt][nt][r] = 0.0f;
 #pragma unroll
-        for (int u = 0; u < GROUPS; ++u) {
+        for (int u = 0; u < GROUPS; ++u)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
-                const int chunk = fp_tf32_qk_chunk(lane, u, half);
-                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
-                fp_tf32_pair qa[MT][2][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    const float4 lo = fp_tf32x3_lds(sQ_warp + 16 * mt * D + q_off);
-                    const float4 hi = fp_tf32x3_lds(sQ_warp + (16 * mt + 8) * D + q_off);
-                    qa[mt][0][0] = fp_tf32_split(lo.x);
-                    qa[mt][0][1] = fp_tf32_split(hi.x);
-                    qa[mt][0][2] = fp_tf32_split(lo.y);
-                    qa[mt][0][3] = fp_tf32_split(hi.y);
-                    qa[mt][1][0] = fp_tf32_split(lo.z);
-                    qa[mt][1][1] = fp_tf32_split(hi.z);
-                    qa[mt][1][2] = fp_tf32_split(lo.w);
-                    qa[mt][1][3] = fp_tf32_split(hi.w);
-                }
-                fp_tf32_pair kf[KEY_TILES][4];
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt) {
-                    const float4 kv =
-                        fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
-                    kf[nt][0] = fp_tf32_split(kv.x);
-                    kf[nt][1] = fp_tf32_split(kv.y);
-                    kf[nt][2] = fp_tf32_split(kv.z);
-                    kf[nt][3] = fp_tf32_split(kv.w);
-                }
-#pragma unroll
-                for (int step = 0; step < 2; ++step)
-#pragma unroll
-                    for (int term = 0; term < 3; ++term)
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                            for (int nt = 0; nt < KEY_TILES; ++nt)
-                                fp_mma_3xtf32_term(s[mt][nt], qa[mt][step], kf[nt][2 * step],
-                                                   kf[nt][2 * step + 1], term);
-            }
-        }
-
+            for (int half = 0; half < 2; ++half)
+                fp_tf32x3_qk_chunk<MT, KEY_TILES, D>(s, sQ_frag, sK, lane, u, half);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    float x = s[mt][nt][r] * a.scale_log2;
-                    if (decltype(masked)::value) {
-                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
-                        const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r);
-                        if (key >= kv_end || (a.causal && key > row + diag))
-                            x = -INFINITY;
-                    }
-                    s[mt][nt][r] = x;
-                }
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = fp_tf32x3_scaled_score<decltype(masked)::value>(
+                        s[mt][nt][r], a.scale_log2, kb + 8 * nt + fp_tf32_s_key(lane, r),
+                        warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r), kv_end, a.causal, diag);
 
         /* The scores are already scaled (by scale * log2(e), either sign), so the step's own
          * scale is 1. */
         fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, 1.0f);
 
-        /* O += P V, one 32-column group of d at a time: the group's products over this tile's
-         * keys are summed in a fresh accumulator and added to O once, in f32. mma.sync's f32
-         * accumulation is not rounded like an f32 add: with every key's products added
-         * straight into O, the error grew with the number of keys (rel L2 3e-5 at 4096 keys
-         * on the H200); this way it grows with the keys of one tile only. */
+        /* O += P V, one 32-column group of d at a time. */
 #pragma unroll
-        for (int w = 0; w < GROUPS; ++w) {
-            float acc[MT][4][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        acc[mt][e][r] = 0.0f;
-#pragma unroll
-            for (int t8 = 0; t8 < KEY_TILES; ++t8) {
-                fp_tf32_pair ap[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
-                const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
-                const float *const v0 = sV + row0 * D;
-                const float *const v1 = sV + (8 * t8 + fp_tf32_pv_key(lane, 1)) * D;
-                const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
-                /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
-                const float4 x0 = fp_tf32x3_lds(v0 + off);
-                const float4 x1 = fp_tf32x3_lds(v1 + (off ^ 4));
-                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
-                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
-                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
-                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
-#pragma unroll
-                for (int term = 0; term < 3; ++term)
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            fp_mma_3xtf32_term(acc[mt][e], ap[mt], b0[e], b1[e], term);
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        o[mt][4 * w + e][r] += acc[mt][e][r];
-        }
+        for (int w = 0; w < GROUPS; ++w)
+            fp_tf32x3_pv_group<MT, KEY_TILES, D_TILES, D>(o, w, s, sV, lane, w);
     };
 
     for (int t = 0; t < n_tiles; ++t) {
@@ -302,27 +215,9 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
             float *go = a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
 #pragma unroll
-            for (int w = 0; w < GROUPS; ++w) {
-                /* Registers 2i + e of n-tiles 4w .. 4w + 3: columns col0 + 4e .. col0 + 4e + 3. */
-                const int col0 = fp_tf32_o_col(lane, 4 * w, 2 * i);
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int col = col0 + 4 * e;
-                    float v[4];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        v[j] = o[mt][4 * w + j][2 * i + e] * inv_l;
-                    if (a.o_vec4 && col + 4 <= a.d) {
-                        *reinterpret_cast<float4 *>(go + col) =
-                            make_float4(v[0], v[1], v[2], v[3]);
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < 4; ++j)
-                            if (col + j < a.d)
-                                go[col + j] = v[j];
-                    }
-                }
-            }
+            for (int w = 0; w < GROUPS; ++w)
+                fp_tf32x3_store_group<D_TILES>(go, o[mt], w, i, fp_tf32_o_col(lane, 4 * w, 2 * i),
+                                               inv_l, a.o_vec4 != 0, a.d);
             if (a.lse && (lane & 3) == 0)
                 a.lse[(int64_t)bh * a.seq_q + row] =
                     row_l == 0.0f ? -INFINITY : (m[mt][i] + log2f(row_l)) * 0.693147180559945309f;

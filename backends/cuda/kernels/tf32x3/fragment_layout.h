@@ -63,6 +63,20 @@ FP_TF32_INDEX int fp_tf32_qk_chunk(int lane, int u, int half)
     return 8 * u + 2 * (lane & 3) + half;
 }
 
+/* Q in fragment order. Each warp rewrites the rows and column groups of Q it reads, once,
+ * so that the A fragment of k-step 4u + j (j = 2 half + step, in the column order above) of
+ * slice mt is one 16-byte chunk a lane, {a0, a1, a2, a3} in register order; read from the
+ * swizzled rows, a fragment would take two chunks and four register moves into place. The 128
+ * chunks of (mt, u) stay within the rows 16 mt .. 16 mt + 15 and columns 32u .. 32u + 31 they
+ * came from, in the order (j, lane): row 16 mt + 4j + lane / 8, chunk lane % 8 of the group.
+ * Offsets in floats from the warp's first row, split into a per-lane part and a compile-time
+ * part. */
+FP_TF32_INDEX int fp_tf32_q_frag_lane(int lane, int d) { return (lane >> 3) * d + 4 * (lane & 7); }
+FP_TF32_INDEX int fp_tf32_q_frag_offset(int mt, int u, int j, int d)
+{
+    return (16 * mt + 4 * j) * d + 32 * u;
+}
+
 /* The column of d that k-register kreg (0: k = c, 1: k = c + 4) of k-step ks stands for. */
 FP_TF32_INDEX int fp_tf32_qk_col(int lane, int ks, int kreg)
 {

@@ -50,6 +50,43 @@ static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem,
     }
 }
 
+/* Rewrites column groups u0 .. u0 + GROUPS - 1 of the MT slices of Q at sq (swizzled, as
+ * loaded) into fragment order (fragment_layout.h), one group of one slice at a time: each
+ * (slice, group) is read whole before it is written, and they do not overlap. The calling warp
+ * must be the only one that reads those groups; it may read them once this returns. */
+template <int MT, int GROUPS, int D>
+static __device__ __forceinline__ void fp_tf32x3_q_to_fragment_order(float *sq, int lane, int u0)
+{
+    constexpr int CPR = D / 4;
+    const int g = lane >> 2;
+    float *const to = sq + fp_tf32_q_frag_lane(lane, D);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < GROUPS; ++i) {
+            const int u = u0 + i;
+            float4 rows[2][2]; /* [half][rows g, g + 8] */
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int chunk = fp_tf32_qk_chunk(lane, u, half);
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    rows[half][r] = *reinterpret_cast<const float4 *>(
+                        sq + fp_tf32_swizzle(16 * mt + g + 8 * r, chunk, CPR));
+            }
+            __syncwarp();
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const float4 &lo = rows[half][0], &hi = rows[half][1];
+                *reinterpret_cast<float4 *>(to + fp_tf32_q_frag_offset(mt, u, 2 * half, D)) =
+                    make_float4(lo.x, hi.x, lo.y, hi.y);
+                *reinterpret_cast<float4 *>(to + fp_tf32_q_frag_offset(mt, u, 2 * half + 1, D)) =
+                    make_float4(lo.z, hi.z, lo.w, hi.w);
+            }
+        }
+    __syncwarp();
+}
+
 static __device__ __forceinline__ float4 fp_tf32x3_lds(const float *p)
 {
     return *reinterpret_cast<const float4 *>(p);

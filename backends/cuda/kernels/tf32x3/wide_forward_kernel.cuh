@@ -13,11 +13,13 @@
  *   3. each warp runs the online softmax on those scores and adds P V[:, cols_w] to its slice
  *      of O, in a fresh accumulator added to O in f32 (flash_forward_kernel.cuh says why).
  * Every key byte a block brings in from L2 serves ROWS rows; Q sits in shared memory, raw,
- * leaving the registers to O, and is split into tf32 halves per tile. K and V stream through a
+ * leaving the registers to O, and is split into tf32 halves per tile (each warp first rewrites
+ * its own column groups of it in fragment order, fragment_layout.h). K and V stream through a
  * ring of RING half-tile slots of BC x D floats (half-tile 2t is K of tile t, 2t + 1 its V);
  * the two barriers a tile needs anyway (scores complete, then tile consumed) are the points
  * where a slot is free and its next half-tile is issued. The fragment layouts, the swizzle and
- * the column permutation are those of fragment_layout.h, applied to a warp's own column groups.
+ * the column permutation are those of fragment_layout.h, applied to a warp's own column groups,
+ * and the per-warp steps those of warp_steps.cuh.
  *
  * Split-KV: blockIdx.z picks a range of keys_per_split keys (a multiple of BC); the block then
  * writes its normalised partial O and (m, l) to the workspace as split_kv.h lays it out, and the
@@ -37,6 +39,7 @@
 #include "params.h"
 #include "ptx.cuh"
 #include "tile_load.cuh"
+#include "warp_steps.cuh"
 
 /* Where a split block puts its partial result; part_o == NULL: not split. */
 struct fp_tf32x3_split {
@@ -69,7 +72,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
     constexpr int MT = Cfg::M_TILES;
     constexpr int RING = Cfg::RING;
     constexpr int THREADS = Cfg::WARPS * 32;
-    constexpr int CPR = D / 4;
     constexpr int UW = Cfg::DW / 32;  /* 32-column groups a warp owns */
     constexpr int KEY_TILES = BC / 8; /* n-tiles of S, k-steps of P V */
     constexpr int DT = Cfg::DW / 8;   /* n-tiles of the warp's O */
@@ -83,7 +85,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
 
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    const int g = lane >> 2;
     const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int bh = blockIdx.y;
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
@@ -128,8 +129,11 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
     for (int hf = 0; hf < RING - 1; ++hf)
         issue_half(hf);
 
-    /* Row g of slice mt is 16 mt + g; rows g and g + 8 of a slice share the swizzle. */
-    const float *const sQ_g = sQ + g * D;
+    /* Q has landed (the first group): each warp puts its own column groups in fragment order. */
+    fp_cp_async_wait<RING - 2>();
+    __syncthreads();
+    fp_tf32x3_q_to_fragment_order<MT, UW, D>(sQ, lane, warp * UW);
+    const float *const sQ_frag = sQ + fp_tf32_q_frag_lane(lane, D);
 
     float o[MT][DT][4];
 #pragma unroll
@@ -166,47 +170,11 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
                     for (int r = 0; r < 4; ++r)
                         acc_s[half][mt][nt][r] = 0.0f;
 #pragma unroll
-        for (int u = 0; u < UW; ++u) {
+        for (int u = 0; u < UW; ++u)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                /* Float e of chunk `half` is k-register e % 2 of k-step 2 half + e / 2. */
-                const int chunk = fp_tf32_qk_chunk(lane, warp * UW + u, half);
-                const int q_off = fp_tf32_swizzle(g, chunk, CPR) - g * D;
-                fp_tf32_pair qa[MT][2][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    const float4 lo = fp_tf32x3_lds(sQ_g + 16 * mt * D + q_off);
-                    const float4 hi = fp_tf32x3_lds(sQ_g + (16 * mt + 8) * D + q_off);
-                    qa[mt][0][0] = fp_tf32_split(lo.x);
-                    qa[mt][0][1] = fp_tf32_split(hi.x);
-                    qa[mt][0][2] = fp_tf32_split(lo.y);
-                    qa[mt][0][3] = fp_tf32_split(hi.y);
-                    qa[mt][1][0] = fp_tf32_split(lo.z);
-                    qa[mt][1][1] = fp_tf32_split(hi.z);
-                    qa[mt][1][2] = fp_tf32_split(lo.w);
-                    qa[mt][1][3] = fp_tf32_split(hi.w);
-                }
-                fp_tf32_pair kf[KEY_TILES][4];
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt) {
-                    const float4 kv = fp_tf32x3_lds(sK + fp_tf32_swizzle(8 * nt + g, chunk, CPR));
-                    kf[nt][0] = fp_tf32_split(kv.x);
-                    kf[nt][1] = fp_tf32_split(kv.y);
-                    kf[nt][2] = fp_tf32_split(kv.z);
-                    kf[nt][3] = fp_tf32_split(kv.w);
-                }
-#pragma unroll
-                for (int step = 0; step < 2; ++step)
-#pragma unroll
-                    for (int term = 0; term < 3; ++term)
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                            for (int nt = 0; nt < KEY_TILES; ++nt)
-                                fp_mma_3xtf32_term(acc_s[half][mt][nt], qa[mt][step],
-                                                   kf[nt][2 * step], kf[nt][2 * step + 1], term);
-            }
-        }
+            for (int half = 0; half < 2; ++half)
+                fp_tf32x3_qk_chunk<MT, KEY_TILES, D>(acc_s[half], sQ_frag, sK, lane, warp * UW + u,
+                                                     half);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -240,64 +208,17 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
                 }
                 const float v[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    float x = v[r] * a.scale_log2;
-                    if (decltype(masked)::value) {
-                        const int key = kb + 8 * nt + fp_tf32_s_key(lane, r);
-                        const int row = q0 + 16 * mt + fp_tf32_acc_row(lane, r);
-                        if (key >= kv_end || (a.causal && key > row + diag))
-                            x = -INFINITY;
-                    }
-                    s[mt][nt][r] = x;
-                }
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = fp_tf32x3_scaled_score<decltype(masked)::value>(
+                        v[r], a.scale_log2, kb + 8 * nt + fp_tf32_s_key(lane, r),
+                        q0 + 16 * mt + fp_tf32_acc_row(lane, r), kv_end, a.causal, diag);
             }
 
         /* 3. Softmax step (scores already scaled), then the warp's columns of P V. */
         fp_mma_softmax_step<MT, KEY_TILES, DT>(s, m, l, o, 1.0f);
 #pragma unroll
-        for (int wl = 0; wl < UW; ++wl) {
-            const int w = warp * UW + wl;
-            float acc[MT][4][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        acc[mt][e][r] = 0.0f;
-#pragma unroll
-            for (int t8 = 0; t8 < KEY_TILES; ++t8) {
-                fp_tf32_pair ap[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
-                const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
-                const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
-                /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
-                const float4 x0 = fp_tf32x3_lds(sV + row0 * D + off);
-                const float4 x1 = fp_tf32x3_lds(sV + (row0 + 1) * D + (off ^ 4));
-                const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
-                                            fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
-                const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
-                                            fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
-#pragma unroll
-                for (int term = 0; term < 3; ++term)
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            fp_mma_3xtf32_term(acc[mt][e], ap[mt], b0[e], b1[e], term);
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        o[mt][4 * wl + e][r] += acc[mt][e][r];
-        }
+        for (int wl = 0; wl < UW; ++wl)
+            fp_tf32x3_pv_group<MT, KEY_TILES, DT, D>(o, wl, s, sV, lane, warp * UW + wl);
     };
 
     for (int t = 0; t < n_tiles; ++t) {
@@ -331,26 +252,10 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
                                   : a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
             const bool vec = sp.part_o ? a.d % 4 == 0 : a.o_vec4 != 0;
 #pragma unroll
-            for (int wl = 0; wl < UW; ++wl) {
-                const int col0 = fp_tf32_o_col(lane, 4 * (warp * UW + wl), 2 * i);
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int col = col0 + 4 * e;
-                    float v[4];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        v[j] = o[mt][4 * wl + j][2 * i + e] * inv_l;
-                    if (vec && col + 4 <= a.d) {
-                        *reinterpret_cast<float4 *>(go + col) =
-                            make_float4(v[0], v[1], v[2], v[3]);
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < 4; ++j)
-                            if (col + j < a.d)
-                                go[col + j] = v[j];
-                    }
-                }
-            }
+            for (int wl = 0; wl < UW; ++wl)
+                fp_tf32x3_store_group<DT>(go, o[mt], wl, i,
+                                          fp_tf32_o_col(lane, 4 * (warp * UW + wl), 2 * i), inv_l,
+                                          vec, a.d);
             if (warp == 0 && (lane & 3) == 0) {
                 if (sp.part_o)
                     sp.part_ml[part_row] = make_float2(m[mt][i], row_l);
