@@ -14,9 +14,10 @@
  *
  * Why these: the barriers and the cross-warp score exchange are paid once a tile, so wider key
  * tiles win over more rows or deeper rings at d = 1024: on the H200 at the write-up's
- * N = d = 1024, config 1 ran in 0.154 ms, config 0 (32 rows, 8-key tiles) in 0.168 ms and
- * config 2 (three 8-key slots) in 0.183 ms; a one-barrier schedule with four 8-key slots took
- * 0.172 ms. At d = 512 (B = H = 4, N = 4096) config 0 ran 15.1 ms, config 1 16.9 ms.
+ * N = d = 1024, config 1 ran in 0.149 ms, config 0 (32 rows, 8-key tiles) in 0.153 ms and
+ * config 2 (three 8-key slots) in 0.169 ms (with Q in fragment order; before it 0.154, 0.168
+ * and 0.183 ms, and a one-barrier schedule with four 8-key slots 0.172 ms). At d = 512
+ * (B = H = 4, N = 4096) config 0 ran 14.3 ms, config 1 16.4 ms.
  */
 #ifndef FP_TF32X3_WIDE_TILE_CONFIGS_H
 #define FP_TF32X3_WIDE_TILE_CONFIGS_H
