@@ -16,14 +16,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/attention_args.cuh"
 #include "common/config_env.h"
 #include "common/smem_limit.cuh"
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
-
-/* Largest sizes the kernel's 32-bit row and key indices take with room to spare. */
-#define FP_TC_MAX_SEQ (1 << 30)
-#define FP_TC_MAX_GRID_Y 65535
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
@@ -122,15 +119,8 @@ int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props 
         snprintf(why, why_len, "head_dim %lld > 256", (long long)p->head_dim);
         return 0;
     }
-    if (p->seq_q > FP_TC_MAX_SEQ || p->seq_kv > FP_TC_MAX_SEQ) {
-        snprintf(why, why_len, "sequence lengths above 2^30 are not supported");
+    if (!fp_attn_sizes_fit(p, why, why_len))
         return 0;
-    }
-    if (p->batch * p->heads_q > FP_TC_MAX_GRID_Y) {
-        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid's y limit %d",
-                 (long long)(p->batch * p->heads_q), FP_TC_MAX_GRID_Y);
-        return 0;
-    }
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
     *config = choose_config(padded_d, &named, why, why_len);

@@ -65,16 +65,7 @@ inline int supports_common(const flashport_problem *p, const fp_gpu_device_props
                  (long long)p->head_dim, D_MAX);
         return 0;
     }
-    if (p->seq_q > INT_MAX / 2 || p->seq_kv > INT_MAX / 2) {
-        snprintf(why, why_len, "sequence lengths must stay below 2^30");
-        return 0;
-    }
-    if (p->batch * p->heads_q > FP_GRID_Z_MAX) {
-        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid limit of %d",
-                 (long long)(p->batch * p->heads_q), FP_GRID_Z_MAX);
-        return 0;
-    }
-    return 1;
+    return fp_attn_sizes_fit(p, why, why_len);
 }
 
 /* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and

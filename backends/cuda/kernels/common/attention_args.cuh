@@ -53,11 +53,10 @@ static inline fp_attn_args fp_attn_args_make(const fp_gpu_launch *L) {
     return a;
 }
 
-/* Host check shared by the supports() of kernels on this grid convention (blockIdx.y = block of
- * `cols_per_block` output columns of d): sizes fit the int index arithmetic and the grid's y
- * and z limits. Returns 1, or 0 with the reason. */
-static inline int fp_attn_grid_fits(const flashport_problem *p, int cols_per_block, char *why,
-                                    size_t why_len) {
+/* Host check shared by every kernel's supports(): the sizes fit the kernels' int index
+ * arithmetic with room to spare, and B * Hq fits the grid dimension (y or z) that enumerates
+ * it. Returns 1, or 0 with the reason. */
+static inline int fp_attn_sizes_fit(const flashport_problem *p, char *why, size_t why_len) {
     if (p->seq_q > INT_MAX / 2 || p->seq_kv > INT_MAX / 2 || p->head_dim > INT_MAX / 2) {
         snprintf(why, why_len, "sequence lengths and head_dim must stay below 2^30");
         return 0;
@@ -67,6 +66,15 @@ static inline int fp_attn_grid_fits(const flashport_problem *p, int cols_per_blo
                  (long long)(p->batch * p->heads_q), FP_GRID_Z_MAX);
         return 0;
     }
+    return 1;
+}
+
+/* The same for kernels on this grid convention (blockIdx.y = block of `cols_per_block` output
+ * columns of d), which also need the column blocks to fit the grid. */
+static inline int fp_attn_grid_fits(const flashport_problem *p, int cols_per_block, char *why,
+                                    size_t why_len) {
+    if (!fp_attn_sizes_fit(p, why, why_len))
+        return 0;
     if ((p->head_dim + cols_per_block - 1) / cols_per_block > FP_GRID_Z_MAX) {
         snprintf(why, why_len, "head_dim = %lld needs more than %d column blocks",
                  (long long)p->head_dim, FP_GRID_Z_MAX);

@@ -54,19 +54,7 @@ struct fp_tc_warp_rows {
         q_lane = fp_mma_swizzle(warp * 16 * MT + a_row, a_chunk, CPR);
         v_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
         k_lane = fp_mma_swizzle(fp_mma_ldsm_keys_row(lane), fp_mma_ldsm_keys_chunk(lane), CPR);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int dt = 0; dt < D_TILES; ++dt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    o[mt][dt][r] = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                m[mt][i] = -INFINITY;
-                l[mt][i] = 0.0f;
-            }
-        }
+        fp_mma_softmax_init(m, l, o);
     }
 
     __device__ __forceinline__ void q_fragment(uint32_t (&aq)[4], uint32_t sQ_addr, int mt,
@@ -92,13 +80,7 @@ struct fp_tc_warp_rows {
     {
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
         float s[MT][KEY_TILES][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    s[mt][nt][r] = 0.0f;
+        fp_mma_zero(s);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
             uint32_t aq[MT][4];

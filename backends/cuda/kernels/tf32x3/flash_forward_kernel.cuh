@@ -121,24 +121,10 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tf32x3_q_to_fragment_order<MT, GROUPS, D>(sQ + 16 * MT * warp * D, lane, 0);
     const float *const sQ_frag = sQ + 16 * MT * warp * D + fp_tf32_q_frag_lane(lane, D);
 
-    float o[MT][D_TILES][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int dt = 0; dt < D_TILES; ++dt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                o[mt][dt][r] = 0.0f;
     /* Per slice, rows g and g + 8: running max (base-2, scaled) and this lane's share of the
      * row sum. */
-    float m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            m[mt][i] = -INFINITY;
-            l[mt][i] = 0.0f;
-        }
+    float o[MT][D_TILES][4], m[MT][2], l[MT][2];
+    fp_mma_softmax_init(m, l, o);
 
     /* One key tile, K at sK and V right after it. Instantiated with and without the mask
      * (the end of the keys, the causal diagonal), so that the full tiles carry no per-element
@@ -146,13 +132,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     auto tile = [&](const float *sK, int kb, auto masked) __attribute__((always_inline)) {
         const float *const sV = sK + BC * D;
         float s[MT][KEY_TILES][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    s[mt][nt][r] = 0.0f;
+        fp_mma_zero(s);
 #pragma unroll
         for (int u = 0; u < GROUPS; ++u)
 #pragma unroll

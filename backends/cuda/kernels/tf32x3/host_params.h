@@ -11,12 +11,8 @@
 #include <stdio.h>
 
 #include "../../kernel_table.h"
+#include "../common/attention_args.cuh"
 #include "params.h"
-
-/* Largest sizes the kernels' 32-bit row and key indices take with room to spare, and the grid's
- * y (and z) limit, which B * Hq must respect. */
-#define FP_TF32X3_MAX_SEQ (1 << 30)
-#define FP_TF32X3_MAX_GRID_Y 65535
 
 /* 1 when the device and problem allow a 3xTF32 kernel whatever the head dim; else 0 and the
  * reason in why. */
@@ -34,16 +30,7 @@ static inline int fp_tf32x3_supports_problem(const flashport_problem *p,
         snprintf(why, why_len, "3xTF32 path takes f32 inputs only");
         return 0;
     }
-    if (p->seq_q > FP_TF32X3_MAX_SEQ || p->seq_kv > FP_TF32X3_MAX_SEQ) {
-        snprintf(why, why_len, "sequence lengths above 2^30 are not supported");
-        return 0;
-    }
-    if (p->batch * p->heads_q > FP_TF32X3_MAX_GRID_Y) {
-        snprintf(why, why_len, "batch*heads_q = %lld exceeds the grid's y limit %d",
-                 (long long)(p->batch * p->heads_q), FP_TF32X3_MAX_GRID_Y);
-        return 0;
-    }
-    return 1;
+    return fp_attn_sizes_fit(p, why, why_len);
 }
 
 /* 16-byte vectors of floats: the base and every stride keep row starts 16-byte aligned. */

@@ -11,6 +11,7 @@
 
 #include <math.h>
 
+#include "../mma/online_softmax_rows.cuh"
 #include "fragment_layout.h"
 #include "ptx.cuh"
 #include "tile_load.cuh"
@@ -87,13 +88,7 @@ static __device__ __forceinline__ void fp_tf32x3_pv_group(float (&o)[MT][DT][4],
 {
     constexpr int CPR = D / 4;
     float acc[MT][4][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                acc[mt][e][r] = 0.0f;
+    fp_mma_zero(acc);
 #pragma unroll
     for (int t8 = 0; t8 < KEY_TILES; ++t8) {
         fp_tf32_pair ap[MT][4];

@@ -135,22 +135,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
     fp_tf32x3_q_to_fragment_order<MT, UW, D>(sQ, lane, warp * UW);
     const float *const sQ_frag = sQ + fp_tf32_q_frag_lane(lane, D);
 
-    float o[MT][DT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-                o[mt][dt][r] = 0.0f;
-    float m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            m[mt][i] = -INFINITY;
-            l[mt][i] = 0.0f;
-        }
+    float o[MT][DT][4], m[MT][2], l[MT][2];
+    fp_mma_softmax_init(m, l, o);
 
     auto tile = [&](int t, auto masked) __attribute__((always_inline)) {
         const float *const sK = ring + ((2 * t) % RING) * SLOT;
@@ -162,13 +148,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
         float acc_s[2][MT][KEY_TILES][4];
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        acc_s[half][mt][nt][r] = 0.0f;
+            fp_mma_zero(acc_s[half]);
 #pragma unroll
         for (int u = 0; u < UW; ++u)
 #pragma unroll
