@@ -14,10 +14,10 @@
 
 #include <vector>
 
-#include "kernels/naive_tiled.cu"
-#include "kernels/register_tiled.cu"
-#include "kernels/smem_tiled.cu"
-#include "kernels/wide_register_tile.cu"
+#include "kernels/ladder/naive_tiled.cu"
+#include "kernels/ladder/register_tiled.cu"
+#include "kernels/ladder/smem_tiled.cu"
+#include "kernels/ladder/wide_register_tile.cu"
 #include "planner.cu"
 
 #include "check.h"

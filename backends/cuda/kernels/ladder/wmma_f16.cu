@@ -21,11 +21,11 @@
  */
 #include <mma.h>
 
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
 /* Named, not anonymous: the emulated tests compile several kernel files as one unit. */

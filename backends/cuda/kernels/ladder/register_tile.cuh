@@ -15,10 +15,10 @@
 #ifndef FP_KERNELS_REGISTER_TILE_CUH
 #define FP_KERNELS_REGISTER_TILE_CUH
 
-#include "attention_args.cuh"
-#include "dtype.cuh"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/warp_reduce.cuh"
 #include "tile_load.cuh"
-#include "warp_reduce.cuh"
 
 #define FP_RT_LANES 32 /* lanes of a row group */
 #define FP_RT_DK 32    /* d chunk of the Q K^T product */

@@ -18,10 +18,10 @@
 #ifndef FP_KERNELS_VECTOR_TILES_CUH
 #define FP_KERNELS_VECTOR_TILES_CUH
 
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 
 namespace fp_vt {
 

@@ -6,10 +6,10 @@
  * thread folds the tile into its one output element. Every block of output columns recomputes
  * the whole of Q K^T, which is what the later steps of the ladder remove, piece by piece.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/block_reduce.cuh"
-#include "common/dtype.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "block_reduce.cuh"
 
 #define NAIVE_TILE 32 /* query rows, keys per tile, and output columns of one block */
 

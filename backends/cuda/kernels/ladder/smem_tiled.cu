@@ -5,11 +5,11 @@
  * dot product from shared memory; the V tile is staged the same way. Reductions are still the
  * baseline's shared-memory trees. What this step buys is memory traffic alone.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/block_reduce.cuh"
-#include "common/dtype.cuh"
-#include "common/tile_load.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "block_reduce.cuh"
+#include "tile_load.cuh"
 
 #define SMEM_TILE 32 /* query rows, keys per tile, output columns, and the d chunk */
 #define SMEM_STRIDE (SMEM_TILE + 1) /* a padded row: column reads hit 32 different banks */
