@@ -46,6 +46,11 @@
 #include "common/warp_reduce.cuh"
 #include "split_kv.h"
 
+/* Where PTX is compiled: the HIP build and nvcc's host pass take the plain copies below. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#include "common/ptx.cuh"
+#endif
+
 namespace fa2_f32 {
 
 constexpr int THREADS = 256;
@@ -121,9 +126,7 @@ struct split_args {
 
 __device__ __forceinline__ void copy16_async(float *dst, const float *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 16 : 0));
+    fp_cp_async_16(fp_smem_addr(dst), src, valid ? 16 : 0);
 #else
     *(float4 *)dst = valid ? *(const float4 *)src : make_float4(0.f, 0.f, 0.f, 0.f);
 #endif
@@ -131,9 +134,7 @@ __device__ __forceinline__ void copy16_async(float *dst, const float *src, bool 
 
 __device__ __forceinline__ void copy4_async(float *dst, const float *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 4 : 0));
+    fp_cp_async_4(fp_smem_addr(dst), src, valid ? 4 : 0);
 #else
     *dst = valid ? *src : 0.0f;
 #endif
@@ -141,14 +142,14 @@ __device__ __forceinline__ void copy4_async(float *dst, const float *src, bool v
 
 __device__ __forceinline__ void async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
+    fp_cp_async_commit();
 #endif
 }
 
 /* Waits until at most one committed group is still in flight. */
 __device__ __forceinline__ void async_wait_all_but_one() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;\n" ::);
+    fp_cp_async_wait<1>();
 #endif
 }
 
