@@ -60,12 +60,21 @@ typedef struct fp_variant {
     fp_precision precision;
 } fp_variant;
 
+/* Bytes a plan holds for the chosen kernel's parameters. */
+#define FP_PLAN_KERNEL_PARAMS_BYTES 64
+
 /* Filled by plan(), read by run(). */
 typedef struct fp_plan {
     int variant;            /* index into the backend's variants */
     char reason[256];       /* why this variant was chosen, or why the problem is unsupported */
     size_t workspace_bytes; /* device scratch run() allocates or uses */
-    int64_t param[8];       /* backend-private: tile shape, split count, ... */
+    /* Backend-private: the chosen kernel's parameters (tile shape, split count, ...). A backend
+     * copies one type of its own in and out (its parameter struct, or a union of its kernels'
+     * structs) and checks at compile time that it fits; the core only zeroes the bytes. */
+    union {
+        unsigned char bytes[FP_PLAN_KERNEL_PARAMS_BYTES];
+        max_align_t align;
+    } kernel_params;
 } fp_plan;
 
 /* Backend handles of the buffers of one call (lse may be NULL). */

@@ -76,22 +76,15 @@ size_t cs_scratch_bytes(const cs_tiling *t) {
     return (size_t)layout_of(t).total * sizeof(float) * (size_t)t->threads;
 }
 
-void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]) {
-    param[0] = t->heads;
-    param[1] = t->queries;
-    param[2] = t->rows;
-    param[3] = t->keys;
-    param[4] = t->dq;
-    param[5] = t->threads;
+_Static_assert(sizeof(cs_tiling) <= FP_PLAN_KERNEL_PARAMS_BYTES,
+               "a plan holds the kernel parameters");
+
+void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan) {
+    memcpy(plan->kernel_params.bytes, t, sizeof *t);
 }
 
-void cs_tiling_from_params(const int64_t param[8], cs_tiling *t) {
-    t->heads = (int)param[0];
-    t->queries = (int)param[1];
-    t->rows = (int)param[2];
-    t->keys = (int)param[3];
-    t->dq = param[4];
-    t->threads = (int)param[5];
+void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t) {
+    memcpy(t, plan->kernel_params.bytes, sizeof *t);
 }
 
 /* Everything a tile needs to know about the call. */

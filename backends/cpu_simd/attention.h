@@ -31,9 +31,9 @@ void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t);
 /* Scratch the run needs: threads x (one tile + one key block), never a function of N^2. */
 size_t cs_scratch_bytes(const cs_tiling *t);
 
-/* Packs and unpacks the tiling in a plan's private parameters. */
-void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]);
-void cs_tiling_from_params(const int64_t param[8], cs_tiling *t);
+/* The tiling as a plan's kernel parameters: stored by the planner, read back by run(). */
+void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan);
+void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t);
 
 /* Runs the attention with the kernels of one path. scratch holds cs_scratch_bytes(t) bytes,
  * 64-byte aligned. */

@@ -91,7 +91,7 @@ static flashport_status run(void *dev, const fp_plan *pl, const flashport_proble
         return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "run: plan names variant %d, which this build lacks",
                               pl->variant);
     cs_tiling t;
-    cs_tiling_from_params(pl->param, &t);
+    cs_tiling_from_plan(pl, &t);
     const size_t need = cs_scratch_bytes(&t);
     pthread_mutex_lock(&d->lock);
     if (need > d->scratch_bytes) {

@@ -101,7 +101,7 @@ flashport_status cs_plan(const flashport_problem *p, int forced, fp_plan *out) {
              cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, t.threads,
              t.threads == 1 ? "" : "s", why_threads);
     out->workspace_bytes = cs_scratch_bytes(&t);
-    cs_tiling_to_params(&t, out->param);
+    cs_tiling_to_plan(&t, out);
     cs_host->log(FP_LOG_DEBUG, CS_NAME, "plan: %s", out->reason);
     return FLASHPORT_OK;
 }

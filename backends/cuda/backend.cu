@@ -227,6 +227,8 @@ static flashport_status run(void *d, const fp_plan *pl, const flashport_problem 
     flashport_status st = ensure_workspace(dev, pl->workspace_bytes);
     if (st) return st;
 
+    fp_gpu_kernel_params params;
+    memcpy(&params, pl->kernel_params.bytes, sizeof params);
     fp_gpu_launch L;
     L.p = *p;
     L.q = args->q;
@@ -235,7 +237,7 @@ static flashport_status run(void *d, const fp_plan *pl, const flashport_problem 
     L.o = args->o;
     L.lse = (float *)args->lse;
     L.workspace = pl->workspace_bytes ? dev->workspace : NULL;
-    L.param = pl->param;
+    L.params = &params;
     L.stream = dev->stream;
     L.props = &dev->props;
     const gpuError_t e = k->launch(&L);

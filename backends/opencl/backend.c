@@ -197,8 +197,9 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
         fp_cl_nv_tf32x3_options(dev->desc, plan, p, options, sizeof options);
         source = fp_opencl_source_attention_nv_tf32x3;
         name = "attention_nv_tf32x3";
-        threads = (size_t)plan->param[FP_CL_NV_WARPS] * 32;
-        rows = (size_t)(16 * plan->param[FP_CL_NV_WARPS] * plan->param[FP_CL_NV_M_TILES]);
+        const fp_cl_nv_tf32x3_config c = fp_cl_plan_params(plan).nv_tf32x3.config;
+        threads = (size_t)c.warps * 32;
+        rows = (size_t)(16 * c.warps * c.m_tiles);
     } else {
         int64_t t[FP_CL_TILE_KEYS];
         fp_cl_tile_of_plan(plan, t);

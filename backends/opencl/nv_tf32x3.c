@@ -29,25 +29,21 @@
 /* NVIDIA maps the second and third NDRange dimensions to grid y and z. */
 #define NV_MAX_GRID_YZ 65535
 
-typedef struct nv_config {
-    int d, warps, m_tiles, bc;
-} nv_config;
-
-static const nv_config configs[] = {
+static const fp_cl_nv_tf32x3_config configs[] = {
     {64, 4, 1, 32}, {64, 8, 1, 32}, {64, 4, 1, 16}, {64, 4, 2, 32},
     {128, 4, 1, 16}, {128, 8, 1, 16},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 
 /* Configuration `index` of padded head dim d, or NULL. */
-static const nv_config *find_config(int d, long index) {
+static const fp_cl_nv_tf32x3_config *find_config(int d, long index) {
     for (int i = 0, k = 0; i < N_CONFIGS; i++)
         if (configs[i].d == d && k++ == index) return &configs[i];
     return NULL;
 }
 
 /* Two stages of K and V tiles; emulated, also 6 floats a work-item to exchange fragments. */
-static size_t local_bytes(const nv_config *c, int emulate) {
+static size_t local_bytes(const fp_cl_nv_tf32x3_config *c, int emulate) {
     return ((size_t)2 * 2 * c->bc * c->d + (emulate ? (size_t)c->warps * 32 * 6 : 0)) *
            sizeof(float);
 }
@@ -96,7 +92,7 @@ int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const flashport_problem *p, fp_plan *ou
         index = strtol(env, &end, 10);
         if (*end != '\0' || env[0] < '0' || env[0] > '9') index = -1;
     }
-    const nv_config *c = index >= 0 ? find_config(d, index) : NULL;
+    const fp_cl_nv_tf32x3_config *c = index >= 0 ? find_config(d, index) : NULL;
     if (!c) {
         snprintf(why, len, "%s=%s names no nv_tf32x3 configuration of padded head dim %d",
                  NV_CONFIG_ENV, env, d);
@@ -112,11 +108,11 @@ int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const flashport_problem *p, fp_plan *ou
 
     memset(out, 0, sizeof *out);
     out->variant = FP_CL_VARIANT_NV_TF32X3;
-    out->param[FP_CL_NV_D] = c->d;
-    out->param[FP_CL_NV_WARPS] = c->warps;
-    out->param[FP_CL_NV_M_TILES] = c->m_tiles;
-    out->param[FP_CL_NV_BC] = c->bc;
-    out->param[FP_CL_NV_EMULATE] = emulate;
+    fp_cl_kernel_params params;
+    memset(&params, 0, sizeof params);
+    params.nv_tf32x3.config = *c;
+    params.nv_tf32x3.emulate = emulate;
+    fp_cl_set_plan_params(out, &params);
 
     /* Built here rather than at the first run, so that a compiler that rejects the inline PTX
      * turns into the portable kernel with the reason, instead of a failed call. */
@@ -152,14 +148,13 @@ static int quad_aligned(const flashport_strides *s, int64_t head_dim) {
 
 void fp_cl_nv_tf32x3_options(const fp_cl_device_desc *dev, const fp_plan *plan,
                              const flashport_problem *p, char *buf, size_t len) {
+    const fp_cl_nv_tf32x3_params nv = fp_cl_plan_params(plan).nv_tf32x3;
     const int vec = quad_aligned(&p->q, p->head_dim) && quad_aligned(&p->k, p->head_dim) &&
                     quad_aligned(&p->v, p->head_dim);
     snprintf(buf, len,
-             "-cl-std=CL1.2 -DD=%lld -DWARPS=%lld -DMT=%lld -DBC=%lld -DVEC=%d -DOVEC=%d "
-             "-DEMULATE=%lld%s",
-             (long long)plan->param[FP_CL_NV_D], (long long)plan->param[FP_CL_NV_WARPS],
-             (long long)plan->param[FP_CL_NV_M_TILES], (long long)plan->param[FP_CL_NV_BC], vec,
-             quad_aligned(&p->o, p->head_dim), (long long)plan->param[FP_CL_NV_EMULATE],
+             "-cl-std=CL1.2 -DD=%d -DWARPS=%d -DMT=%d -DBC=%d -DVEC=%d -DOVEC=%d -DEMULATE=%d%s",
+             nv.config.d, nv.config.warps, nv.config.m_tiles, nv.config.bc, vec,
+             quad_aligned(&p->o, p->head_dim), nv.emulate,
              /* registers and spills in the build log, logged at the info level */
              dev->is_nvidia ? " -cl-nv-verbose" : "");
 }

@@ -3,6 +3,7 @@
 #define FP_OPENCL_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cl_loader.h"
 #include "fp_backend.h"
@@ -99,8 +100,37 @@ enum {
     FP_CL_TILE_KEYS = 12
 };
 
+/* The tiled kernel's parameters: its tile shape, the value of each key in FP_CL_P_* order. */
+typedef struct fp_cl_tiled_params {
+    int32_t tile[FP_CL_TILE_KEYS];
+} fp_cl_tiled_params;
+
+/* A configuration of the NVIDIA tensor-core kernel (nv_tf32x3.c says what each field does). */
+typedef struct fp_cl_nv_tf32x3_config {
+    int d, warps, m_tiles, bc;
+} fp_cl_nv_tf32x3_config;
+
+/* The nv_tf32x3 kernel's parameters: its configuration, and 1 when the warp operations are
+ * emulated (FLASHPORT_OPENCL_NV_EMULATE). */
+typedef struct fp_cl_nv_tf32x3_params {
+    fp_cl_nv_tf32x3_config config;
+    int emulate;
+} fp_cl_nv_tf32x3_params;
+
+/* The parameters of the kernel a plan chose, as fp_plan's kernel_params carries them. */
+typedef union fp_cl_kernel_params {
+    fp_cl_tiled_params tiled;         /* FP_CL_VARIANT_TILED */
+    fp_cl_nv_tf32x3_params nv_tf32x3; /* FP_CL_VARIANT_NV_TF32X3 */
+} fp_cl_kernel_params;
+_Static_assert(sizeof(fp_cl_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
+               "a plan holds the kernel parameters");
+
+/* The kernel parameters a plan carries, and storing them in one. */
+fp_cl_kernel_params fp_cl_plan_params(const fp_plan *plan);
+void fp_cl_set_plan_params(fp_plan *plan, const fp_cl_kernel_params *params);
+
 flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out);
-/* The tile shape of a plan (fp_plan.param holds it packed). */
+/* The tile shape of a plan of the tiled kernel. */
 void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *tile);
 /* Local memory (bytes) a tile shape needs for a head dim; used by the planner and tests. */
 size_t fp_cl_tile_local_bytes(const int64_t *tile, int64_t head_dim);
@@ -108,9 +138,8 @@ size_t fp_cl_tile_local_bytes(const int64_t *tile, int64_t head_dim);
 void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
                              const flashport_problem *p, char *buf, size_t len);
 
-/* The NVIDIA tensor-core kernel (nv_tf32x3.c). Its plan's params: */
-enum { FP_CL_NV_D = 0, FP_CL_NV_WARPS = 1, FP_CL_NV_M_TILES = 2, FP_CL_NV_BC = 3, FP_CL_NV_EMULATE = 4 };
-/* 1 and the plan when dev and p can run it (its program is built here), else 0 and why. */
+/* The NVIDIA tensor-core kernel (nv_tf32x3.c). 1 and the plan when dev and p can run it (its
+ * program is built here), else 0 and why. */
 int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out, char *why,
                          size_t len);
 void fp_cl_nv_tf32x3_options(const fp_cl_device_desc *dev, const fp_plan *plan,

@@ -51,25 +51,27 @@ const fp_variant fp_cl_variants[] = {
 static const char *const tile_keys[FP_CL_TILE_KEYS] = {"br", "bc", "tm", "tn", "kc", "vc",
                                                        "dv", "om", "qr", "pf", "rg", "ur"};
 
-/* fp_plan.param holds the first seven keys as they are and om (bits 0-11), qr (12), pf (13),
- * rg (14-21) and ur (22) packed in param[7]. */
-enum { OM_BITS = 12, QR_SHIFT = 12, PF_SHIFT = 13, RG_SHIFT = 14, UR_SHIFT = 22 };
-
-void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *t) {
-    for (int i = 0; i < FP_CL_P_OM; i++) t[i] = plan->param[i];
-    int64_t packed = plan->param[FP_CL_P_OM];
-    t[FP_CL_P_OM] = packed & ((1 << OM_BITS) - 1);
-    t[FP_CL_P_QR] = (packed >> QR_SHIFT) & 1;
-    t[FP_CL_P_PF] = (packed >> PF_SHIFT) & 1;
-    t[FP_CL_P_RG] = (packed >> RG_SHIFT) & 255;
-    t[FP_CL_P_UR] = (packed >> UR_SHIFT) & 1;
+fp_cl_kernel_params fp_cl_plan_params(const fp_plan *plan) {
+    fp_cl_kernel_params params;
+    memcpy(&params, plan->kernel_params.bytes, sizeof params);
+    return params;
 }
 
+void fp_cl_set_plan_params(fp_plan *plan, const fp_cl_kernel_params *params) {
+    memcpy(plan->kernel_params.bytes, params, sizeof *params);
+}
+
+void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *t) {
+    const fp_cl_kernel_params params = fp_cl_plan_params(plan);
+    for (int i = 0; i < FP_CL_TILE_KEYS; i++) t[i] = params.tiled.tile[i];
+}
+
+/* Called once check_shape has passed: every key then fits in 32 bits. */
 static void store_tile(const int64_t *t, fp_plan *plan) {
-    for (int i = 0; i < FP_CL_P_OM; i++) plan->param[i] = t[i];
-    plan->param[FP_CL_P_OM] = t[FP_CL_P_OM] | (t[FP_CL_P_QR] << QR_SHIFT) |
-                              (t[FP_CL_P_PF] << PF_SHIFT) | (t[FP_CL_P_RG] << RG_SHIFT) |
-                              (t[FP_CL_P_UR] << UR_SHIFT);
+    fp_cl_kernel_params params;
+    memset(&params, 0, sizeof params);
+    for (int i = 0; i < FP_CL_TILE_KEYS; i++) params.tiled.tile[i] = (int32_t)t[i];
+    fp_cl_set_plan_params(plan, &params);
 }
 
 static int64_t work_items(const int64_t *t) {

@@ -106,9 +106,9 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     if (s.nan_in == 'k') put(k, p.k.seq * (s.nkv - 1) + s.d - 1, s.dtype, NAN);
     if (s.nan_in == 'v') put(v, p.v.seq * (s.nkv - 1), s.dtype, NAN); /* hidden from early rows */
 
-    int64_t param[8] = {0};
+    fp_gpu_kernel_params params = {};
     char why[256];
-    if (!kernel->supports(&p, NULL, param, why, sizeof why)) {
+    if (!kernel->supports(&p, NULL, &params, why, sizeof why)) {
         fprintf(stderr, "%s declines a shape it should take: %s\n", kernel->info.name, why);
         return 0;
     }
@@ -119,7 +119,7 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     L.v = v.data();
     L.o = o.data() + GUARD * es;
     L.lse = lse.data() + GUARD;
-    L.param = param;
+    L.params = &params;
     if (kernel->launch(&L) != gpuSuccess || fp_emu_errors()) return 0;
     if (flashport_attention_host(ref, &p, q.data(), k.data(), v.data(), o_ref.data(),
                                  lse_ref.data()) != FLASHPORT_OK) {

@@ -508,21 +508,16 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
     return gpuGetLastError();
 }
 
-/* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and
- * merges them. */
-inline gpuError_t launch(const fp_gpu_launch *L, int splits) {
+/* Enqueues the forward; split (NULL: one pass) shares the keys out in whole tiles of
+ * block_cols(p), writes the partials to L->workspace (split_kv.h layout) and merges them. */
+inline gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
     const flashport_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
-    if (splits > 1) {
-        /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
-        const int bc = block_cols(p);
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        sp.keys_per_split = (int)((per + bc - 1) / bc * bc);
-        splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
-    }
+    const int splits = split ? split->splits : 1;
     if (splits > 1) {
         sp.part_o = (float *)L->workspace;
         sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+        sp.keys_per_split = split->keys_per_split;
         sp.rows = p->batch * p->heads_q * p->seq_q;
     }
     gpuError_t err = gpuSuccess;

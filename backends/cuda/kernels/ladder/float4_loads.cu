@@ -208,9 +208,9 @@ bool strides_vec4(const flashport_strides &s) {
 }
 
 int float4_loads_supports(const flashport_problem *p, const fp_gpu_device_props *props,
-                          int64_t *param, char *why, size_t why_len) {
+                          fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     if (p->head_dim % 4 != 0) {
         snprintf(why, why_len, "float4 loads need head_dim a multiple of 4 (got %lld)",
                  (long long)p->head_dim);

@@ -63,9 +63,9 @@ __global__ void __launch_bounds__(NAIVE_TILE * NAIVE_TILE) kernel_naive_tiled(fp
 }
 
 static int naive_tiled_supports(const flashport_problem *p, const fp_gpu_device_props *props,
-                                int64_t *param, char *why, size_t why_len) {
+                                fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, NAIVE_TILE, why, why_len);
 }
 
