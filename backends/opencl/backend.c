@@ -5,17 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opencl_backend.h"
-
-const fp_host *fp_cl_host;
-
-flashport_status fp_cl_fail(cl_int err, const char *call) {
-    flashport_status st = FLASHPORT_ERROR_DEVICE;
-    if (err == CL_OUT_OF_HOST_MEMORY || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-        err == CL_OUT_OF_RESOURCES)
-        st = FLASHPORT_ERROR_OUT_OF_MEMORY;
-    return fp_cl_host->error(st, FP_CL_NAME, "%s: %s", call, fp_cl_error_name(err));
-}
+#include "backend.h"
+#include "device_context.h"
+#include "devices.h"
+#include "host.h"
+#include "kernel_list.h"
+#include "peaks.h"
+#include "planner.h"
+#include "program_cache.h"
 
 static cl_mem as_mem(const void *handle) { return (cl_mem)(void *)(uintptr_t)handle; }
 
@@ -163,15 +160,14 @@ static flashport_status cl_plan(void *d, const flashport_problem *p, int forced,
     return fp_cl_plan(d, p, forced, out);
 }
 
-flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
-                              const size_t local[3], cl_event *event_out) {
+/* Queues a kernel over a 3-D range and keeps its event for running timers. */
+static flashport_status launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
+                               const size_t local[3]) {
     cl_event event = NULL;
     cl_int err = dev->cl->clEnqueueNDRangeKernel(dev->queue, kernel, 3, NULL, global, local, 0,
                                                  NULL, &event);
     if (err != CL_SUCCESS) return fp_cl_fail(err, "clEnqueueNDRangeKernel");
-    if (event_out) {
-        *event_out = event;
-    } else if (dev->timers_running) {
+    if (dev->timers_running) {
         if (!dev->first_event) {
             dev->first_event = event;
         } else {
@@ -188,30 +184,20 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
-    /* Both kernels take the same arguments; they differ in their grid's rows and slices. */
+    const fp_cl_kernel *variant = fp_cl_kernel_at(plan->variant);
+    if (!variant)
+        return fp_cl_host->error(FLASHPORT_ERROR_INTERNAL, FP_CL_NAME, "run: no variant %d",
+                                 plan->variant);
+    fp_cl_kernel_params params;
+    memcpy(&params, plan->kernel_params.bytes, sizeof params);
     char options[384];
-    const char *source, *name;
-    size_t threads, rows;
-    cl_int slices = 1;
-    if (plan->variant == FP_CL_VARIANT_NV_TF32X3) {
-        fp_cl_nv_tf32x3_options(dev->desc, plan, p, options, sizeof options);
-        source = fp_opencl_source_attention_nv_tf32x3;
-        name = "attention_nv_tf32x3";
-        const fp_cl_nv_tf32x3_config c = fp_cl_plan_params(plan).nv_tf32x3.config;
-        threads = (size_t)c.warps * 32;
-        rows = (size_t)(16 * c.warps * c.m_tiles);
-    } else {
-        int64_t t[FP_CL_TILE_KEYS];
-        fp_cl_tile_of_plan(plan, t);
-        fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
-        source = fp_opencl_source_attention_tiled;
-        name = "attention_tiled";
-        threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
-        rows = (size_t)t[FP_CL_P_BR];
-        slices = (cl_int)((p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV]);
-    }
+    variant->options(dev->desc, &params, p, options, sizeof options);
+    const fp_cl_launch_shape shape = variant->shape(&params, p);
+    const size_t threads = shape.threads, rows = shape.rows;
+    cl_int slices = shape.slices;
     cl_kernel kernel = NULL;
-    flashport_status st = fp_cl_get_kernel(dev, source, options, name, &kernel);
+    flashport_status st =
+        fp_cl_get_kernel(dev, variant->source, options, variant->entry_point, &kernel);
     if (st != FLASHPORT_OK) return st;
 
     size_t kernel_limit = 0;
@@ -224,6 +210,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
                                  "needs %zu (try a smaller FLASHPORT_OPENCL_TILE)",
                                  kernel_limit, threads);
 
+    /* Every kernel takes the same arguments (kernel_table.h). */
     cl_mem q = as_mem(a->q), k = as_mem(a->k), v = as_mem(a->v), o = as_mem(a->o);
     cl_mem lse = as_mem(a->lse);
     cl_int has_lse = lse != NULL;
@@ -254,7 +241,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_pro
     size_t tiles = ((size_t)p->seq_q + rows - 1) / rows;
     size_t global[3] = {tiles * threads, (size_t)p->heads_q, (size_t)p->batch * (size_t)slices};
     size_t local[3] = {threads, 1, 1};
-    return fp_cl_launch(dev, kernel, global, local, NULL);
+    return launch(dev, kernel, global, local);
 }
 
 static flashport_status cl_synchronize(void *d) {
@@ -346,13 +333,17 @@ static flashport_status cl_open(int device, const fp_device_ops **ops, void **ou
     return FLASHPORT_OK;
 }
 
+#define FP_CL_COUNT_ONE(name) +1
+static fp_variant variants[0 FP_CL_KERNELS(FP_CL_COUNT_ONE)];
+#undef FP_CL_COUNT_ONE
+
 static const fp_backend backend = {
     .abi = FP_BACKEND_ABI,
     .name = FP_CL_NAME,
     .kind = FLASHPORT_DEVICE_GPU,
     .host_memory = 0,
-    .variants = fp_cl_variants,
-    .n_variants = FP_CL_VARIANT_COUNT,
+    .variants = variants,
+    .n_variants = sizeof variants / sizeof variants[0],
     .probe = cl_probe,
     .device_info = backend_device_info,
     .find_device = cl_find_device,
@@ -361,5 +352,6 @@ static const fp_backend backend = {
 
 FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host *host) {
     fp_cl_host = host;
+    for (int i = 0; i < fp_cl_kernel_count(); i++) variants[i] = fp_cl_kernel_at(i)->info;
     return &backend;
 }

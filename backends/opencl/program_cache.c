@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "opencl_backend.h"
+#include "host.h"
+#include "program_cache.h"
 
 struct fp_cl_program_entry {
     const char *source; /* one of the embedded sources: compared by address */
