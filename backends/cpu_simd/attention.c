@@ -15,7 +15,7 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t) {
+void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
     /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
      * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
@@ -98,7 +98,7 @@ void cs_tiling_from_params(const int64_t param[8], cs_tiling *t) {
 typedef struct call {
     const cs_kernel_ops *ops;
     const cs_tiling *t;
-    const flashport_problem *p;
+    const fp_problem *p;
     const fp_args *a;
     size_t esize;
     int64_t group;       /* query heads per KV head */
@@ -120,7 +120,7 @@ static const void *elem(const void *base, const flashport_strides *st, int64_t b
  * so the micro-kernels can run on whole steps. */
 static void pack_kv(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, int64_t j0, int n,
                     int padded) {
-    const flashport_problem *p = c->p;
+    const fp_problem *p = c->p;
     for (int j = 0; j < n; ++j) {
         c->ops->load_row(elem(c->a->k, &p->k, b, kvh, j0 + j, c->esize), p->dtype, p->head_dim,
                          c->t->dq, 1.0f, ts->k + (int64_t)j * c->t->dq);
@@ -149,7 +149,7 @@ static int64_t position_of(const tile_pos *tp, int r) { return tp->i0 + r / tp->
  * panels; rows past `real` are zero. `rows_tmp` holds real * dq floats. */
 static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real, int rows,
                    float *rows_tmp) {
-    const flashport_problem *p = c->p;
+    const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
     for (int r = 0; r < real; ++r)
         c->ops->load_row(elem(c->a->q, &p->q, tp->b, head_of(c, tp, r), position_of(tp, r), c->esize),
@@ -167,7 +167,7 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
  * head kvh. */
 static void run_tile(const call *c, tile_scratch *ts, int64_t b, int64_t kvh, int64_t h0,
                      int64_t i0) {
-    const flashport_problem *p = c->p;
+    const fp_problem *p = c->p;
     const cs_tiling *t = c->t;
     const cs_kernel_ops *ops = c->ops;
     const int64_t dq = t->dq;
@@ -270,7 +270,7 @@ static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_
     run_tile(c, ts, b, kvh, hc * c->t->heads, qt * c->t->queries);
 }
 
-void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const flashport_problem *p,
+void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
                   const fp_args *args, void *scratch) {
     call c = {
         .ops = ops, .t = t, .p = p, .a = args, .esize = p->dtype == FLASHPORT_F32 ? 4 : 2,

@@ -27,7 +27,7 @@ typedef struct cs_tiling {
 } cs_tiling;
 
 /* Tile shape for p, sized so that a tile's Q and O stay in L2 and a key block in L1. */
-void cs_tiling_choose(const flashport_problem *p, int threads, cs_tiling *t);
+void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t);
 /* Scratch the run needs: threads x (one tile + one key block), never a function of N^2. */
 size_t cs_scratch_bytes(const cs_tiling *t);
 
@@ -37,7 +37,7 @@ void cs_tiling_from_params(const int64_t param[8], cs_tiling *t);
 
 /* Runs the attention with the kernels of one path. scratch holds cs_scratch_bytes(t) bytes,
  * 64-byte aligned. */
-void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const flashport_problem *p,
+void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
                   const fp_args *args, void *scratch);
 
 #endif /* CS_ATTENTION_H */

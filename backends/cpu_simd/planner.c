@@ -74,7 +74,7 @@ int cs_auto_variant(int f16, char *why, unsigned long len) {
     return CS_VARIANT_PORTABLE;
 }
 
-flashport_status cs_plan(const flashport_problem *p, int forced, fp_plan *out) {
+flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
     const int f16 = p->dtype == FLASHPORT_F16;
     if (forced >= CS_VARIANT_COUNT) {
         snprintf(out->reason, sizeof out->reason, "no variant %d", forced);

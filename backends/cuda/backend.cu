@@ -193,7 +193,8 @@ static flashport_status buffer_download(void *d, const void *handle, size_t offs
     return FLASHPORT_OK;
 }
 
-static flashport_status plan(void *d, const flashport_problem *p, int forced, fp_plan *out) {
+static flashport_status plan(void *d, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
+    (void)op; /* forward only: the core declines a backward call before planning it */
     return fp_gpu_plan(&((gpu_device *)d)->props, p, forced, out);
 }
 
@@ -217,7 +218,7 @@ static flashport_status ensure_workspace(gpu_device *dev, size_t bytes) {
     return FLASHPORT_OK;
 }
 
-static flashport_status run(void *d, const fp_plan *pl, const flashport_problem *p,
+static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p,
                             const fp_args *args) {
     gpu_device *dev = (gpu_device *)d;
     const fp_gpu_kernel *k = fp_gpu_kernel_at(pl->variant);

@@ -30,7 +30,7 @@ typedef struct fp_gpu_device_props {
 } fp_gpu_device_props;
 
 typedef struct fp_gpu_launch {
-    flashport_problem p;   /* validated, scale != 0 */
+    fp_problem p;   /* validated, scale != 0 */
     const void *q, *k, *v; /* device pointers */
     void *o;
     float *lse;            /* NULL: no LSE */
@@ -44,9 +44,9 @@ typedef struct fp_gpu_kernel {
     fp_variant info;
     /* 1 when the variant computes p correctly; else 0 and a one-line reason in why. May fill
      * param[8] (tile choice, split count) for workspace() and launch() to read. */
-    int (*supports)(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
+    int (*supports)(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
                     char *why, size_t why_len);
-    size_t (*workspace)(const flashport_problem *p, const int64_t *param); /* NULL: none */
+    size_t (*workspace)(const fp_problem *p, const int64_t *param); /* NULL: none */
     /* Enqueues the kernel(s) on L->stream and returns the first launch error (no sync). */
     gpuError_t (*launch)(const fp_gpu_launch *L);
 } fp_gpu_kernel;

@@ -52,7 +52,7 @@ static int find_kernel(const char *name) {
 }
 
 /* Asks variant i; on yes fills the plan, on no leaves the reason in why. */
-static int try_variant(int i, const fp_gpu_device_props *props, const flashport_problem *p,
+static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p,
                        fp_plan *out, char *why, size_t why_len) {
     int64_t param[8] = {0};
     why[0] = '\0';
@@ -69,7 +69,7 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
     if (used < len) snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
 }
 
-flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_problem *p,
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p,
                              int forced, fp_plan *out) {
     char why[192];
     if (forced >= 0) {

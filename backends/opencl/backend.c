@@ -152,7 +152,8 @@ static flashport_status cl_buffer_wrap(void *d, void *native, size_t bytes, void
 
 static void cl_buffer_unwrap(void *d, void *handle) { cl_buffer_free(d, handle); }
 
-static flashport_status cl_plan(void *d, const flashport_problem *p, int forced, fp_plan *out) {
+static flashport_status cl_plan(void *d, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
+    (void)op; /* forward only: the core declines a backward call before planning it */
     if (p->seq_q > INT_MAX || p->seq_kv > INT_MAX || p->head_dim > INT_MAX ||
         p->heads_q > INT_MAX || p->batch > INT_MAX) {
         memset(out, 0, sizeof *out);
@@ -184,7 +185,7 @@ flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t glo
     return FLASHPORT_OK;
 }
 
-static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_problem *p,
+static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p,
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;

@@ -57,7 +57,7 @@ static int emulated(void) {
     return env && strcmp(env, "1") == 0;
 }
 
-int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out, char *why,
+int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const fp_problem *p, fp_plan *out, char *why,
                          size_t len) {
     const fp_cl_device_desc *desc = dev->desc;
     const int emulate = emulated();
@@ -151,7 +151,7 @@ static int quad_aligned(const flashport_strides *s, int64_t head_dim) {
 }
 
 void fp_cl_nv_tf32x3_options(const fp_cl_device_desc *dev, const fp_plan *plan,
-                             const flashport_problem *p, char *buf, size_t len) {
+                             const fp_problem *p, char *buf, size_t len) {
     const int vec = quad_aligned(&p->q, p->head_dim) && quad_aligned(&p->k, p->head_dim) &&
                     quad_aligned(&p->v, p->head_dim);
     snprintf(buf, len,

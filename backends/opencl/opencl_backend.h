@@ -99,22 +99,22 @@ enum {
     FP_CL_TILE_KEYS = 12
 };
 
-flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out);
+flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_plan *out);
 /* The tile shape of a plan (fp_plan.param holds it packed). */
 void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *tile);
 /* Local memory (bytes) a tile shape needs for a head dim; used by the planner and tests. */
 size_t fp_cl_tile_local_bytes(const int64_t *tile, int64_t head_dim);
 /* Build options of the attention program for a plan and problem on a device. */
 void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
-                             const flashport_problem *p, char *buf, size_t len);
+                             const fp_problem *p, char *buf, size_t len);
 
 /* The NVIDIA tensor-core kernel (nv_tf32x3.c). Its plan's params: */
 enum { FP_CL_NV_D = 0, FP_CL_NV_WARPS = 1, FP_CL_NV_M_TILES = 2, FP_CL_NV_BC = 3, FP_CL_NV_EMULATE = 4 };
 /* 1 and the plan when dev and p can run it (its program is built here), else 0 and why. */
-int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out, char *why,
+int fp_cl_nv_tf32x3_plan(fp_cl_dev *dev, const fp_problem *p, fp_plan *out, char *why,
                          size_t len);
 void fp_cl_nv_tf32x3_options(const fp_cl_device_desc *dev, const fp_plan *plan,
-                             const flashport_problem *p, char *buf, size_t len);
+                             const fp_problem *p, char *buf, size_t len);
 
 flashport_status fp_cl_measure_peaks(fp_cl_dev *dev, flashport_peaks *out);
 

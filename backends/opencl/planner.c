@@ -41,11 +41,11 @@ const fp_variant fp_cl_variants[] = {
     {"tiled",
      "online softmax; K/V blocks through local memory, register tiles of S and O, f32 "
      "accumulation (f16 via vload_half, bf16 via shifts)",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     {"nv_tf32x3",
      "NVIDIA, f32: FlashAttention-2 on the tensor cores through inline PTX (mma.sync m16n8k8 "
      "tf32, 3xTF32 split for f32 accuracy), online softmax in registers",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
 };
 
 static const char *const tile_keys[FP_CL_TILE_KEYS] = {"br", "bc", "tm", "tn", "kc", "vc",
@@ -168,7 +168,7 @@ static int64_t round_up_pow2(int64_t x, int64_t lo, int64_t hi) {
     return r;
 }
 
-static void default_shape(const fp_cl_device_desc *dev, const flashport_problem *p, int64_t *t) {
+static void default_shape(const fp_cl_device_desc *dev, const fp_problem *p, int64_t *t) {
     int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
     /* GPUs: 64x64 blocks with 4x8 score tiles, 128 work-items, each with 32 scores and (at
      * d = 128) 8x8 outputs in registers. CPUs (PoCL) run the work-items of a group as loops
@@ -221,9 +221,9 @@ static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const 
     }
 }
 
-static flashport_status plan_tiled(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out);
+static flashport_status plan_tiled(fp_cl_dev *dev, const fp_problem *p, fp_plan *out);
 
-flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out) {
+flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_plan *out) {
     memset(out, 0, sizeof *out);
     const char *choice = getenv("FLASHPORT_OPENCL_KERNEL");
     if (choice && *choice && strcmp(choice, "tiled") != 0 && strcmp(choice, "nv_tf32x3") != 0) {
@@ -247,7 +247,7 @@ flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forc
     return plan_tiled(dev, p, out);
 }
 
-static flashport_status plan_tiled(fp_cl_dev *dev, const flashport_problem *p, fp_plan *out) {
+static flashport_status plan_tiled(fp_cl_dev *dev, const fp_problem *p, fp_plan *out) {
     memset(out, 0, sizeof *out);
     out->variant = FP_CL_VARIANT_TILED;
     int64_t t[FP_CL_TILE_KEYS];
@@ -299,7 +299,7 @@ static flashport_status plan_tiled(fp_cl_dev *dev, const flashport_problem *p, f
 }
 
 /* 1 when an offset inside one tile of rows (row * seq stride + column) may not fit an int. */
-static int needs_wide_offsets(const int64_t *t, const flashport_problem *p) {
+static int needs_wide_offsets(const int64_t *t, const fp_problem *p) {
     int64_t rows = t[FP_CL_P_BR] > t[FP_CL_P_BC] ? t[FP_CL_P_BR] : t[FP_CL_P_BC];
     const int64_t strides[4] = {p->q.seq, p->k.seq, p->v.seq, p->o.seq};
     for (int i = 0; i < 4; i++) {
@@ -312,7 +312,7 @@ static int needs_wide_offsets(const int64_t *t, const flashport_problem *p) {
 /* 1 when float Q, K and V can be staged four elements per load: every row and every block
  * of rows then starts 16-byte aligned (buffers are, and all strides are multiples of 4) and
  * a quad of columns never crosses d. */
-static int quad_loads(const flashport_problem *p) {
+static int quad_loads(const fp_problem *p) {
     if (p->dtype != FLASHPORT_F32 || p->head_dim % 4) return 0;
     const flashport_strides *s[3] = {&p->q, &p->k, &p->v};
     for (int i = 0; i < 3; i++)
@@ -321,7 +321,7 @@ static int quad_loads(const flashport_problem *p) {
 }
 
 void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
-                             const flashport_problem *p, char *buf, size_t len) {
+                             const fp_problem *p, char *buf, size_t len) {
     int64_t t[FP_CL_TILE_KEYS];
     fp_cl_tile_of_plan(plan, t);
     /* On NVIDIA, -cl-nv-verbose puts the registers and spills in the build log (logged at

@@ -19,7 +19,7 @@ static const char NAME[] = "reference";
 
 static const fp_variant variants[] = {
     {"double_accumulation", "straightforward two-pass softmax per query row, double precision",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
 };
 
 static int probe(char *reason, size_t len) {
@@ -42,12 +42,13 @@ static flashport_status device_info(int device, flashport_device_info *out) {
 
 static void dev_close(void *dev) { (void)dev; }
 
-static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
+static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
+    (void)op; /* forward only: the core declines a backward call before planning it */
     return fp_reference_plan(p, forced, out);
 }
 
-static flashport_status run(void *dev, const fp_plan *pl, const flashport_problem *p,
+static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
                             const fp_args *args) {
     (void)dev;
     (void)pl;

@@ -3,7 +3,7 @@
 
 #include "planner.h"
 
-flashport_status fp_reference_plan(const flashport_problem *p, int forced, fp_plan *out) {
+flashport_status fp_reference_plan(const fp_problem *p, int forced, fp_plan *out) {
     (void)p;
     (void)forced; /* the only variant is index 0 */
     out->variant = 0;

@@ -16,7 +16,7 @@
 /* Fewer keys than this per split would spend more on the Q tile and the merge than it saves. */
 #define FP_TC_MIN_KEY_TILES_PER_SPLIT 2
 
-static int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
+static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
                     char *why, size_t why_len)
 {
     int config = 0;
@@ -44,7 +44,7 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
     return 1;
 }
 
-static size_t workspace(const flashport_problem *p, const int64_t *param)
+static size_t workspace(const fp_problem *p, const int64_t *param)
 {
     return fp_split_kv_workspace(p, (int)param[0]);
 }
@@ -68,7 +68,7 @@ const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv = {
     {"tensor_core_mma_split_kv",
      "tensor_core_mma with the keys split across blocks and the partials merged (decode, small "
      "grids), f16/bf16",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     workspace,
     launch,

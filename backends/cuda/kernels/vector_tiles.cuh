@@ -352,7 +352,7 @@ static gpuError_t launch_tiles(const fp_gpu_launch *L, tile_kernel kernel) {
 /* Host: picks RW for the problem (supports) and the instantiation to launch. KERNELS::get<T, RW>()
  * returns a kernel of the family. Both have the variant table's signatures, so that a step's
  * entry names them directly; the family needs nothing of the device beyond the grid limits. */
-static inline int tiles_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static inline int tiles_supports(const fp_problem *p, const fp_gpu_device_props *props,
                                  int64_t *param, char *why, size_t why_len) {
     (void)props;
     param[0] = cols_per_thread(p->head_dim);

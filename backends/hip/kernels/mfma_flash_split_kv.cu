@@ -11,7 +11,7 @@ namespace {
  * parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
 
-int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64_t *param,
+int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
              char *why, size_t why_len) {
     if (!mfma_flash::supports_common(p, props, why, why_len)) return 0;
     const int splits = fp_split_kv_choose(p, props, mfma_flash::BR, MIN_KEYS_PER_SPLIT);
@@ -28,7 +28,7 @@ int supports(const flashport_problem *p, const fp_gpu_device_props *props, int64
     return 1;
 }
 
-size_t workspace(const flashport_problem *p, const int64_t *param) {
+size_t workspace(const fp_problem *p, const int64_t *param) {
     return fp_split_kv_workspace(p, (int)param[1]);
 }
 
@@ -39,7 +39,7 @@ gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, (int)L-
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_mfma_flash_split_kv = {
     {"mfma_flash_split_kv",
      "mfma_flash with the keys split across blocks and merged, for grids too small to fill the GPU",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     workspace,
     launch,

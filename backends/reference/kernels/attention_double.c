@@ -29,14 +29,14 @@ static void store(void *base, flashport_dtype dt, int64_t i, double v) {
 
 /* Number of keys query row i sees: all of them, or, when causal (bottom-right aligned), keys
  * j <= i + (Nkv - Nq), which is none for the first Nq - Nkv rows when Nq > Nkv. */
-static int64_t visible_keys(const flashport_problem *p, int64_t i) {
+static int64_t visible_keys(const fp_problem *p, int64_t i) {
     if (!p->causal) return p->seq_kv;
     int64_t last = i + (p->seq_kv - p->seq_q);
     if (last < 0) return 0;
     return last + 1 < p->seq_kv ? last + 1 : p->seq_kv;
 }
 
-flashport_status fp_reference_attention(const flashport_problem *p, const fp_args *a) {
+flashport_status fp_reference_attention(const fp_problem *p, const fp_args *a) {
     const int64_t d = p->head_dim, group = p->heads_q / p->heads_kv;
     double *s = malloc(sizeof(double) * (size_t)p->seq_kv);
     double *acc = malloc(sizeof(double) * (size_t)d);
