@@ -79,7 +79,7 @@ static void feature_list(unsigned missing, char *out, size_t len) {
 /* The feature check every backend shares: the forced variant, or at least one variant, must
  * implement every feature of the problem. Writes the reason into plan->reason. */
 static int features_covered(const fp_backend *b, unsigned features, int forced, fp_plan *plan) {
-    char names[256];
+    char names[192];
     if (forced >= 0) {
         const unsigned missing = features & ~b->variants[forced].features;
         if (!missing) return 1;
