@@ -84,8 +84,23 @@ enum fp_feature {
 #define FP_FEATURES_ALL 0x1ffu
 #define FP_FEATURE_COUNT 9
 
-/* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). */
-const char *fp_feature_name(unsigned feature);
+/* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). Inline
+ * here so that the conformance runner matches a decline's reason against the very strings the
+ * core prints. */
+static inline const char *fp_feature_name(unsigned feature) {
+    switch (feature) {
+    case FP_FEATURE_WINDOW: return "sliding window (window_left/window_right)";
+    case FP_FEATURE_SOFTCAP: return "logit softcap";
+    case FP_FEATURE_ALIBI: return "ALiBi";
+    case FP_FEATURE_BIAS: return "additive bias";
+    case FP_FEATURE_SINKS: return "attention sinks";
+    case FP_FEATURE_VARLEN: return "variable-length batch (cu_seqlens)";
+    case FP_FEATURE_PAGED: return "paged KV cache";
+    case FP_FEATURE_FP8: return "FP8 inputs";
+    case FP_FEATURE_BACKWARD: return "backward pass";
+    }
+    return "unknown feature";
+}
 
 typedef enum fp_op { FP_OP_FORWARD = 0, FP_OP_BACKWARD = 1 } fp_op;
 

@@ -401,21 +401,6 @@ unsigned fp_problem_features(const fp_problem *p, fp_op op) {
     return f;
 }
 
-const char *fp_feature_name(unsigned feature) {
-    switch (feature) {
-    case FP_FEATURE_WINDOW: return "sliding window (window_left/window_right)";
-    case FP_FEATURE_SOFTCAP: return "logit softcap";
-    case FP_FEATURE_ALIBI: return "ALiBi";
-    case FP_FEATURE_BIAS: return "additive bias";
-    case FP_FEATURE_SINKS: return "attention sinks";
-    case FP_FEATURE_VARLEN: return "variable-length batch (cu_seqlens)";
-    case FP_FEATURE_PAGED: return "paged KV cache";
-    case FP_FEATURE_FP8: return "FP8 inputs";
-    case FP_FEATURE_BACKWARD: return "backward pass";
-    }
-    return "unknown feature";
-}
-
 /* ---- buffers ---- */
 
 static int64_t lse_rows(const fp_problem *p) {

@@ -97,6 +97,20 @@ static void test_round_trip(void) {
           npy_get(&a, 2) == 65504.0);
     npy_free(&a);
 
+    /* int32 (the conformance tables) and uint8 (FP8 bit patterns) read back exactly */
+    int32_t i32[3] = {-1, 0, 2147483647};
+    CHECK(npy_write(path_of("i32.npy"), NPY_I32, 1, &n3, i32, msg, sizeof msg) == NPY_OK);
+    CHECK(npy_read(path_of("i32.npy"), 1, &a, msg, sizeof msg) == NPY_OK);
+    CHECK(a.dtype == NPY_I32 && npy_get(&a, 0) == -1.0 && npy_get(&a, 2) == 2147483647.0);
+    npy_free(&a);
+    uint8_t u8[2][3] = {{0x00, 0x7f, 0x80}, {0xff, 0x7e, 0x01}};
+    int64_t s23[2] = {2, 3};
+    CHECK(npy_write(path_of("u8.npy"), NPY_U8, 2, s23, u8, msg, sizeof msg) == NPY_OK);
+    CHECK(npy_read(path_of("u8.npy"), 2, &a, msg, sizeof msg) == NPY_OK);
+    CHECK(a.dtype == NPY_U8 && a.count == 6 && memcmp(a.data, u8, 6) == 0 &&
+          npy_get(&a, 3) == 255.0);
+    npy_free(&a);
+
     /* an empty array (a zero dimension) is valid */
     int64_t empty[2] = {0, 4};
     CHECK(npy_write(path_of("empty.npy"), NPY_F32, 2, empty, NULL, msg, sizeof msg) == NPY_OK);
@@ -153,9 +167,12 @@ static void test_malformed(void) {
     write_raw("big_endian.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (8,)}",
               data, sizeof data);
     expect_error("big_endian.npy", -1, NPY_ERROR_DTYPE, ">f4");
-    write_raw("int32.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (8,)}", data,
+    write_raw("int64.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,)}", data,
               sizeof data);
-    expect_error("int32.npy", -1, NPY_ERROR_DTYPE, "<i4");
+    expect_error("int64.npy", -1, NPY_ERROR_DTYPE, "<i8");
+    write_raw("int8.npy", 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (32,)}", data,
+              sizeof data);
+    expect_error("int8.npy", -1, NPY_ERROR_DTYPE, "|i1");
     write_raw("fortran.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 4)}", data,
               sizeof data);
     expect_error("fortran.npy", -1, NPY_ERROR_ORDER, "Fortran");
