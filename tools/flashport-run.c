@@ -58,8 +58,9 @@ static int load_input(const char *tool, const char *flag, const char *path, int 
         fprintf(stderr, "%s: --%s: %s\n", tool, flag, msg);
         return 0;
     }
-    if (arr->dtype == NPY_F64) {
-        fprintf(stderr, "%s: --%s: %s: float64 input; use float32 or float16\n", tool, flag, path);
+    if (arr->dtype != NPY_F32 && arr->dtype != NPY_F16) {
+        fprintf(stderr, "%s: --%s: %s: %s input; use float32 or float16\n", tool, flag, path,
+                npy_dtype_name(arr->dtype));
         npy_free(arr);
         return 0;
     }

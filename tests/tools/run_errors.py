@@ -61,7 +61,7 @@ def main():
             ("truncated Q", replace("--q", f("truncated.npy")), 3, "truncated"),
             ("not an npy file", replace("--k", f("garbage.npy")), 3, "not a .npy file"),
             ("float64 input", replace("--v", f("f64.npy")), 3, "float64"),
-            ("int32 input", replace("--v", f("int.npy")), 3, "<i4"),
+            ("int32 input", replace("--v", f("int.npy")), 3, "int32 input"),
             ("Fortran order", replace("--q", f("fortran.npy")), 3, "Fortran"),
             ("K and V differ", replace("--v", f("v_short.npy")), 3, "same shape"),
             ("head_dim differs", replace("--q", f("q_d7.npy")), 3, "head_dim"),
