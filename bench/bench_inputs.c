@@ -109,7 +109,7 @@ static flashport_status upload_set(flashport_buffer **buf, flashport_context *ct
     return flashport_buffer_upload(*buf, 0, scratch, bytes);
 }
 
-/* A buffer holding a copy of bytes host bytes (the tables, slopes and descales). */
+/* A buffer holding a copy of `bytes` bytes of host memory (tables, slopes, descales). */
 static flashport_status upload_table(flashport_context *ctx, const void *host, size_t bytes,
                                      flashport_buffer **buf) {
     flashport_status st = flashport_buffer_alloc(ctx, bytes, buf);
