@@ -52,6 +52,14 @@ def check_document(doc, n_results):
     expect(len(doc.get("results", [])) == n_results, f"{n_results} result(s)")
 
 
+def causal_pairs(nq, nkv):
+    """Visible (query, key) pairs of a causal problem as flashport_attention_desc_flops counts
+    them: N^2 / 2 when square (the FlashAttention papers' count), else exactly."""
+    if nq == nkv:
+        return nq * nkv / 2
+    return sum(min(max(i + nkv - nq + 1, 0), nkv) for i in range(nq))
+
+
 def check_ok_record(r, shape):
     for f in RECORD_FIELDS + OK_FIELDS:
         expect(f in r, f"record field {f}")
@@ -59,9 +67,10 @@ def check_ok_record(r, shape):
         expect(f in r["shape"], f"shape field {f}")
     expect(r["status"] == "ok", f"status ok ({r.get('message')})")
     expect({k: r["shape"][k] for k in shape} == shape, "shape echoes the flags")
-    flops = 4 * shape["batch"] * shape["heads_q"] * shape["seq_q"] * shape["seq_kv"] * shape["head_dim"]
+    pairs = shape["seq_q"] * shape["seq_kv"]
     if shape["causal"]:
-        flops /= 2
+        pairs = causal_pairs(shape["seq_q"], shape["seq_kv"])
+    flops = 4 * shape["batch"] * shape["heads_q"] * shape["head_dim"] * pairs
     expect(math.isclose(r["flops"], flops), f"flops {r['flops']} == {flops}")
     ms = r["ms"]
     expect(0 < ms["min"] <= ms["median"] <= ms["max"], f"0 < min <= median <= max: {ms}")
@@ -136,13 +145,15 @@ def check_features(bench, workdir):
             expect(math.isclose(r["flops"], flops), f"{text}: flops {r['flops']} == {flops}")
             expect(r["tokens_q"] == b * nq and r["tokens_kv"] == b * nkv, f"{text}: tokens")
         else:
-            # Lq drawn from 1..Nq, Lkv = Lq + Nkv - Nq; causal counts Lq * Lkv / 2 a sequence,
-            # so sum(Lq^2) lies between T^2 / B and Nq * T for T real query rows.
-            t = r["tokens_q"]
-            expect(b <= t <= b * nq and r["tokens_kv"] == t + b * (nkv - nq),
+            # Lq drawn from 1..Nq, Lkv = Lq + c with c = Nkv - Nq > 0; causal row i sees c + i + 1
+            # keys, so a sequence has Lq * c + (Lq^2 + Lq) / 2 pairs, and sum(Lq^2) lies between
+            # T^2 / B and Nq * T for T real query rows.
+            t, c = r["tokens_q"], nkv - nq
+            expect(c > 0, f"{text}: the check assumes Nkv > Nq")
+            expect(b <= t <= b * nq and r["tokens_kv"] == t + b * c,
                    f"{text}: {t} real query rows of at most {b * nq}")
-            lo = 2 * hq * d * (t * t / b + (nkv - nq) * t)
-            hi = 2 * hq * d * (nq * t + (nkv - nq) * t)
+            lo = 2 * hq * d * (t * t / b + t + 2 * c * t)
+            hi = 2 * hq * d * (nq * t + t + 2 * c * t)
             expect(lo * (1 - 1e-9) <= r["flops"] <= hi * (1 + 1e-9),
                    f"{text}: flops {r['flops']} on real tokens within [{lo}, {hi}]")
         expect(math.isclose(r["tflops"], r["flops"] / (r["ms"]["median"] * 1e-3) / 1e12,

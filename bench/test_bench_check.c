@@ -110,9 +110,9 @@ static void problems(void) {
         sum_q += p.len_q[b];
         sum_kv += p.len_kv[b];
         if (p.len_q[b] > max_q) max_q = p.len_q[b];
-        /* causal: half of Lq x Lkv, the papers' count that flashport_attention_desc_flops
-         * keeps for causal problems */
-        flops += 4.0 * 4 * 8 * p.len_q[b] * p.len_kv[b] / 2;
+        /* causal with Lkv = Lq + 15: row i sees i + 16 keys (flashport_attention_desc_flops
+         * counts non-square causal problems exactly) */
+        flops += 4.0 * 4 * 8 * (p.len_q[b] * 15.0 + p.len_q[b] * (p.len_q[b] + 1) / 2.0);
     }
     EXPECT(p.tokens_q == sum_q && p.tokens_kv == sum_kv && p.desc.total_q == sum_q &&
                p.desc.total_kv == sum_kv && p.desc.seq_q == max_q && p.desc.q_varlen &&

@@ -378,8 +378,9 @@ FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *
  * consistency); the message names the field. */
 FLASHPORT_API flashport_status flashport_attention_desc_validate(const flashport_attention_desc *d);
 /* FLOPs of the attention as benchmarks count them, 4 * d per visible (query, key) pair of the
- * forward pass, counted exactly for dense problems and for masks (window, causal); varlen and
- * paged problems count the maxima (the exact count needs the tables). */
+ * forward pass, counted exactly for masks (window, causal with Nq != Nkv), except square causal,
+ * which counts N^2 / 2 as the FlashAttention papers do; varlen and paged problems count the
+ * maxima (the exact count needs the tables). */
 FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_desc *d);
 
 /* Every buffer of a call. Unused members must be NULL: a buffer the descriptor does not ask for

@@ -372,8 +372,9 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
         return 0.0;
     fp_desc_normalise(&p);
     const double per_pair = 4.0 * (double)p.batch * (double)p.heads_q * (double)p.head_dim;
-    if (p.causal) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0; /* the papers' count */
-    if (p.window_left < 0 && p.window_right < 0)
+    /* Square causal: the FlashAttention papers' N^2 / 2, so figures compare with theirs. */
+    if (p.causal && p.seq_q == p.seq_kv) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0;
+    if (!p.causal && p.window_left < 0 && p.window_right < 0)
         return per_pair * (double)p.seq_q * (double)p.seq_kv;
     double pairs = 0.0;
     for (int64_t i = 0; i < p.seq_q; i++) pairs += (double)visible_keys(&p, i);
