@@ -30,8 +30,15 @@ int main(void) {
              "must name exactly one backend");
     declined("nosuch", FLASHPORT_ERROR_UNKNOWN_BACKEND, "unknown backend 'nosuch'");
     flashport_context *ctx = NULL;
-    CHECK_STATUS(flashport_context_create_on_queue("reference", NULL, &ctx),
-                 FLASHPORT_ERROR_INVALID_ARGUMENT, "queue");
+    CHECK_STATUS(flashport_context_create_on_queue(NULL, NULL, &ctx),
+                 FLASHPORT_ERROR_INVALID_ARGUMENT, "spec and out are required");
     CHECK(ctx == NULL);
+    /* A NULL queue is CUDA's and HIP's default stream; OpenCL has none. */
+    if (flashport_backend_find("opencl", &index) == FLASHPORT_OK &&
+        flashport_backend_get_info(index, &info) == FLASHPORT_OK && info.available) {
+        CHECK_STATUS(flashport_context_create_on_queue("opencl", NULL, &ctx),
+                     FLASHPORT_ERROR_INVALID_ARGUMENT, "no default queue");
+        CHECK(ctx == NULL);
+    }
     return check_report("test_context_on_queue");
 }

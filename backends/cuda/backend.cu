@@ -366,8 +366,9 @@ static flashport_status measure_peaks(void *d, flashport_peaks *out) {
 static fp_device_ops ops;
 
 /* Opens device on the caller's stream, or on a stream of its own when borrowed is NULL. */
-static flashport_status open_on(int device, gpuStream_t borrowed, const fp_device_ops **o,
-                                void **d) {
+/* borrow: run on the caller's stream (0 is the legacy default stream) instead of a new one. */
+static flashport_status open_on(int device, bool borrow, gpuStream_t borrowed,
+                                const fp_device_ops **o, void **d) {
     gpu_device *dev = (gpu_device *)calloc(1, sizeof *dev);
     if (!dev) return host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, NAME, "open: malloc failed");
     dev->index = device;
@@ -380,7 +381,7 @@ static flashport_status open_on(int device, gpuStream_t borrowed, const fp_devic
         e = gpuDeviceGetAttribute(&pools, gpuDevAttrMemoryPoolsSupported, device);
         if (e != gpuSuccess) st = gpu_failed(e, "DeviceGetAttribute", NULL);
     }
-    if (!st && borrowed) {
+    if (!st && borrow) {
         dev->stream = borrowed;
         dev->borrowed = true;
     } else if (!st) {
@@ -398,7 +399,7 @@ static flashport_status open_on(int device, gpuStream_t borrowed, const fp_devic
 }
 
 static flashport_status open_device(int device, const fp_device_ops **o, void **d) {
-    return open_on(device, NULL, o, d);
+    return open_on(device, false, NULL, o, d);
 }
 
 /* The stream's own device, asked of the runtime: the thread's current device says nothing about
@@ -406,12 +407,14 @@ static flashport_status open_device(int device, const fp_device_ops **o, void **
 static flashport_status open_queue(int *device, void *queue, const fp_device_ops **o, void **d) {
     gpuStream_t stream = (gpuStream_t)queue;
     int stream_device = -1;
-    GPU_CHECK(fp_gpu_stream_device(stream, &stream_device), FP_GPU_STREAM_DEVICE_CALL);
+    if (!stream && *device >= 0) stream_device = *device; /* that device's legacy default stream */
+    else if (!stream) GPU_CHECK(gpuGetDevice(&stream_device), "GetDevice");
+    else GPU_CHECK(fp_gpu_stream_device(stream, &stream_device), FP_GPU_STREAM_DEVICE_CALL);
     if (*device >= 0 && *device != stream_device)
         return host->error(FLASHPORT_ERROR_MISMATCH, NAME,
                            "the stream belongs to device %d, the spec names device %d",
                            stream_device, *device);
-    const flashport_status st = open_on(stream_device, stream, o, d);
+    const flashport_status st = open_on(stream_device, true, stream, o, d);
     if (!st) *device = stream_device;
     return st;
 }

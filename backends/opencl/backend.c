@@ -362,6 +362,9 @@ static flashport_status cl_open(int device, const fp_device_ops **ops, void **ou
  * for that context and device, and buffers are created in that context. */
 static flashport_status cl_open_queue(int *device, void *queue, const fp_device_ops **ops,
                                       void **out) {
+    if (!queue)
+        return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME,
+                                 "the queue is NULL: OpenCL has no default queue");
     const fp_cl_api *cl = fp_cl_load(NULL, 0);
     cl_command_queue q = queue;
     cl_context context = NULL;

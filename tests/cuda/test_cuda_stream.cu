@@ -261,6 +261,21 @@ int main(void) {
     printf("checked with another stream busy: main flow, split-KV workspace growth, timer "
            "(%.1f ms), synchronize, destroy\n", ms);
 
+    /* A NULL queue: the legacy default stream (PyTorch's default), ordered with the caller's
+     * work there. The producer's delay would show as NaN inputs if flashport ran elsewhere. */
+    ctx = NULL;
+    CHECK_STATUS(flashport_context_create_on_queue("cuda", NULL, &ctx), FLASHPORT_OK, NULL);
+    if (ctx) {
+        CHECK(flashport_context_device(ctx) == device);
+        wrap(ctx, &d);
+        poison(stream, &d);
+        queue_flow(ctx, 0, &d, &main_p, o, lse, 1);
+        CHECK(close_to(o, o_ref, Q_N));
+        unwrap(&d);
+        flashport_context_destroy(ctx);
+        printf("checked on the legacy default stream (queue NULL)\n");
+    }
+
     /* Two GPUs: the stream decides the device, and the caller's current device is kept. */
     if (n_devices >= 2) {
         const int second = device == 0 ? 1 : 0;
