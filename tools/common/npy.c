@@ -224,11 +224,14 @@ static npy_status parse_header(const char *text, size_t len, npy_array *out, con
     else if (strcmp(descr, "<f4") == 0) out->dtype = NPY_F32;
     else if (strcmp(descr, "<f8") == 0) out->dtype = NPY_F64;
     else if (strcmp(descr, "<i4") == 0) out->dtype = NPY_I32;
-    else if (strcmp(descr, "|u1") == 0) out->dtype = NPY_U8;
+    /* One byte has no byte order: NumPy writes '|u1', and '<u1' or '>u1' mean the same. */
+    else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0 || strcmp(descr, ">u1") == 0)
+        out->dtype = NPY_U8;
     else
         return fail(NPY_ERROR_DTYPE, msg, msg_len, path,
                     "dtype '%s' (supported: little-endian float16, float32, float64, int32; "
-                    "uint8)", descr);
+                    "uint8)",
+                    descr);
     if (fortran)
         return fail(NPY_ERROR_ORDER, msg, msg_len, path, "array is stored in Fortran order");
 

@@ -2,7 +2,8 @@
  * A small reader and writer of NumPy .npy files, for the tools and the conformance suite.
  *
  * Supported: format versions 1.0, 2.0 and 3.0; little-endian float16, float32, float64 and
- * int32, and uint8 (the conformance fixtures' tables and FP8 bit patterns); C order; any rank up to NPY_MAX_RANK. Everything else (big-endian, Fortran order, other
+ * int32 (the attention tables), and uint8 (raw FP8 bytes: NumPy has no FP8 type); C order; any
+ * rank up to NPY_MAX_RANK. Everything else (big-endian, Fortran order, other
  * dtypes, a header that is not the dictionary NumPy writes, a file shorter or longer than its
  * header says) is refused with a specific status and a message naming the file and the cause.
  */
@@ -53,7 +54,7 @@ npy_status npy_write(const char *path, npy_dtype dtype, int rank, const int64_t 
 
 void npy_free(npy_array *a);
 
-/* Element i of a as a double (float16 decoded exactly, integers exactly). */
+/* Element i of a as a double (float16 decoded exactly; uint8: the byte's value). */
 double npy_get(const npy_array *a, size_t i);
 
 #endif /* FP_TOOLS_NPY_H */

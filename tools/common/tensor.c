@@ -46,10 +46,8 @@ float tensor_load(flashport_dtype dtype, const void *base, int64_t i) {
     case FLASHPORT_F32: return ((const float *)base)[i];
     case FLASHPORT_F16: return fp_f16_to_f32(((const uint16_t *)base)[i]);
     case FLASHPORT_BF16: return fp_bf16_to_f32(((const uint16_t *)base)[i]);
-    /* FP8 tensors travel as their bit patterns (the conformance fixtures hold them), never
-     * through these float conversions. */
     case FLASHPORT_FP8_E4M3:
-    case FLASHPORT_FP8_E5M2: break;
+    case FLASHPORT_FP8_E5M2: break; /* raw bytes, never converted here (tensor.h) */
     }
     return NAN;
 }
@@ -60,7 +58,7 @@ void tensor_store(flashport_dtype dtype, void *base, int64_t i, float v) {
     case FLASHPORT_F16: ((uint16_t *)base)[i] = fp_f32_to_f16(v); break;
     case FLASHPORT_BF16: ((uint16_t *)base)[i] = fp_f32_to_bf16(v); break;
     case FLASHPORT_FP8_E4M3:
-    case FLASHPORT_FP8_E5M2: break; /* bit patterns only, as above */
+    case FLASHPORT_FP8_E5M2: break; /* raw bytes, never converted here (tensor.h) */
     }
 }
 
@@ -70,7 +68,7 @@ float tensor_round(flashport_dtype dtype, float v) {
     case FLASHPORT_F16: return fp_round_f16(v);
     case FLASHPORT_BF16: return fp_round_bf16(v);
     case FLASHPORT_FP8_E4M3:
-    case FLASHPORT_FP8_E5M2: break; /* bit patterns only, as above */
+    case FLASHPORT_FP8_E5M2: break; /* raw bytes, never converted here (tensor.h) */
     }
     return NAN;
 }
