@@ -35,8 +35,8 @@ _paged (a paged K/V cache, Q dense or packed). Fields (defaults in DEFAULTS):
              tensors; the gaps in O are guard regions the runner checks are untouched)
   inputs     how Q, K, V are drawn (see generate.py): normal | writeup | big_logits | integers
              | fp8_max
-  nan        None, or (tensor, batch, head, seq, dim): one element set to NaN after drawing
-             (dense cases)
+  nan, inf   None, or (tensor, batch, head, seq, dim): one element set to NaN (or +inf, e5m2
+             only) after drawing (dense cases)
   tol_factor multiplies the dtype's tolerances on O (not LSE, which is judged relative to
              its magnitude); only where the case's own conditioning demands it, with the
              reason beside it
@@ -53,7 +53,7 @@ DEFAULTS = dict(dtype="f32", out_dtype=None, batch=1, heads_q=1, heads_kv=1, hea
                 softcap=0.0, alibi="none", bias=None, sinks=False, seqlens_q=None,
                 seqlens_kv=None, kv_layout="dense", q_slack=(0, 0), kv_slack=(0, 0),
                 page_size=0, descale="none", descale_block=0, zero_descale=(), pad=0,
-                inputs="normal", nan=None, tol_factor=1.0)
+                inputs="normal", nan=None, inf=None, tol_factor=1.0)
 
 
 def _base(name, kw):
@@ -310,6 +310,11 @@ CASES = [
     # A NaN in V (e5m2 0x7f): component 7 of every row is NaN, the others finite.
     _case("fp8_e5m2_nan_in_v", 30, 40, dtype="e5m2", out_dtype="bf16", head_dim=32,
           descale="block", descale_block=16, nan=("v", 0, 0, 12, 7)),
+    # An infinity in K (e5m2 0x7c at key 5, component 3): the score of key 5 is +inf or -inf
+    # by the sign of q's component 3; a +inf score makes the row NaN, a -inf one takes the key
+    # out; rows before key 5 (causal) never see it.
+    _case("fp8_e5m2_inf_in_k_causal", 24, dtype="e5m2", out_dtype="f32", heads_q=2, heads_kv=1,
+          head_dim=16, causal=True, descale="tensor", inf=("k", 0, 0, 5, 3)),
     # Descale 0: K's makes every score 0 (O = mean of V); single blocks of Q, K and V at 0.
     _case("fp8_k_descale_zero", 30, 40, dtype="e4m3", out_dtype="f32", head_dim=32,
           descale="tensor", zero_descale=[("k", None)]),
@@ -362,6 +367,7 @@ def validate(cases):
         assert (c["descale"] != "none") == (c["dtype"] in FP8), n
         assert (c["descale"] == "block") == (c["descale_block"] > 0), n
         assert c["nan"] is None or (not c["q_varlen"] and c["kv_layout"] == "dense"), n
+        assert c["inf"] is None or (c["dtype"] == "e5m2" and c["kv_layout"] == "dense"), n
         if c["bias"]:
             b = c["bias"]
             assert b["dtype"] in ("f32", "f16", "bf16") and b["kind"] in BIAS_KINDS, n

@@ -51,6 +51,7 @@ flashport-conformance-manifest 2
 
 FP8_MAX_CODE = {"e4m3": 0x7E, "e5m2": 0x7B}    # 448 and 57344
 FP8_NAN_CODE = {"e4m3": 0xFF, "e5m2": 0x7F}    # S.1111.111 (sign set), S.11111.11
+E5M2_INF_CODE = 0x7C                           # 0.11111.00
 # What rows no sequence reads hold (packed slack, unused pages, page tails): large enough
 # that a kernel reading one shows an error of order one, finite so that multiplying by a
 # zero weight hides it, as the API allows.
@@ -160,6 +161,9 @@ def draw_inputs(c, rng, used):
         name, b, h, n, d = c["nan"]
         nan = FP8_NAN_CODE[c["dtype"]] if c["dtype"] in case_list.FP8 else np.nan
         tensors[name][b, h, n, d] = nan
+    if c["inf"]:
+        name, b, h, n, d = c["inf"]
+        tensors[name][b, h, n, d] = E5M2_INF_CODE
     if c["dtype"] not in case_list.FP8:
         tensors = {n: ref.round_to_dtype(t, c["dtype"]) for n, t in tensors.items()}
     return tensors

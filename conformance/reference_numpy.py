@@ -14,11 +14,11 @@ alignment offset a = Nkv - Nq, and query head h reading kv head h // (Hq // Hkv)
   O_i   = sum_{visible j} exp(s_ij - LSE_i) v_j
 
 A row that no key reaches (none visible, or every visible score -inf) has O = 0 and
-LSE = -inf, or LSE = sink_h with sinks. A NaN among the scores of the keys a row sees makes its
-O and LSE NaN; a NaN in V reaches the components of O it is multiplied into, from every key
-the row sees whose score is not -inf (a kernel multiplies such a row of V by its weight even
-when the weight underflows to 0). The score matrix is materialised on purpose: this is the
-oracle, not a kernel.
+LSE = -inf, or LSE = sink_h with sinks. A NaN or +inf among the scores of the keys a row sees,
+or a NaN sink, makes its O and LSE NaN; a NaN in V reaches the components of O it is multiplied
+into, from every key the row sees whose score is not -inf (a kernel multiplies such a row of V
+by its weight even when the weight underflows to 0). The score matrix is materialised on
+purpose: this is the oracle, not a kernel.
 """
 import numpy as np
 
@@ -118,9 +118,8 @@ def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softca
     if right >= 0:
         visible &= j <= diag + right
     s = np.where(visible, s, -np.inf)
-    nan_score = np.isnan(s)
-    reach = s != -np.inf  # NaN scores reach the row too
-    finite_reach = reach & ~nan_score
+    reach = s != -np.inf  # NaN and +inf scores reach the row too
+    finite_reach = np.isfinite(s)
 
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         m = np.maximum(np.where(finite_reach, s, -np.inf).max(axis=-1), sink[:, None])
@@ -134,7 +133,7 @@ def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softca
         o = np.where(reached[..., None], np.where(nan_v, np.nan, acc) / np.where(
             reached, denom, 1.0)[..., None], 0.0)
         lse = np.where(reached, m_safe + np.log(np.where(reached, denom, 1.0)), -np.inf)
-    nan_row = nan_score.any(axis=-1)
+    nan_row = (reach & ~finite_reach).any(axis=-1) | np.isnan(sink)[:, None]
     o[nan_row] = np.nan
     lse[nan_row] = np.nan
     return o, lse
