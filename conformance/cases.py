@@ -265,6 +265,11 @@ CASES = [
     # Every fifth row masked whole by -inf: O = 0, LSE = -inf there.
     _case("bias_masked_rows", 24, 40, batch=2, heads_q=2, heads_kv=1, head_dim=32,
           bias=dict(dtype="f32", dims="bhqk", kind="masked_rows")),
+    # A NaN in V (key 6, component 2) reaches component 2 of every row whose window holds key
+    # 6 (rows 0-8), rows whose bias is -inf everywhere included (their O is 0 elsewhere, their
+    # LSE -inf); rows past the window are untouched.
+    _case("nan_in_v_window_bias_masked_rows", 20, 30, head_dim=16, causal=True, window_left=12,
+          bias=dict(dtype="f32", dims="bhqk", kind="masked_rows"), nan=("v", 0, 0, 6, 2)),
     # Attention sinks: denominator only; rows seeing no key keep LSE = sink, O = 0.
     _case("sinks", 64, batch=2, heads_q=4, heads_kv=2, head_dim=32, sinks=True),
     _case("sinks_causal_empty_rows", 40, 16, heads_q=2, heads_kv=1, head_dim=32, causal=True,

@@ -16,9 +16,9 @@ alignment offset a = Nkv - Nq, and query head h reading kv head h // (Hq // Hkv)
 A row that no key reaches (none visible, or every visible score -inf) has O = 0 and
 LSE = -inf, or LSE = sink_h with sinks. A NaN or +inf among the scores of the keys a row sees,
 or a NaN sink, makes its O and LSE NaN; a NaN in V reaches the components of O it is multiplied
-into, from every key the row sees whose score is not -inf (a kernel multiplies such a row of V
-by its weight even when the weight underflows to 0). The score matrix is materialised on
-purpose: this is the oracle, not a kernel.
+into, from every key inside the row's window, whatever its score (a kernel multiplies such a
+row of V by its weight, 0 * NaN being NaN, even when the weight is exp(-inf) = 0). The score
+matrix is materialised on purpose: this is the oracle, not a kernel.
 """
 import numpy as np
 
@@ -127,11 +127,11 @@ def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softca
         p = np.where(finite_reach, np.exp(s - m_safe[..., None]), 0.0)
         denom = p.sum(axis=-1) + np.exp(sink[:, None] - m_safe)
         acc = np.einsum("hij,hjd->hid", p, np.where(np.isnan(v), 0.0, v))
-        nan_v = np.einsum("hij,hjd->hid", reach.astype(np.float64),
+        nan_v = np.einsum("ij,hjd->hid", visible.astype(np.float64),
                           np.isnan(v).astype(np.float64)) > 0
         reached = denom > 0
-        o = np.where(reached[..., None], np.where(nan_v, np.nan, acc) / np.where(
-            reached, denom, 1.0)[..., None], 0.0)
+        o = np.where(reached[..., None], acc / np.where(reached, denom, 1.0)[..., None], 0.0)
+        o = np.where(nan_v, np.nan, o)
         lse = np.where(reached, m_safe + np.log(np.where(reached, denom, 1.0)), -np.inf)
     nan_row = (reach & ~finite_reach).any(axis=-1) | np.isnan(sink)[:, None]
     o[nan_row] = np.nan

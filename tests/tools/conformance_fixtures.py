@@ -13,6 +13,9 @@ usage: conformance_fixtures.py --runner FLASHPORT_CONFORMANCE --data FIXTURE_DIR
 3. Every API v2 forward feature has a case of its own and appears in a combination.
 4. On a copy of a few cases: a missing table, bias or descale file, and a manifest line that
    drops a feature whose array is still there, each make the runner exit 3 naming the file.
+5. A manifest line that drops or changes a feature with no array of its own (window, softcap,
+   causal, FP8 format) makes the case fail on the reference backend: the
+   expected output holds the feature, so the runner must pass it on for a pass.
 """
 import argparse
 import os
@@ -108,6 +111,24 @@ def main():
         expect_exit3("sinks=0 beside sinks.npy", data, "sinks.npy")
         data = run_on("combo_fp8_everything", lambda l: l.replace(" alibi=head ", " alibi=none "))
         expect_exit3("alibi=none beside alibi_slopes.npy", data, "alibi_slopes.npy")
+
+        # (case, what is changed, old field, new field)
+        for case, what, old, new in [
+                ("window_zero", "window dropped", " window_left=0 window_right=0 ",
+                 " window_left=-1 window_right=-1 "),
+                ("softcap5", "softcap dropped", " softcap=5.0 ", " softcap=0.0 "),
+                ("alibi_head_causal", "causal dropped", " causal=1 ", " causal=0 "),
+                ("fp8_e4m3_tensor", "FP8 format changed", " dtype=e4m3 ", " dtype=e5m2 "),
+                ("window_right_only", "window narrowed", " window_right=5 ", " window_right=4 ")]:
+            data = run_on(case, lambda l: l.replace(old, new) if old in l else "no field " + old)
+            proc = subprocess.run([args.runner, "--data", data, "--backend", "reference"],
+                                  capture_output=True, text=True)
+            ok = proc.returncode == 1 and "%s on reference" % case in proc.stdout
+            print("%-60s exit %d (want 1) %s" % ("%s: %s" % (case, what), proc.returncode,
+                                                 "ok" if ok else "WRONG"))
+            if not ok:
+                problems.append("%s with %s: exit %d: %s" % (case, what, proc.returncode,
+                                                             (proc.stdout + proc.stderr)[-500:]))
 
     for p in problems:
         print("PROBLEM: " + p)
