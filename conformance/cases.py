@@ -369,6 +369,7 @@ def validate(cases):
         assert c["alibi"] in ("none", "head", "batch_head"), n
         assert c["kv_layout"] in ("dense", "varlen", "paged"), n
         assert not c["q_varlen"] or c["kv_layout"] != "dense", n
+        assert c["seqlens_kv"] is None or len(c["seqlens_kv"]) == c["batch"], n
         assert (c["descale"] != "none") == (c["dtype"] in FP8), n
         assert (c["descale"] == "block") == (c["descale_block"] > 0), n
         assert c["nan"] is None or (not c["q_varlen"] and c["kv_layout"] == "dense"), n
