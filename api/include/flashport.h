@@ -268,7 +268,8 @@ FLASHPORT_API flashport_status flashport_attention_host(flashport_context *ctx,
  *   O_i = sum_{visible j} P_ij v_j,   LSE_i = log(sum_{visible j} exp(s_ij) + exp(sink_h))
  *
  * A row that sees no key (or whose every visible score is -inf) gets O = 0 and LSE = -inf, or
- * LSE = sink_h with sinks. A NaN (or +inf) among a row's visible scores, or a NaN sink, makes
+ * LSE = sink_h with sinks; the columns of O that a NaN in V at a visible key reaches are NaN
+ * there too. A NaN (or +inf) among a row's visible scores, or a NaN sink, makes
  * that row's O and LSE NaN; a NaN in V at a visible key makes that column of O NaN.
  * ------------------------------------------------------------------------------------------- */
 
