@@ -266,7 +266,8 @@ FLASHPORT_API flashport_status flashport_attention_host(flashport_context *ctx,
  *   O_i = sum_{visible j} P_ij v_j,   LSE_i = log(sum_{visible j} exp(s_ij) + exp(sink_h))
  *
  * A row that sees no key (or whose every visible score is -inf) gets O = 0 and LSE = -inf, or
- * LSE = sink_h with sinks. A NaN reaching a row's scores or values makes that row NaN.
+ * LSE = sink_h with sinks. A NaN (or +inf) among a row's visible scores, or a NaN sink, makes
+ * that row's O and LSE NaN; a NaN in V at a visible key makes that column of O NaN.
  * ------------------------------------------------------------------------------------------- */
 
 /* How K and V are addressed. */
@@ -377,8 +378,9 @@ FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *
  * consistency); the message names the field. */
 FLASHPORT_API flashport_status flashport_attention_desc_validate(const flashport_attention_desc *d);
 /* FLOPs of the attention as benchmarks count them, 4 * d per visible (query, key) pair of the
- * forward pass, counted exactly for dense problems and for masks (window, causal); varlen and
- * paged problems count the maxima (the exact count needs the tables). */
+ * forward pass, counted exactly for masks (window, causal with Nq != Nkv), except square causal,
+ * which counts N^2 / 2 as the FlashAttention papers do; varlen and paged problems count the
+ * maxima (the exact count needs the tables). */
 FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_desc *d);
 
 /* Every buffer of a call. Unused members must be NULL: a buffer the descriptor does not ask for

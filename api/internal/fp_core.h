@@ -61,6 +61,7 @@ typedef struct fp_slot_use {
     int use;        /* FP_SLOT_UNUSED, _REQUIRED or _OPTIONAL for this problem and op */
     int output;     /* written by the call */
     uint64_t bytes; /* the least the buffer must hold */
+    int overflow;   /* bytes does not fit in 64 bits (fp_desc_check rejects such problems) */
 } fp_slot_use;
 fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot);
 const char *fp_slot_name(fp_slot slot); /* the flashport_attention_args member */

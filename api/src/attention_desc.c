@@ -319,19 +319,14 @@ static flashport_status check_strides(const fp_problem *p, const char *where) {
             return BAD("%c strides (batch %lld, head %lld, seq %lld) make elements overlap",
                        names[t], (long long)d.s[0], (long long)d.s[1], (long long)d.s[2]);
     }
-    int64_t rows;
-    if (__builtin_mul_overflow(p->batch, p->heads_q, &rows) ||
-        __builtin_mul_overflow(rows, p->q_varlen ? p->total_q : p->seq_q, &rows) ||
-        __builtin_mul_overflow(rows, (int64_t)sizeof(float), &rows))
-        return fp_error(FLASHPORT_ERROR_SIZE_OVERFLOW, where, "the LSE's byte size overflows");
-    if (p->bias.enabled) {
-        const int64_t n[4] = {p->batch, p->heads_q, p->seq_q, p->seq_kv};
-        const int64_t s[4] = {p->bias.batch, p->bias.head, p->bias.query, p->bias.key};
-        int64_t e = span(n, s, 4), bytes;
-        if (e < 0 || __builtin_mul_overflow(e, (int64_t)4, &bytes))
+    /* The other buffers are sized by products no stride bounds (batch * max_pages_per_seq for
+     * the block table, the descale blocks, the LSE rows, the bias extent), and the core and the
+     * backends index them with those products. The backward pass uses every slot. */
+    for (int s = 0; s < FP_SLOT_COUNT; s++)
+        if (fp_slot_need(p, FP_OP_BACKWARD, (fp_slot)s).overflow)
             return fp_error(FLASHPORT_ERROR_SIZE_OVERFLOW, where,
-                            "bias: the byte extent of its strides overflows");
-    }
+                            "args.%s: the byte size the descriptor gives it overflows",
+                            fp_slot_name((fp_slot)s));
     return FLASHPORT_OK;
 }
 
@@ -377,8 +372,9 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
         return 0.0;
     fp_desc_normalise(&p);
     const double per_pair = 4.0 * (double)p.batch * (double)p.heads_q * (double)p.head_dim;
-    if (p.causal) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0; /* the papers' count */
-    if (p.window_left < 0 && p.window_right < 0)
+    /* Square causal: the FlashAttention papers' N^2 / 2, so figures compare with theirs. */
+    if (p.causal && p.seq_q == p.seq_kv) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0;
+    if (!p.causal && p.window_left < 0 && p.window_right < 0)
         return per_pair * (double)p.seq_q * (double)p.seq_kv;
     double pairs = 0.0;
     for (int64_t i = 0; i < p.seq_q; i++) pairs += (double)visible_keys(&p, i);
@@ -418,12 +414,15 @@ const char *fp_feature_name(unsigned feature) {
 
 /* ---- buffers ---- */
 
-static int64_t lse_rows(const fp_problem *p) {
-    return p->heads_q * (p->q_varlen ? p->total_q : p->batch * p->seq_q);
+/* a * b * c, or -1 when it overflows (the factors are non-negative). */
+static int64_t product(int64_t a, int64_t b, int64_t c) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r)) return -1;
+    return r;
 }
 
 fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
-    fp_slot_use u = {FP_SLOT_UNUSED, 0, 0};
+    fp_slot_use u = {FP_SLOT_UNUSED, 0, 0, 0};
     const int64_t in = (int64_t)flashport_dtype_size(p->dtype);
     const int64_t out = (int64_t)flashport_dtype_size(p->out_dtype);
     const int bwd = op == FP_OP_BACKWARD;
@@ -453,7 +452,8 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
         u.output = 1;
         break;
     case FP_SLOT_LSE:
-        elems = lse_rows(p);
+        elems = p->q_varlen ? product(p->heads_q, p->total_q, 1)
+                            : product(p->batch, p->heads_q, p->seq_q);
         u.use = bwd ? FP_SLOT_REQUIRED : FP_SLOT_OPTIONAL;
         u.output = !bwd;
         break;
@@ -463,7 +463,8 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
     case FP_SLOT_ALIBI:
         if (p->alibi != FLASHPORT_ALIBI_NONE)
             u.use = FP_SLOT_REQUIRED,
-            elems = p->heads_q * (p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? p->batch : 1);
+            elems = product(p->heads_q,
+                            p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? p->batch : 1, 1);
         break;
     case FP_SLOT_BIAS:
         if (p->bias.enabled) {
@@ -485,7 +486,7 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
         break;
     case FP_SLOT_BLOCK_TABLE:
         if (p->kv_layout == FLASHPORT_KV_PAGED)
-            u.use = FP_SLOT_REQUIRED, elems = p->batch * p->max_pages_per_seq;
+            u.use = FP_SLOT_REQUIRED, elems = product(p->batch, p->max_pages_per_seq, 1);
         break;
     case FP_SLOT_Q_DESCALE:
     case FP_SLOT_K_DESCALE:
@@ -494,13 +495,15 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
         if (p->descale == FLASHPORT_DESCALE_BLOCK) {
             const int q = slot == FP_SLOT_Q_DESCALE;
             u.use = FP_SLOT_REQUIRED;
-            elems = p->batch * (q ? p->heads_q : p->heads_kv) *
-                    ceil_div(q ? p->seq_q : p->seq_kv, p->descale_block);
+            elems = product(p->batch, q ? p->heads_q : p->heads_kv,
+                            ceil_div(q ? p->seq_q : p->seq_kv, p->descale_block));
         }
         break;
     default: break;
     }
-    u.bytes = elems > 0 ? (uint64_t)elems * (uint64_t)esize : 0;
+    int64_t bytes = 0;
+    u.overflow = elems < 0 || __builtin_mul_overflow(elems, esize, &bytes);
+    u.bytes = u.overflow ? 0 : (uint64_t)bytes;
     return u;
 }
 

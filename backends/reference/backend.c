@@ -18,8 +18,9 @@ static const fp_host *host;
 static const char NAME[] = "reference";
 
 static const fp_variant variants[] = {
-    {"double_accumulation", "straightforward two-pass softmax per query row, double precision",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+    {"double_accumulation",
+     "straightforward two-pass softmax per query row, double precision, every forward feature",
+     FP_PRECISION_NATIVE, FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD},
 };
 
 static int probe(char *reason, size_t len) {
@@ -55,7 +56,7 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
     flashport_status st = fp_reference_attention(p, args);
     if (st)
         return host->error(st, NAME, "attention: cannot allocate %lld doubles of row scratch",
-                           (long long)(p->seq_kv + p->head_dim));
+                           (long long)(p->seq_kv + 2 * p->head_dim));
     return FLASHPORT_OK;
 }
 

@@ -9,6 +9,6 @@ flashport_status fp_reference_plan(const fp_problem *p, int forced, fp_plan *out
     out->variant = 0;
     out->workspace_bytes = 0;
     snprintf(out->reason, sizeof out->reason,
-             "the reference backend's only variant; it takes every problem");
+             "the reference backend's only variant; it takes every forward problem");
     return FLASHPORT_OK;
 }
