@@ -341,8 +341,11 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     }
 }
 
-/* O and LSE of the tile's rows. With sinks the normaliser gains exp(sink_h), in double so that
- * a sink far above every score neither overflows nor loses the sum. */
+/* O and LSE of the tile's rows. The normaliser is the rows' sum plus, with sinks, exp(sink_h),
+ * both taken relative to the larger of the row's max and the sink, in double so that a sink far
+ * above every score neither overflows nor loses the sum. A NaN max or sink makes the row NaN;
+ * with no mass at all (no visible key, or only -inf scores, and no sink) O is 0 times the
+ * accumulator (0, or NaN in a column whose V was NaN) and LSE is -inf. */
 static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int real) {
     const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
@@ -351,22 +354,16 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
         const double l = ts->l[r], m = ts->m[r];
-        /* A row with no visible key (or only -inf scores) has l = 0: O = 0 and LSE = -inf, or
-         * the sink. */
-        double top = m, denom = l;
-        if (sinks && l != 0.0) {
-            const double sink = LOG2E * sinks[h];
-            top = sink > m ? sink : m;
-            denom = l * exp2(m - top) + exp2(sink - top);
-        }
-        const double mul = l == 0.0 ? 0.0 : exp2(m - top) / denom;
-        c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim, (float)mul, p->out_dtype,
+        const double sink = sinks ? LOG2E * sinks[h] : -INFINITY;
+        const double top = sink > m || isnan(sink) ? sink : m;
+        const double denom = top == -INFINITY ? 0.0 : l * exp2(m - top) + exp2(sink - top);
+        c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim,
+                          denom == 0.0 ? 0.0f : (float)(exp2(m - top) / denom), p->out_dtype,
                           (void *)q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
         if (lse) {
             const int64_t at = p->q_varlen ? h * p->total_q + tp->s->q_row0 + i
                                            : (tp->s->b * p->heads_q + h) * p->seq_q + i;
-            lse[at] = l == 0.0 ? (sinks ? sinks[h] : -INFINITY)
-                               : (float)((top + log2(denom)) * 0.69314718055994530942);
+            lse[at] = denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
         }
     }
 }
@@ -426,21 +423,7 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
             ts->lo[r] = e > a ? a : 0;
             ts->hi[r] = e > a ? e : 0;
         }
-        /* Each Q panel's scores over the keys its rows see (whole key steps): where a window's
-         * edge crosses the tile, the rows of one panel need fewer keys than the tile does. */
-        for (int r0 = 0; r0 < score_rows; r0 += CS_Q_PANEL) {
-            const int panel_rows = (int)min64(CS_Q_PANEL, score_rows - r0);
-            int a = n, e = 0;
-            for (int r = r0; r < r0 + panel_rows; ++r)
-                if (ts->hi[r] > ts->lo[r]) {
-                    a = ts->lo[r] < a ? ts->lo[r] : a;
-                    e = ts->hi[r] > e ? ts->hi[r] : e;
-                }
-            if (e <= a) continue;
-            a = a / CS_KEY_STEP * CS_KEY_STEP;
-            ops->scores(ts->q + (int64_t)r0 * dq, ts->k + (int64_t)a * dq, p->head_dim, dq, panel_rows,
-                        (int)round_up(e - a, CS_KEY_STEP), ts->s + (int64_t)a * rows + r0, rows);
-        }
+        ops->scores(ts->q, ts->k, p->head_dim, dq, score_rows, ts->lo, ts->hi, ts->s, rows);
         if (mods.slope)
             for (int r = 0; r < real; ++r) ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
         if (mods.bias) gather_bias(c, ts, real, j0);

@@ -62,11 +62,13 @@ typedef struct cs_kernel_ops {
     /* dst[0..d) = mul * src[0..d) converted to dtype (f32, f16 or bf16; round to nearest
      * even). */
     void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
-    /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP), j < keys
-     * (a multiple of CS_KEY_STEP); only the first d columns are read; sums in chunks of
-     * CS_SCORE_CHUNK columns. */
-    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, int keys,
-                   float *st, int64_t ldst);
+    /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP) and at least the
+     * keys lo[r] <= j < hi[r] that row r sees (others may be written too; skipping the rest
+     * pays where ranges move along the rows, as a window's do over a tile's positions); k has
+     * zero rows past the block's keys up to a multiple of CS_KEY_STEP; only the first d
+     * columns are read; sums in chunks of CS_SCORE_CHUNK columns. */
+    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
+                   const int *lo, const int *hi, float *st, int64_t ldst);
     /* Online-softmax step for rows r < rows (a multiple of CS_ROW_STEP), row r seeing keys
      * lo[r] <= j < hi[r] of the block, with the scores taken as the base-2 logits t of mods
      * (t = scale2 * st without modifiers, scale2 = scale * log2 e so that 2^t is e^(scale * s)):

@@ -48,8 +48,8 @@ static inline vf vf_from_bf16(const uint16_t *s) {
 static inline void vf_to_f16(uint16_t *o, vf x) {
     _mm256_storeu_si256((__m256i *)o, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
-/* E4M3 as cs_e4m3_to_f32 does it: normal values by rebiasing the exponent bits, subnormals as
- * m * 2^-9, NaN where the magnitude bits are all ones, then the sign. */
+/* E4M3 as fp_e4m3_to_f32 (fp_fp8.h) decodes it: normal values by rebiasing the exponent bits,
+ * subnormals as m * 2^-9, NaN where the magnitude bits are all ones, then the sign. */
 static inline vf vf_from_e4m3(const uint8_t *s) {
     const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)s));
     const __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7f));

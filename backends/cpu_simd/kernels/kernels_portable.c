@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "exp2_poly.h"
-#include "fp8_decode.h"
+#include "fp_fp8.h"
 #include "fp_half.h"
 #include "kernel_ops.h"
 #include "tanh_rational.h"
@@ -29,10 +29,10 @@ static void load_row_portable(const void *src, flashport_dtype dtype, int64_t d,
         for (int64_t c = 0; c < d; ++c) dst[c] = fp_bf16_to_f32(s[c]) * mul;
     } else if (dtype == FLASHPORT_FP8_E4M3) {
         const uint8_t *s = (const uint8_t *)src;
-        for (int64_t c = 0; c < d; ++c) dst[c] = cs_e4m3_to_f32(s[c]) * mul;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fp_e4m3_to_f32(s[c]) * mul;
     } else {
         const uint8_t *s = (const uint8_t *)src;
-        for (int64_t c = 0; c < d; ++c) dst[c] = cs_e5m2_to_f32(s[c]) * mul;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fp_e5m2_to_f32(s[c]) * mul;
     }
     for (int64_t c = d; c < dq; ++c) dst[c] = 0.0f;
 }
@@ -51,15 +51,28 @@ static void store_row_portable(const float *src, int64_t d, float mul, flashport
     }
 }
 
-/* Half a Q panel (up to SCORE_ROWS rows) x SCORE_KEYS keys: the lane loops are what the
- * compiler turns into vector FMAs, the accumulators live in a small local array (half a panel
- * keeps it as small as the SIMD paths' register tiles). */
+/* Union of the key ranges of rows [0, n): [*j0, *j1), or j1 = 0 when no row sees a key. */
+static void rows_keys(const int *lo, const int *hi, int n, int *j0, int *j1) {
+    *j0 = INT32_MAX;
+    *j1 = 0;
+    for (int i = 0; i < n; ++i)
+        if (lo[i] < hi[i]) {
+            *j0 = lo[i] < *j0 ? lo[i] : *j0;
+            *j1 = hi[i] > *j1 ? hi[i] : *j1;
+        }
+}
+
+/* Half a Q panel (up to SCORE_ROWS rows) x SCORE_KEYS keys, over the keys its rows see: the
+ * lane loops are what the compiler turns into vector FMAs, the accumulators live in a small
+ * local array (half a panel keeps it as small as the SIMD paths' register tiles). */
 static void scores_portable(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
-                            int keys, float *st, int64_t ldst) {
+                            const int *lo, const int *hi, float *st, int64_t ldst) {
     for (int r = 0; r < rows; r += SCORE_ROWS) {
         const float *panel = qp + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
         const int width = rows - r < SCORE_ROWS ? rows - r : SCORE_ROWS;
-        for (int j = 0; j < keys; j += SCORE_KEYS) {
+        int j0, j1;
+        rows_keys(lo + r, hi + r, width, &j0, &j1);
+        for (int j = j1 ? j0 / SCORE_KEYS * SCORE_KEYS : 0; j < j1; j += SCORE_KEYS) {
             float total[SCORE_KEYS][SCORE_ROWS] = {{0}};
             for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
                 const int64_t c1 = c0 + CS_SCORE_CHUNK < d ? c0 + CS_SCORE_CHUNK : d;
@@ -108,17 +121,6 @@ static inline float tanh_portable(float y) {
     return x * p / q;
 }
 
-/* Union of the rows' key ranges over CS_ROW_STEP rows: [*j0, *j1), empty as [INT32_MAX, 0). */
-static void row_step_keys(const int *lo, const int *hi, int *j0, int *j1) {
-    *j0 = INT32_MAX;
-    *j1 = 0;
-    for (int i = 0; i < CS_ROW_STEP; ++i)
-        if (lo[i] < hi[i]) {
-            *j0 = lo[i] < *j0 ? lo[i] : *j0;
-            *j1 = hi[i] > *j1 ? hi[i] : *j1;
-        }
-}
-
 /* The base-2 logit of one score (cs_score_mods) of row r at key j. */
 static inline float logit_portable(float s, const cs_score_mods *mods, int64_t ldst, int r, int j) {
     float t = mods->cap_out != 0.0f ? mods->cap_out * tanh_portable(s * mods->cap_in) : s * mods->scale2;
@@ -133,7 +135,7 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *lo, c
                              const cs_score_mods *mods, float *m, float *l, float *alpha) {
     for (int r = 0; r < rows; r += CS_ROW_STEP) {
         int j0, j1;
-        row_step_keys(lo + r, hi + r, &j0, &j1);
+        rows_keys(lo + r, hi + r, CS_ROW_STEP, &j0, &j1);
         float block_max[CS_ROW_STEP], sum[CS_ROW_STEP], m_new[CS_ROW_STEP], m_sub[CS_ROW_STEP];
         int nan[CS_ROW_STEP];
         for (int i = 0; i < CS_ROW_STEP; ++i) {

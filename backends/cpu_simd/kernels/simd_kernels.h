@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "exp2_poly.h"
-#include "fp8_decode.h"
 #include "fp_half.h"
 #include "kernel_ops.h"
 #include "tanh_rational.h"
@@ -146,14 +145,42 @@ static inline __attribute__((always_inline)) void SIMD_FN(scores_tile)(
     }
 }
 
+/* Union of the key ranges of rows [0, n): [*j0, *j1), or j1 = 0 when no row sees a key. */
+static inline void SIMD_FN(rows_keys)(const int *lo, const int *hi, int n, int *j0, int *j1) {
+    *j0 = INT32_MAX;
+    *j1 = 0;
+    for (int i = 0; i < n; ++i)
+        if (lo[i] < hi[i]) {
+            *j0 = lo[i] < *j0 ? lo[i] : *j0;
+            *j1 = hi[i] > *j1 ? hi[i] : *j1;
+        }
+}
+
+/* Register tiles of up to SCORE_RV registers of rows. For each step of SIMD_SCORE_KEYS keys
+ * only the registers from the first to the last whose rows see one of the step's keys take
+ * part: a tile's rows are positions in order, so along a window's edges the rows of a panel
+ * need keys the panel's other rows do not. */
 static void SIMD_FN(scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
-                            int keys, float *st, int64_t ldst) {
+                            const int *lo, const int *hi, float *st, int64_t ldst) {
     for (int r = 0; r < rows; r += SCORE_RV * VL) {
         const float *tile = qp + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
-        const int left = rows - r; /* a multiple of VL */
-        if (left >= 3 * VL) SIMD_FN(scores_tile)(tile, k, d, dq, keys, st + r, ldst, 3);
-        else if (left >= 2 * VL) SIMD_FN(scores_tile)(tile, k, d, dq, keys, st + r, ldst, 2);
-        else SIMD_FN(scores_tile)(tile, k, d, dq, keys, st + r, ldst, 1);
+        const int regs = (rows - r) / VL < SCORE_RV ? (rows - r) / VL : SCORE_RV;
+        int a[SCORE_RV], e[SCORE_RV], j0 = INT32_MAX, j1 = 0;
+        for (int g = 0; g < regs; ++g) {
+            SIMD_FN(rows_keys)(lo + r + g * VL, hi + r + g * VL, VL, &a[g], &e[g]);
+            j0 = a[g] < j0 ? a[g] : j0;
+            j1 = e[g] > j1 ? e[g] : j1;
+        }
+        for (int j = j1 ? j0 / SIMD_SCORE_KEYS * SIMD_SCORE_KEYS : 0; j < j1; j += SIMD_SCORE_KEYS) {
+            int g0 = 0, g1 = regs;
+            while (g0 < g1 && (a[g0] >= j + SIMD_SCORE_KEYS || e[g0] <= j)) ++g0;
+            while (g1 > g0 && (a[g1 - 1] >= j + SIMD_SCORE_KEYS || e[g1 - 1] <= j)) --g1;
+            const float *q = tile + g0 * VL, *kj = k + (int64_t)j * dq;
+            float *out = st + (int64_t)j * ldst + r + g0 * VL;
+            if (g1 - g0 == 3) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 3);
+            else if (g1 - g0 == 2) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 2);
+            else if (g1 - g0 == 1) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 1);
+        }
     }
 }
 
@@ -247,12 +274,8 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, c
                              const cs_score_mods *mods, float *m, float *l, float *alpha) {
     const int modified = mods->cap_out != 0.0f || mods->slope || mods->bias;
     for (int r = 0; r < rows; r += VL) {
-        int j0 = INT32_MAX, j1 = 0, ragged = 0;
-        for (int i = 0; i < VL; ++i)
-            if (lo[r + i] < hi[r + i]) {
-                j0 = lo[r + i] < j0 ? lo[r + i] : j0;
-                j1 = hi[r + i] > j1 ? hi[r + i] : j1;
-            }
+        int j0, j1, ragged = 0;
+        SIMD_FN(rows_keys)(lo + r, hi + r, VL, &j0, &j1);
         if (j1 == 0) {
             vf_storeu(alpha + r, vf_set1(1.0f));
             continue;
