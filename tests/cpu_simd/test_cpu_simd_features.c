@@ -1,15 +1,14 @@
 /*
  * cpu_simd's API v2 features on the kernel path named on the command line (portable, avx2 or
- * avx512), against the double-precision model of flashport.h's formulas
- * (naive_attention_v2.h): every combination of sliding window (causal included), softcap,
- * ALiBi, additive bias, sinks, varlen, paged KV and FP8 inputs, each on random small problems
- * (GQA, odd head dims, zero-length sequences, one or several tiles and key blocks, every
- * page layout and size, f16/bf16 data and outputs, broadcast and -inf biases, descales per
- * tensor and per block), then cases chosen for their edges: rows that see no key (with and
- * without sinks), rows whose keys are all masked by the bias, NaN keys and values inside and
- * outside the window, and several thread counts. Every output element and LSE entry is checked;
- * everything the call must not write (gaps between rows, packed rows past the last sequence)
- * must keep its poison.
+ * avx512), against the reference backend in the same process: every combination of sliding
+ * window (causal included), softcap, ALiBi, additive bias, sinks, varlen, paged KV and FP8
+ * inputs, each on random small problems (GQA, odd head dims, zero-length sequences, one or
+ * several tiles and key blocks, every page layout and size, f16/bf16 data and outputs,
+ * broadcast and -inf biases, descales per tensor and per block), then cases chosen for their
+ * edges: rows that see no key (with and without sinks), rows whose keys the bias masks, NaN keys
+ * and values inside and outside the window, a NaN sink, a saturated softcap, and other thread
+ * counts. Every output element and LSE entry is checked; everything the call must not write
+ * (gaps between rows, packed rows no sequence owns) must keep its poison.
  *
  * A path the planner refuses exits 77 (ctest: skipped) with the planner's reason; test_cpu_simd
  * checks that such a refusal is right for this CPU.
@@ -24,7 +23,6 @@
 
 #include "flashport.h"
 #include "fp_half.h"
-#include "naive_attention_v2.h"
 
 #define EXIT_SKIP 77
 
@@ -105,7 +103,8 @@ typedef struct spec {
     int64_t descale_block;
     int nan_tensor;                /* 0, or 'k' / 'v': a NaN in key nan_key of sequence 0, head 0 */
     int64_t nan_key;
-    int nan_rows;                  /* 1: some rows must come out NaN and some not; -1: none */
+    int nan_sink;                  /* head 0's sink is NaN */
+    int nan_rows;                  /* 1: some outputs must come out NaN and some not; -1: none */
 } spec;
 
 static spec random_spec(unsigned f, int big) {
@@ -155,6 +154,43 @@ static spec random_spec(unsigned f, int big) {
                              : FLASHPORT_DESCALE_BLOCK;
     s.descale_block = s.descale == FLASHPORT_DESCALE_BLOCK ? pick(1, 7) : 0;
     return s;
+}
+
+/* One sequence's query and key counts and the packed rows they start at. */
+typedef struct seq {
+    int64_t nq, nkv, q0, k0;
+} seq;
+
+static seq seq_of(const flashport_attention_desc *d, const flashport_attention_host_args *a, int64_t b) {
+    seq s = {d->seq_q, d->seq_kv, 0, 0};
+    if (d->q_varlen) {
+        const int32_t *cu = (const int32_t *)a->cu_seqlens_q;
+        s.q0 = cu[b];
+        s.nq = cu[b + 1] - cu[b];
+    }
+    if (d->kv_layout == FLASHPORT_KV_VARLEN) {
+        const int32_t *cu = (const int32_t *)a->cu_seqlens_kv;
+        s.k0 = cu[b];
+        s.nkv = cu[b + 1] - cu[b];
+    } else if (d->kv_layout == FLASHPORT_KV_PAGED) {
+        s.nkv = ((const int32_t *)a->seqlens_kv)[b];
+    }
+    return s;
+}
+
+/* Element index of query (or output) row i of head h of sequence b. */
+static int64_t q_index(const flashport_strides *st, const seq *s, int64_t b, int64_t h, int64_t i) {
+    return b * st->batch + h * st->head + (s->q0 + i) * st->seq;
+}
+
+/* Element index of key (or value) j of KV head h of sequence b. */
+static int64_t kv_index(const flashport_attention_desc *d, const flashport_attention_host_args *a,
+                        const flashport_strides *st, const seq *s, int64_t b, int64_t h, int64_t j) {
+    if (d->kv_layout == FLASHPORT_KV_PAGED) {
+        const int32_t page = ((const int32_t *)a->block_table)[b * d->max_pages_per_seq + j / d->page_size];
+        return page * st->batch + h * st->head + (j % d->page_size) * st->seq;
+    }
+    return b * st->batch + h * st->head + (s->k0 + j) * st->seq;
 }
 
 /* One problem and its host arrays. */
@@ -280,6 +316,7 @@ static void build(const spec *s, problem *p) {
         d->sinks = 1;
         p->sinks = malloc(sizeof(float) * (size_t)hq);
         for (int64_t h = 0; h < hq; ++h) p->sinks[h] = (float)(pick(0, 4) == 0 ? uniform(5.0, 30.0) : uniform(-3.0, 3.0));
+        if (s->nan_sink) p->sinks[0] = NAN;
         p->a.sinks = p->sinks;
     }
     d->descale = s->descale;
@@ -316,9 +353,9 @@ static void build(const spec *s, problem *p) {
     p->a.seqlens_kv = p->lens;
     p->a.block_table = p->table;
     if (s->nan_tensor) {
-        const naive_seq sq = naive_seq_of(d, &p->a, 0);
+        const seq sq = seq_of(d, &p->a, 0);
         const flashport_strides *st = s->nan_tensor == 'k' ? &d->k : &d->v;
-        store(s->nan_tensor == 'k' ? p->k : p->v, s->dtype, naive_kv_index(d, &p->a, st, &sq, 0, 0, s->nan_key), NAN);
+        store(s->nan_tensor == 'k' ? p->k : p->v, s->dtype, kv_index(d, &p->a, st, &sq, 0, 0, s->nan_key), NAN);
     }
 
     const flashport_dtype coarse = s->out_dtype == FLASHPORT_F32 ? s->dtype : s->out_dtype;
@@ -338,116 +375,113 @@ static void build(const spec *s, problem *p) {
     if (s->causal) snprintf(p->name + used, sizeof p->name - (size_t)used, " causal");
 }
 
-/* ---- expected output ---- */
+/* ---- one run against the reference ---- */
 
-typedef struct expected {
-    const problem *p;
-    double *o;     /* by O element index */
-    char *written; /* O elements the call writes */
-    double *lse;   /* by LSE index */
-    char *lse_written;
-} expected;
+/* The outputs of one run: O in out_dtype and the LSE, poisoned before the call. */
+typedef struct outputs {
+    unsigned char *o;
+    float *lse;
+} outputs;
 
-static int64_t lse_index(const flashport_attention_desc *d, const flashport_attention_host_args *a,
-                         int64_t b, int64_t h, int64_t i) {
-    if (d->q_varlen) return h * d->total_q + ((const int32_t *)a->cu_seqlens_q)[b] + i;
-    return (b * d->heads_q + h) * d->seq_q + i;
-}
+#define POISON_BYTE 0x7b
+#define POISON_LSE 12345.0f
 
-static void expect_row(void *user, int64_t b, int64_t h, int64_t i, const double *o, double lse) {
-    expected *e = user;
-    const flashport_attention_desc *d = &e->p->d;
-    const naive_seq s = naive_seq_of(d, &e->p->a, b);
-    const int64_t at = naive_q_index(&d->o, &s, b, h, i);
-    for (int64_t c = 0; c < d->head_dim; ++c) {
-        e->o[at + c] = o[c];
-        e->written[at + c] = 1;
-    }
-    const int64_t l = lse_index(d, &e->p->a, b, h, i);
-    e->lse[l] = lse;
-    e->lse_written[l] = 1;
-}
-
-static void expect(const problem *p, expected *e) {
-    e->p = p;
-    e->o = calloc((size_t)p->o_elems + 1, sizeof(double));
-    e->written = calloc((size_t)p->o_elems + 1, 1);
-    e->lse = calloc((size_t)p->lse_elems + 1, sizeof(double));
-    e->lse_written = calloc((size_t)p->lse_elems + 1, 1);
-    naive_attention_v2(&p->d, &p->a, expect_row, e);
-}
-
-static void free_expected(expected *e) {
-    free(e->o);
-    free(e->written);
-    free(e->lse);
-    free(e->lse_written);
-}
-
-/* ---- one run ---- */
-
-static double load_out(const void *base, flashport_dtype dt, int64_t i) {
-    return naive_v2_load(base, dt, i);
-}
-
-/* Runs the problem on one kernel and compares; returns the number of failed checks. */
-static int run_case(flashport_context *ctx, const problem *p, const expected *e, const char *kernel,
-                    int nan_rows, int verbose) {
+static flashport_status run(flashport_context *ctx, const problem *p, const char *kernel, outputs *out) {
+    const size_t es = flashport_dtype_size(p->d.out_dtype);
+    out->o = malloc(es * (size_t)(p->o_elems + 1));
+    out->lse = malloc(sizeof(float) * (size_t)(p->lse_elems + 1));
+    memset(out->o, POISON_BYTE, es * (size_t)(p->o_elems + 1));
+    for (int64_t r = 0; r <= p->lse_elems; ++r) out->lse[r] = POISON_LSE;
     flashport_attention_desc d = p->d;
     d.kernel = kernel;
     flashport_attention_host_args a = p->a;
-    const size_t es = flashport_dtype_size(d.out_dtype);
-    unsigned char *o = malloc(es * (size_t)(p->o_elems + 1));
-    float *lse = malloc(sizeof(float) * (size_t)(p->lse_elems + 1));
-    memset(o, 0x7b, es * (size_t)(p->o_elems + 1));
-    for (int64_t r = 0; r <= p->lse_elems; ++r) lse[r] = 12345.0f;
-    a.o = o;
-    a.lse = lse;
-    const flashport_status st = flashport_attention_run_host(ctx, &d, &a);
-    if (st != FLASHPORT_OK) {
-        printf("FAIL %s [%s]: %s: %s\n", p->name, kernel, flashport_status_string(st), flashport_last_error());
-        free(o);
-        free(lse);
+    a.o = out->o;
+    a.lse = out->lse;
+    return flashport_attention_run_host(ctx, &d, &a);
+}
+
+static void free_outputs(outputs *out) {
+    free(out->o);
+    free(out->lse);
+}
+
+static double load_out(const void *base, flashport_dtype dt, int64_t i) {
+    if (dt == FLASHPORT_F32) return ((const float *)base)[i];
+    const uint16_t h = ((const uint16_t *)base)[i];
+    return dt == FLASHPORT_F16 ? fp_f16_to_f32(h) : fp_bf16_to_f32(h);
+}
+
+/* Which O elements and LSE entries the call writes: the rows of every sequence. */
+static void written_sets(const problem *p, char *o, char *lse) {
+    const flashport_attention_desc *d = &p->d;
+    for (int64_t b = 0; b < d->batch; ++b) {
+        const seq s = seq_of(d, &p->a, b);
+        for (int64_t h = 0; h < d->heads_q; ++h)
+            for (int64_t i = 0; i < s.nq; ++i) {
+                memset(o + q_index(&d->o, &s, b, h, i), 1, (size_t)d->head_dim);
+                lse[d->q_varlen ? h * d->total_q + s.q0 + i : (b * d->heads_q + h) * d->seq_q + i] = 1;
+            }
+    }
+}
+
+/* Runs the problem on the reference and on one kernel and compares; returns the number of
+ * failed checks. */
+static int compare(flashport_context *ctx, flashport_context *ref, const problem *p,
+                   const char *kernel, int nan_rows, int verbose) {
+    outputs got, want;
+    const flashport_status st_ref = run(ref, p, NULL, &want), st = run(ctx, p, kernel, &got);
+    if (st_ref != FLASHPORT_OK || st != FLASHPORT_OK) {
+        printf("FAIL %s [%s]: %s: %s\n", p->name, st ? kernel : "reference",
+               flashport_status_string(st ? st : st_ref), flashport_last_error());
+        free_outputs(&got);
+        free_outputs(&want);
         return 1;
     }
+    const flashport_dtype dt = p->d.out_dtype;
+    const size_t es = flashport_dtype_size(dt);
+    char *o_written = calloc((size_t)p->o_elems + 1, 1), *lse_written = calloc((size_t)p->lse_elems + 1, 1);
+    written_sets(p, o_written, lse_written);
     double err2 = 0.0, ref2 = 0.0, max_abs = 0.0, max_ref = 0.0, max_lse = 0.0;
     int64_t nan_mismatch = 0, nan_elems = 0, finite_elems = 0, poison = 0, bad_lse = 0, zero_rows_wrong = 0;
     for (int64_t i = 0; i < p->o_elems; ++i) {
-        if (!e->written[i]) {
-            for (size_t byte = 0; byte < es; ++byte) poison += o[(size_t)i * es + byte] != 0x7b;
+        if (!o_written[i]) {
+            for (size_t byte = 0; byte < es; ++byte) poison += got.o[(size_t)i * es + byte] != POISON_BYTE;
             continue;
         }
-        const double got = load_out(o, d.out_dtype, i), want = e->o[i];
-        if (isnan(want) || isnan(got)) {
-            nan_mismatch += isnan(want) != isnan(got);
-            nan_elems += isnan(want);
+        const double g = load_out(got.o, dt, i), w = load_out(want.o, dt, i);
+        if (isnan(w) || isnan(g)) {
+            nan_mismatch += isnan(w) != isnan(g);
+            nan_elems += isnan(w);
             continue;
         }
         ++finite_elems;
-        if (want == 0.0 && got != 0.0) ++zero_rows_wrong; /* O of a row with no key is exactly 0 */
-        if (fabs(want) > max_ref) max_ref = fabs(want);
-        err2 += (got - want) * (got - want);
-        ref2 += want * want;
-        if (fabs(got - want) > max_abs) max_abs = fabs(got - want);
+        if (w == 0.0 && g != 0.0) ++zero_rows_wrong; /* O of a row with no key is exactly 0 */
+        if (fabs(w) > max_ref) max_ref = fabs(w);
+        err2 += (g - w) * (g - w);
+        ref2 += w * w;
+        if (fabs(g - w) > max_abs) max_abs = fabs(g - w);
     }
     for (int64_t r = 0; r < p->lse_elems; ++r) {
-        const double got = lse[r], want = e->lse[r];
-        if (!e->lse_written[r]) {
-            poison += got != 12345.0;
+        const double g = got.lse[r], w = want.lse[r];
+        if (!lse_written[r]) {
+            poison += g != POISON_LSE;
             continue;
         }
-        if (isnan(want) || isnan(got) || isinf(want) || isinf(got)) {
-            if (!(isnan(want) && isnan(got)) && want != got) {
-                if (verbose && bad_lse < 3)
-                    printf("  lse %lld: got %g want %g\n", (long long)r, got, want);
+        if (isnan(w) || isnan(g) || isinf(w) || isinf(g)) {
+            if (!(isnan(w) && isnan(g)) && w != g) {
+                if (verbose && bad_lse < 3) printf("  lse %lld: got %g want %g\n", (long long)r, g, w);
                 ++bad_lse;
             }
-        } else if (fabs(got - want) / fmax(1.0, fabs(want)) > max_lse) {
-            max_lse = fabs(got - want) / fmax(1.0, fabs(want));
+        } else if (fabs(g - w) / fmax(1.0, fabs(w)) > max_lse) {
+            max_lse = fabs(g - w) / fmax(1.0, fabs(w));
         }
     }
+    free(o_written);
+    free(lse_written);
+    free_outputs(&got);
+    free_outputs(&want);
     const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
-    /* The NaN cases must leave some rows finite, or they would not test containment. */
+    /* The NaN cases must leave some elements finite, or they would not test containment. */
     const int nan_wrong = nan_rows > 0 ? nan_elems == 0 || finite_elems == 0 : nan_rows < 0 && nan_elems > 0;
     const int failures = (rel > p->tolerance) + (max_abs > 10 * p->tolerance * fmax(1.0, max_ref)) +
                          (max_lse > 1e-4) + (nan_mismatch != 0) + (poison != 0) + (bad_lse != 0) +
@@ -458,26 +492,22 @@ static int run_case(flashport_context *ctx, const problem *p, const expected *e,
                failures ? "FAIL" : "ok  ", p->name, kernel, rel, p->tolerance, max_abs, max_lse,
                (long long)nan_elems, (long long)nan_mismatch, (long long)bad_lse,
                (long long)zero_rows_wrong, (long long)poison);
-    free(o);
-    free(lse);
     return failures;
 }
 
-/* Builds the problem of a spec, runs it and frees it; returns the number of failed checks. */
-static int check(flashport_context *ctx, const spec *s, const char *kernel, int verbose) {
+/* Builds the problem of a spec, compares and frees it; returns the number of failed checks. */
+static int check(flashport_context *ctx, flashport_context *ref, const spec *s, const char *kernel,
+                 int verbose) {
     problem p;
     build(s, &p);
-    expected e;
-    expect(&p, &e);
-    const int failures = run_case(ctx, &p, &e, kernel, s->nan_rows, verbose);
-    free_expected(&e);
+    const int failures = compare(ctx, ref, &p, kernel, s->nan_rows, verbose);
     free_problem(&p);
     return failures;
 }
 
 /* ---- cases chosen for their edges ---- */
 
-static int edge_cases(flashport_context *ctx, const char *kernel) {
+static int edge_cases(flashport_context *ctx, flashport_context *ref, const char *kernel) {
     int failures = 0;
     spec s;
     /* Rows that see no key: a window behind the diagonal with Nq > Nkv leaves the first rows
@@ -490,23 +520,24 @@ static int edge_cases(flashport_context *ctx, const char *kernel) {
             s.causal = 0;
             s.window_left = 2;
             s.window_right = 0;
-            failures += check(ctx, &s, kernel, 1);
+            failures += check(ctx, ref, &s, kernel, 1);
         }
     /* Sequences without keys, packed and paged. */
     s = random_spec(F_VARLEN | F_PAGED | F_SINKS, 0);
     s.batch = 3;
     s.zero_kv_from = 1;
-    failures += check(ctx, &s, kernel, 1);
+    failures += check(ctx, ref, &s, kernel, 1);
     /* A batch whose bias masks every key: O = 0 and LSE = -inf (or the sink). */
     for (unsigned extra = 0; extra <= F_SINKS; extra += F_SINKS) {
         s = random_spec(F_BIAS | F_SOFTCAP | extra, 0);
         s.batch = 2;
         s.bias_shape = 2;
         s.bias_masked_batch = 1;
-        failures += check(ctx, &s, kernel, 1);
+        failures += check(ctx, ref, &s, kernel, 1);
     }
-    /* A NaN key or value: the rows that see it are NaN, no others, inside a window and across
-     * blocks; hidden from every row by the window, it must reach none. */
+    /* A NaN key makes the rows that see it NaN, a NaN value their column of O, no others,
+     * inside a window and across blocks; hidden from every row by the window, it must reach
+     * none. */
     for (int t = 0; t < 2; ++t)
         for (int hidden = 0; hidden <= 1; ++hidden) {
             s = random_spec(F_WINDOW | F_ALIBI, 1);
@@ -519,14 +550,21 @@ static int edge_cases(flashport_context *ctx, const char *kernel) {
             s.nan_tensor = t ? 'v' : 'k';
             s.nan_key = hidden ? 50 : 170; /* 50 is behind the window of every row */
             s.nan_rows = hidden ? -1 : 1;
-            failures += check(ctx, &s, kernel, 1);
+            failures += check(ctx, ref, &s, kernel, 1);
         }
+    /* A NaN sink makes its head's rows NaN, those without keys included. */
+    s = random_spec(F_SINKS | F_WINDOW, 0);
+    s.heads_kv = 1;
+    s.heads_q = 2;
+    s.nan_sink = 1;
+    s.nan_rows = 1;
+    failures += check(ctx, ref, &s, kernel, 1);
     /* Saturated softcap: raw logits far past the cap. */
     s = random_spec(F_SOFTCAP | F_WINDOW, 1);
     s.dtype = s.out_dtype = FLASHPORT_F32;
     s.softcap = 5.0f;
     s.scale = 3.0f;
-    failures += check(ctx, &s, kernel, 1);
+    failures += check(ctx, ref, &s, kernel, 1);
     /* Other thread counts give the same results: work items are whole tiles. */
     const char *thread_counts[] = {"1", "3", NULL};
     for (const char **n = thread_counts; *n; ++n) {
@@ -534,7 +572,7 @@ static int edge_cases(flashport_context *ctx, const char *kernel) {
         printf("FLASHPORT_NUM_THREADS=%s\n", *n);
         for (unsigned f = F_WINDOW | F_VARLEN; f <= F_ALL; f += 37) {
             s = random_spec(f, 1);
-            failures += check(ctx, &s, kernel, 1);
+            failures += check(ctx, ref, &s, kernel, 1);
         }
     }
     unsetenv("FLASHPORT_NUM_THREADS");
@@ -571,17 +609,24 @@ int main(int argc, char **argv) {
         flashport_context_destroy(ctx);
         return EXIT_SKIP;
     }
+    flashport_context *ref = NULL;
+    if (flashport_context_create("reference", &ref) != FLASHPORT_OK) {
+        printf("FAIL: cannot open the reference backend: %s\n", flashport_last_error());
+        flashport_context_destroy(ctx);
+        return 1;
+    }
     int failures = 0, cases = 0;
     /* Every combination of features twice, small; every third one once more with several
-     * tiles and key blocks (the model's double loops dominate the test's time). */
+     * tiles and key blocks (the reference's double loops dominate the test's time). */
     for (unsigned f = 0; f <= F_ALL; ++f)
         for (int round = 0; round < (f % 3 == 0 ? 3 : 2); ++round) {
             const spec s = random_spec(f, round == 2);
-            failures += check(ctx, &s, kernel, 0);
+            failures += check(ctx, ref, &s, kernel, 0);
             ++cases;
         }
     printf("%d random cases (every combination of 8 features), %d failed checks\n", cases, failures);
-    failures += edge_cases(ctx, kernel);
+    failures += edge_cases(ctx, ref, kernel);
+    flashport_context_destroy(ref);
     flashport_context_destroy(ctx);
     printf("%s: %d failed checks\n", failures ? "FAILED" : "PASSED", failures);
     return failures ? 1 : 0;
