@@ -409,9 +409,11 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
     }
     pack_q(c, ts, &tp, real, rows, ts->o); /* O's space is free until the first block */
     memset(ts->o, 0, (size_t)rows * (size_t)dq * sizeof(float));
-    /* Score rows past score_rows are never written: zero keeps the P V kernel's padding rows
-     * finite. */
-    memset(ts->s, 0, (size_t)t->keys * (size_t)rows * sizeof(float));
+    /* The P V kernel reads whole groups of rows, and the last group's rows past score_rows are
+     * never written: zero keeps them finite. */
+    const int group_rows = (int)round_up(real, CS_PV_ROWS);
+    for (int64_t j = 0; j < t->keys; ++j)
+        for (int r = score_rows; r < group_rows; ++r) ts->s[j * rows + r] = 0.0f;
 
     for (int64_t j0 = k_lo; j0 < k_hi; j0 += t->keys) {
         const int n = (int)min64(t->keys, k_hi - j0);

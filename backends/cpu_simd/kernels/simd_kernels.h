@@ -201,16 +201,18 @@ static inline vf SIMD_FN(exp2)(vf x) {
     return vf_drop(underflow, vf_scale2(p, n));
 }
 
-/* One register of rows over keys [j0, j1) of the block. Rows see keys lo <= j < hi, unless
- * `masked` is 0: then every row sees all of [j0, j1) (the inside of a window, every dense
- * block), and no key needs a mask. With `modified` the first pass turns each score into the
- * base-2 logit of cs_score_mods and writes it back for the second; the softcap's tanh is
- * tanh_rational.h with cap_out folded into P. Both flags are constants at each call, so that
- * the plain problem's loops carry none of the modifiers' work; which modifiers are on is
- * fixed for the call, so their branches are always predicted. */
+/* One register of rows over keys [j0, j1) of the block. Rows see keys lo <= j < hi, so only
+ * keys outside [c0, c1), those some row does not see, need a mask; with `masked` 0 every row
+ * sees all of [j0, j1) (the inside of a window, every dense block) and none does. With
+ * `modified` the first pass turns each score into the base-2 logit of cs_score_mods and writes
+ * it back for the second; the softcap's tanh is tanh_rational.h with cap_out folded into P.
+ * Both flags are constants at each call, so that the plain problem's loops carry none of the
+ * modifiers' work; which modifiers are on is fixed for the call, so their branches are always
+ * predicted. */
 static inline __attribute__((always_inline)) void SIMD_FN(softmax_rows)(
-    float *st, int64_t ldst, int r, int j0, int j1, vi vlo, vi vhi, const cs_score_mods *mods,
-    float *m, float *l, float *alpha, const int masked, const int modified) {
+    float *st, int64_t ldst, int r, int j0, int j1, int c0, int c1, vi vlo, vi vhi,
+    const cs_score_mods *mods, float *m, float *l, float *alpha, const int masked,
+    const int modified) {
     const int softcap = mods->cap_out != 0.0f, alibi = mods->slope != NULL;
     const vf neg_inf = vf_set1(-INFINITY);
     const vf scale = vf_set1(softcap ? mods->cap_in : mods->scale2);
@@ -245,7 +247,8 @@ static inline __attribute__((always_inline)) void SIMD_FN(softmax_rows)(
             if (mods->bias) t = vf_add(t, vf_loadu(mods->bias + j * ldst + r));
             vf_storeu(sj, t);
         }
-        if (masked) t = vf_select(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), t, neg_inf);
+        if (masked && (j < c0 || j >= c1))
+            t = vf_select(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), t, neg_inf);
         block_max = vf_max(block_max, t);
         nan = vmask_or(nan, vf_isnan(t));
     }
@@ -258,8 +261,10 @@ static inline __attribute__((always_inline)) void SIMD_FN(softmax_rows)(
     vf sum = vf_zero();
     for (int j = j0; j < j1; ++j) {
         float *sj = st + j * ldst + r;
-        vf p = SIMD_FN(exp2)(modified ? vf_sub(vf_loadu(sj), m_sub) : vf_fmsub(vf_loadu(sj), scale, m_sub));
-        if (masked) p = vf_keep(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), p);
+        vf p = SIMD_FN(exp2)(modified ? vf_sub(vf_loadu(sj), m_sub)
+                                      : vf_fmsub(vf_loadu(sj), scale, m_sub));
+        if (masked && (j < c0 || j >= c1))
+            p = vf_keep(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), p);
         vf_storeu(sj, p);
         sum = vf_add(sum, p);
     }
@@ -274,18 +279,26 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, c
                              const cs_score_mods *mods, float *m, float *l, float *alpha) {
     const int modified = mods->cap_out != 0.0f || mods->slope || mods->bias;
     for (int r = 0; r < rows; r += VL) {
-        int j0, j1, ragged = 0;
+        int j0, j1, c0 = 0, c1 = INT32_MAX;
         SIMD_FN(rows_keys)(lo + r, hi + r, VL, &j0, &j1);
         if (j1 == 0) {
             vf_storeu(alpha + r, vf_set1(1.0f));
             continue;
         }
-        for (int i = 0; i < VL; ++i) ragged |= lo[r + i] != j0 || hi[r + i] != j1;
+        for (int i = 0; i < VL; ++i) {
+            c0 = lo[r + i] > c0 ? lo[r + i] : c0;
+            c1 = hi[r + i] < c1 ? hi[r + i] : c1;
+        }
+        const int ragged = c0 != j0 || c1 != j1;
         const vi vlo = vi_loadu(lo + r), vhi = vi_loadu(hi + r);
-        if (ragged && modified) SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, vlo, vhi, mods, m, l, alpha, 1, 1);
-        else if (ragged) SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, vlo, vhi, mods, m, l, alpha, 1, 0);
-        else if (modified) SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, vlo, vhi, mods, m, l, alpha, 0, 1);
-        else SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, vlo, vhi, mods, m, l, alpha, 0, 0);
+        if (ragged && modified)
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 1, 1);
+        else if (ragged)
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 1, 0);
+        else if (modified)
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 0, 1);
+        else
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 0, 0);
     }
 }
 
