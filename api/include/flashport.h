@@ -189,7 +189,9 @@ FLASHPORT_API flashport_status flashport_context_device_info(const flashport_con
  * cl_command_queue ("opencl"). spec names one backend and optionally its device
  * ("cuda:1"); the queue must belong to that device (CUDA/HIP: the stream's device; OpenCL: the
  * device is the queue's, and a device in spec must match it). The caller keeps the queue alive
- * until flashport_context_destroy, which does not destroy it. Backends without queues (CPU)
+ * until flashport_context_destroy, which does not destroy it. For CUDA and HIP, a NULL queue is
+ * the legacy default stream (stream 0, PyTorch's default) of the named device, or of the
+ * calling thread's current device; OpenCL has no default queue. Backends without queues (CPU)
  * return FLASHPORT_ERROR_UNSUPPORTED. */
 FLASHPORT_API flashport_status flashport_context_create_on_queue(const char *spec, void *queue,
                                                                  flashport_context **out);
