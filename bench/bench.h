@@ -61,6 +61,7 @@ typedef struct bench_options {
     int warmup, repeat;
     double max_seconds;       /* > 0: fewer repeats when they would take longer than this */
     int threads;              /* 0: leave FLASHPORT_NUM_THREADS alone */
+    int cpu_time;             /* time calls by process CPU time (CPU devices) */
     int check;                /* compare each output with the reference backend */
     double check_flops;       /* most FLOPs the reference spends per shape on a check */
     int measure_peaks;

@@ -25,8 +25,10 @@ static const char *const epilogue =
     "Timing: inputs are drawn from N(0,1) and uploaded once; when one input set fits in 4x the\n"
     "device's L2/LLC, several sets are rotated between calls. Each call is timed with\n"
     "flashport_timer_start/stop (device events where the backend has them); the table shows the\n"
-    "median of --repeat calls after --warmup calls. % of ceiling compares with the rate measured\n"
-    "by flashport_measure_peaks for the units the kernel uses (printed at the start).\n"
+    "median of --repeat calls after --warmup calls (with --cpu-time, by the process's CPU time\n"
+    "instead: on a CPU backend with --threads 1 that is the call's compute time, however busy\n"
+    "the machine is). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
+    "for the units the kernel uses (printed at the start).\n"
     "\n"
     "Exit status: 0 every run succeeded (unsupported variants included), 1 a run or a check\n"
     "failed, 2 bad command line or unknown kernel, 3 backend unavailable.\n"
@@ -35,7 +37,7 @@ static const char *const epilogue =
 typedef struct bench_cli {
     int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
     double check_gflop, max_seconds;
-    int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes;
+    int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes, cpu_time;
     const char *backend, *kernel, *json, *csv, *shape;
 } bench_cli;
 
@@ -76,6 +78,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)", NULL},
         {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S", "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)", NULL},
         {"threads", CLI_INT, &c.threads, "N", "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
+        {"cpu-time", CLI_FLAG, &c.cpu_time, NULL, "time calls by the process's CPU time (CPU devices; see below)", NULL},
         {"check", CLI_FLAG, &c.check, NULL, "compare each output with the reference backend (always on for ladder)", NULL},
         {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G", "reference work per checked shape; larger outputs are checked on a slice (default 8)", NULL},
         {"sets", CLI_INT, &c.sets, "N", "input sets to rotate (default: automatic)", NULL},
@@ -151,6 +154,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->repeat = (int)c.repeat;
     opt->max_seconds = c.max_seconds;
     opt->threads = (int)c.threads;
+    opt->cpu_time = c.cpu_time;
     opt->check = c.check || is_ladder;
     opt->check_flops = c.check_gflop * 1e9;
     opt->measure_peaks = (!c.no_peaks || c.peaks_only) && !c.list_shapes;
@@ -361,6 +365,12 @@ int main(int argc, char **argv) {
     }
     bench_env env;
     bench_env_init(ctx, &opt, &env);
+    if (opt.cpu_time && env.device.kind != FLASHPORT_DEVICE_CPU) {
+        fprintf(stderr, "flashport-bench: --cpu-time times calls that run on the calling "
+                        "process's CPU; backend %s runs them on a device\n", env.backend);
+        flashport_context_destroy(ctx);
+        return BENCH_EXIT_USAGE;
+    }
     if (list_only) {
         int n = 0;
         bench_shape *shapes = make_shapes(&opt, &env, &n);
