@@ -305,8 +305,10 @@ CASES = [
           heads_kv=1, head_dim=32, layout="bnhd", descale="block", descale_block=8, pad=4),
     # Every fifth element at the format's largest magnitude (448, 57344); V's descale 1, so
     # the e5m2 case's O reaches ~57344, near the f16 output's own maximum (65504).
+    # O reaches 448 here, where one f32 ulp is 3e-5: the max-abs bound, set for unit-sized
+    # outputs, scales with it (f32 kernels land near 3e-3, a relative 6e-6).
     _case("fp8_e4m3_max_f32out", 32, 48, dtype="e4m3", out_dtype="f32", heads_q=2, heads_kv=1,
-          head_dim=32, descale="tensor", inputs="fp8_max"),
+          head_dim=32, descale="tensor", inputs="fp8_max", tol_factor=64),
     _case("fp8_e5m2_max_f16out", 32, dtype="e5m2", out_dtype="f16", head_dim=32,
           descale="tensor", inputs="fp8_max"),
     # A NaN bit pattern in K (e4m3 0xff): rows that see key 9 are NaN, earlier rows are not.
