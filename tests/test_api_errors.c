@@ -39,7 +39,7 @@ static void problem_errors(flashport_context *ctx) {
     CHECK_REJECTED(ctx, NULL, FLASHPORT_ERROR_INVALID_ARGUMENT, "problem is NULL");
     fill_sentinel();
     CHECK_STATUS(flashport_attention_host(ctx, &p, NULL, k, v, o, lse),
-                 FLASHPORT_ERROR_INVALID_ARGUMENT, "must not be NULL");
+                 FLASHPORT_ERROR_INVALID_ARGUMENT, "args.q is NULL");
     CHECK(outputs_untouched());
     CHECK_STATUS(flashport_attention_host(NULL, &p, q, k, v, o, lse),
                  FLASHPORT_ERROR_INVALID_ARGUMENT, "context is NULL");
@@ -122,7 +122,7 @@ static void buffer_errors(flashport_context *ctx) {
     CHECK_STATUS(flashport_attention(ctx, &p, bq, bk, bv, bq, NULL), FLASHPORT_ERROR_MISMATCH,
                  "shares storage");
     CHECK_STATUS(flashport_attention(ctx, &p, bq, bk, bv, NULL, NULL),
-                 FLASHPORT_ERROR_INVALID_ARGUMENT, "buffer o is NULL");
+                 FLASHPORT_ERROR_INVALID_ARGUMENT, "args.o is NULL");
     /* A buffer of another context. */
     flashport_context *other;
     CHECK(flashport_context_create("reference", &other) == FLASHPORT_OK);

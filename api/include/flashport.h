@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define FLASHPORT_VERSION_MAJOR 0
-#define FLASHPORT_VERSION_MINOR 1
+#define FLASHPORT_VERSION_MINOR 2
 #define FLASHPORT_VERSION_PATCH 0
 /* Encodes major.minor.patch as one integer that compares in version order. */
 #define FLASHPORT_VERSION_ENCODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
@@ -47,7 +47,10 @@ typedef enum flashport_status {
     FLASHPORT_ERROR_OUT_OF_MEMORY = 8,      /* host or device allocation failed */
     FLASHPORT_ERROR_DEVICE = 9,             /* the driver or runtime reported an error */
     FLASHPORT_ERROR_MISMATCH = 10,          /* buffers of another context, too small, or aliased */
-    FLASHPORT_ERROR_INTERNAL = 11           /* a bug in flashport: please report it */
+    FLASHPORT_ERROR_INTERNAL = 11,          /* a bug in flashport: please report it */
+    FLASHPORT_ERROR_BAD_TABLE = 12          /* cu_seqlens, seqlens_kv or block_table content out
+                                             * of range (checked where the table is host-readable,
+                                             * or on the device with FLASHPORT_CHECK=1) */
 } flashport_status;
 
 FLASHPORT_API const char *flashport_status_string(flashport_status status);
@@ -64,8 +67,11 @@ FLASHPORT_API int flashport_version(void);
  * ------------------------------------------------------------------------------------------- */
 typedef enum flashport_dtype {
     FLASHPORT_F32 = 0,
-    FLASHPORT_F16 = 1, /* IEEE binary16 */
-    FLASHPORT_BF16 = 2 /* bfloat16 */
+    FLASHPORT_F16 = 1,      /* IEEE binary16 */
+    FLASHPORT_BF16 = 2,     /* bfloat16 */
+    FLASHPORT_FP8_E4M3 = 3, /* OCP FP8 E4M3 ("fn": no infinities, NaN = S.1111.111, max 448);
+                             * Q, K and V of a flashport_attention_desc only, with descales */
+    FLASHPORT_FP8_E5M2 = 4  /* OCP FP8 E5M2 (IEEE-like: infinities and NaNs, max 57344); same */
 } flashport_dtype;
 
 FLASHPORT_API const char *flashport_dtype_name(flashport_dtype dtype);
@@ -178,6 +184,17 @@ FLASHPORT_API const char *flashport_context_backend(const flashport_context *ctx
 FLASHPORT_API int flashport_context_device(const flashport_context *ctx);
 FLASHPORT_API flashport_status flashport_context_device_info(const flashport_context *ctx,
                                                              flashport_device_info *out);
+/* A context on the caller's own queue, so that a framework's work and flashport's run in order
+ * with no synchronisation: a cudaStream_t (backend "cuda"), a hipStream_t ("hip") or a
+ * cl_command_queue ("opencl"). spec names one backend and optionally its device
+ * ("cuda:1"); the queue must belong to that device (CUDA/HIP: the stream's device; OpenCL: the
+ * device is the queue's, and a device in spec must match it). The caller keeps the queue alive
+ * until flashport_context_destroy, which does not destroy it. For CUDA and HIP, a NULL queue is
+ * the legacy default stream (stream 0, PyTorch's default) of the named device, or of the
+ * calling thread's current device; OpenCL has no default queue. Backends without queues (CPU)
+ * return FLASHPORT_ERROR_UNSUPPORTED. */
+FLASHPORT_API flashport_status flashport_context_create_on_queue(const char *spec, void *queue,
+                                                                 flashport_context **out);
 /* How this context was selected: every entry tried and why it was or was not taken. */
 FLASHPORT_API const char *flashport_context_selection(const flashport_context *ctx);
 
@@ -188,8 +205,9 @@ typedef struct flashport_buffer flashport_buffer;
 
 FLASHPORT_API flashport_status flashport_buffer_alloc(flashport_context *ctx, size_t bytes,
                                                       flashport_buffer **out);
-/* Wraps memory the caller owns and keeps alive: a CUDA or HIP device pointer, an OpenCL cl_mem,
- * or a host pointer for CPU backends. flashport_buffer_free releases the wrapper only. */
+/* Wraps memory the caller owns and keeps alive, with no copy: a CUDA or HIP device pointer, an
+ * OpenCL cl_mem (OpenCL 1.2 has no shared virtual memory: wrap the cl_mem), or a host pointer
+ * for CPU backends (reference, cpu_simd). flashport_buffer_free releases the wrapper only. */
 FLASHPORT_API flashport_status flashport_buffer_wrap(flashport_context *ctx, void *native,
                                                      size_t bytes, flashport_buffer **out);
 FLASHPORT_API void flashport_buffer_free(flashport_buffer *buf);
@@ -228,6 +246,211 @@ FLASHPORT_API flashport_status flashport_attention_host(flashport_context *ctx,
                                                         const flashport_problem *p, const void *q,
                                                         const void *k, const void *v, void *o,
                                                         float *lse);
+
+/* ---------------------------------------------------------------------------------------------
+ * Attention, API v2: one descriptor says what is computed, one arguments struct carries every
+ * buffer. Both start with struct_size, which the caller sets to sizeof of the struct it was
+ * compiled with (flashport_attention_desc_init and FLASHPORT_ATTENTION_ARGS_INIT do it), so
+ * that a program built against an older header keeps working when fields are added: the
+ * library treats fields past the caller's struct_size as zero, and every field added after
+ * this version means "off" when zero.
+ *
+ * What a query row attends to, for query i (0-based within its sequence) of a sequence with
+ * Nq queries and Nkv keys, with the bottom-right alignment offset a = Nkv - Nq:
+ *
+ *   s_ij = scale * q_i . k_j                         (q, k dequantised first for FP8)
+ *   s_ij = softcap * tanh(s_ij / softcap)            when softcap > 0
+ *   s_ij = s_ij - slope * |i + a - j|                when ALiBi is on
+ *   s_ij = s_ij + bias[b, h, i, j]                   when an additive bias is given
+ *   key j is visible when  i + a - window_left <= j <= i + a + window_right  (-1: unbounded);
+ *   causal is window_right = 0
+ *   P_ij = exp(s_ij) / (sum_{visible j'} exp(s_ij') + exp(sink_h))   (sink term only with sinks)
+ *   O_i = sum_{visible j} P_ij v_j,   LSE_i = log(sum_{visible j} exp(s_ij) + exp(sink_h))
+ *
+ * A row that sees no key (or whose every visible score is -inf) gets O = 0 and LSE = -inf, or
+ * LSE = sink_h with sinks; the columns of O that a NaN in V at a visible key reaches are NaN
+ * there too. A NaN (or +inf) among a row's visible scores, or a NaN sink, makes
+ * that row's O and LSE NaN; a NaN in V at a visible key makes that column of O NaN.
+ * ------------------------------------------------------------------------------------------- */
+
+/* How K and V are addressed. */
+typedef enum flashport_kv_layout {
+    /* [batch, heads_kv, seq_kv, head_dim] by the k and v strides, as in flashport_problem. */
+    FLASHPORT_KV_DENSE = 0,
+    /* Packed tokens [total_kv, heads_kv, head_dim]: sequence b holds tokens
+     * cu_seqlens_kv[b] .. cu_seqlens_kv[b+1]-1. Token t, head h starts at element
+     * t*k.seq + h*k.head; k.batch (and v.batch) must be 0. Requires q_varlen. */
+    FLASHPORT_KV_VARLEN = 1,
+    /* A paged cache: num_pages pages of page_size rows. Key j of sequence b is row
+     * j % page_size of page block_table[b*max_pages_per_seq + j/page_size], and sequence b has
+     * seqlens_kv[b] keys. Element (page, row, head h) starts at page*k.batch + row*k.seq +
+     * h*k.head, so both [num_pages, page_size, heads_kv, d] and [num_pages, heads_kv, page_size,
+     * d] are expressed by strides (flashport_attention_desc_set_paged fills either). */
+    FLASHPORT_KV_PAGED = 2
+} flashport_kv_layout;
+
+/* ALiBi slopes: none, f32 [heads_q], or f32 [batch, heads_q]. */
+typedef enum flashport_alibi {
+    FLASHPORT_ALIBI_NONE = 0,
+    FLASHPORT_ALIBI_PER_HEAD = 1,
+    FLASHPORT_ALIBI_PER_BATCH_HEAD = 2
+} flashport_alibi;
+
+/* FP8 descale factors (f32): the stored value times its descale is the value used. */
+typedef enum flashport_descale {
+    FLASHPORT_DESCALE_NONE = 0,   /* the only valid value for f32, f16 and bf16 inputs */
+    FLASHPORT_DESCALE_TENSOR = 1, /* one factor each for Q, K and V */
+    /* Per (batch, head, block of descale_block positions of the sequence): Q's factors are
+     * [batch, heads_q, ceil(seq_q / descale_block)], K's and V's [batch, heads_kv,
+     * ceil(seq_kv / descale_block)], row-major; the position is the row's index within its own
+     * sequence (varlen and paged included). The FlashAttention-3 block quantisation. */
+    FLASHPORT_DESCALE_BLOCK = 2
+} flashport_descale;
+
+/* Additive bias over (batch, query head, query, key), in elements; a stride of 0 broadcasts
+ * that dimension, so [1, 1, Nq, Nkv] and [B, 1, 1, Nkv] padding masks are strides
+ * {0, 0, Nkv, 1} and {Nkv, 0, 0, 1}. The query and key indices are those within the sequence.
+ * -inf entries mask the key. */
+typedef struct flashport_bias_desc {
+    int enabled;           /* 0: no bias (args.bias must be NULL) */
+    flashport_dtype dtype; /* f32, f16 or bf16 */
+    int64_t batch, head, query, key; /* element strides, each >= 0 */
+} flashport_bias_desc;
+
+typedef struct flashport_attention_desc {
+    size_t struct_size; /* sizeof(flashport_attention_desc); 0 is an error (use _init) */
+
+    flashport_dtype dtype;     /* of Q, K and V */
+    flashport_dtype out_dtype; /* of O (and of dQ, dK, dV, dO in the backward call): the same as
+                                * dtype for f32, f16 and bf16; f32, f16 or bf16 for FP8 inputs */
+    int64_t batch;
+    int64_t heads_q, heads_kv; /* heads_q a multiple of heads_kv */
+    int64_t seq_q;  /* Nq; with q_varlen the longest query sequence (max_seqlen_q) */
+    int64_t seq_kv; /* Nkv; varlen or paged: the longest key sequence (max_seqlen_kv) */
+    int64_t head_dim;
+    flashport_strides q, k, v, o; /* element strides, head dimension contiguous */
+    float scale;                  /* 0: 1/sqrt(head_dim) */
+
+    /* Masks and score modifiers (see the formulas above). */
+    int causal;            /* 1: window_right = 0 (window_right must then be -1 or 0) */
+    int64_t window_left;   /* -1: unbounded; >= 0 keys before the aligned diagonal */
+    int64_t window_right;  /* -1: unbounded; >= 0 keys after it */
+    float softcap;         /* 0: off; > 0: s = softcap * tanh(s / softcap) (Gemma 2: 50) */
+    flashport_alibi alibi; /* slopes in args.alibi_slopes */
+    flashport_bias_desc bias;
+    int sinks;             /* 1: args.sinks holds f32 [heads_q] logits that join the softmax
+                            * denominator only (an extra key with a zero value vector) */
+
+    /* Variable-length batches and paged caches. */
+    int q_varlen;     /* 1: Q and O packed [total_q, heads_q, d] by cu_seqlens_q; q.batch and
+                       * o.batch must be 0; the LSE is [heads_q, total_q] */
+    int64_t total_q;  /* rows of packed Q (q_varlen only) */
+    flashport_kv_layout kv_layout;
+    int64_t total_kv; /* rows of packed K and V (FLASHPORT_KV_VARLEN only) */
+    int64_t num_pages, page_size, max_pages_per_seq; /* FLASHPORT_KV_PAGED only; page_size >= 1 */
+
+    /* FP8 inputs. */
+    flashport_descale descale;
+    int64_t descale_block; /* positions per factor with FLASHPORT_DESCALE_BLOCK */
+
+    /* Backward call only: 1 makes dQ, dK and dV the same bits on every run (no float atomics). */
+    int deterministic;
+
+    const char *kernel; /* kernel variant to force; NULL: FLASHPORT_KERNEL, then the planner */
+} flashport_attention_desc;
+
+/* Fills every field: struct_size, dtype and out_dtype, the sizes, contiguous strides for the
+ * layout, scale 0, no mask (window -1, -1), no modifiers, dense K/V, no descale. */
+FLASHPORT_API void flashport_attention_desc_init(flashport_attention_desc *d, flashport_dtype dtype,
+                                                 int64_t batch, int64_t heads_q, int64_t heads_kv,
+                                                 int64_t seq_q, int64_t seq_kv, int64_t head_dim,
+                                                 flashport_layout layout);
+/* Makes Q/O packed [total_q, heads_q, d] (q_varlen = 1, seq_q = max_seqlen_q) and, when
+ * total_kv > 0, K/V packed [total_kv, heads_kv, d] (FLASHPORT_KV_VARLEN, seq_kv =
+ * max_seqlen_kv). total_kv = 0 leaves K/V as they are (for a paged cache). */
+FLASHPORT_API void flashport_attention_desc_set_varlen(flashport_attention_desc *d, int64_t total_q,
+                                                       int64_t max_seqlen_q, int64_t total_kv,
+                                                       int64_t max_seqlen_kv);
+/* Makes K/V a paged cache with contiguous pages: [num_pages, page_size, heads_kv, d] for
+ * FLASHPORT_LAYOUT_BNHD, [num_pages, heads_kv, page_size, d] for FLASHPORT_LAYOUT_BHND;
+ * seq_kv becomes max_pages_per_seq * page_size unless it is already smaller and positive. */
+FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *d, int64_t num_pages,
+                                                      int64_t page_size, int64_t max_pages_per_seq,
+                                                      flashport_layout layout);
+/* Checks a descriptor without a context (sizes, strides, and every field's range and
+ * consistency); the message names the field. */
+FLASHPORT_API flashport_status flashport_attention_desc_validate(const flashport_attention_desc *d);
+/* FLOPs of the attention as benchmarks count them, 4 * d per visible (query, key) pair of the
+ * forward pass, counted exactly for masks (window, causal with Nq != Nkv), except square causal,
+ * which counts N^2 / 2 as the FlashAttention papers do; varlen and paged problems count the
+ * maxima (the exact count needs the tables). */
+FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_desc *d);
+
+/* Every buffer of a call. Unused members must be NULL: a buffer the descriptor does not ask for
+ * is an error, never ignored. Element types: Q, K, V dtype; O, dO, dQ, dK, dV out_dtype; LSE,
+ * sinks, ALiBi slopes and descales f32; the tables int32. */
+#define FLASHPORT_ATTENTION_BUFFERS(ptr, cptr)                                                    \
+    size_t struct_size; /* sizeof the struct (the _INIT macros below set it) */                   \
+    cptr q;                                                                                       \
+    cptr k;                                                                                       \
+    cptr v;                                                                                       \
+    ptr o;                                                                                        \
+    ptr lse;            /* forward: optional output; backward: input, required */                 \
+    cptr sinks;         /* [heads_q] with desc.sinks */                                           \
+    cptr alibi_slopes;  /* [heads_q] or [batch, heads_q] by desc.alibi */                        \
+    cptr bias;          /* desc.bias.dtype, by desc.bias strides */                               \
+    cptr cu_seqlens_q;  /* int32 [batch + 1], non-decreasing, last <= total_q (q_varlen) */       \
+    cptr cu_seqlens_kv; /* int32 [batch + 1], last <= total_kv (FLASHPORT_KV_VARLEN) */           \
+    cptr seqlens_kv;    /* int32 [batch], each <= seq_kv (FLASHPORT_KV_PAGED) */                  \
+    cptr block_table;   /* int32 [batch, max_pages_per_seq]; entries past a sequence unread */    \
+    cptr q_descale;     /* f32, by desc.descale (FP8 only) */                                     \
+    cptr k_descale;                                                                               \
+    cptr v_descale;                                                                               \
+    cptr d_o;           /* backward: dO, by the o strides */                                      \
+    ptr d_q;            /* backward outputs, by the q, k and v strides (dense or varlen K/V) */   \
+    ptr d_k;                                                                                      \
+    ptr d_v
+
+/* Buffers of a context, for flashport_attention_run and flashport_attention_backward. */
+typedef struct flashport_attention_args {
+    FLASHPORT_ATTENTION_BUFFERS(flashport_buffer *, const flashport_buffer *);
+} flashport_attention_args;
+
+/* Host arrays, for the synchronous _host calls. */
+typedef struct flashport_attention_host_args {
+    FLASHPORT_ATTENTION_BUFFERS(void *, const void *);
+} flashport_attention_host_args;
+
+/* C initialisers with struct_size set and every buffer NULL (C++: value-initialise, then set
+ * struct_size). */
+#define FLASHPORT_ATTENTION_ARGS_INIT {.struct_size = sizeof(flashport_attention_args)}
+#define FLASHPORT_ATTENTION_HOST_ARGS_INIT {.struct_size = sizeof(flashport_attention_host_args)}
+
+/* Which variant would run the descriptor's forward pass on ctx, and why; FLASHPORT_ERROR_UNSUPPORTED
+ * with the reason (naming the missing feature) when none can. */
+FLASHPORT_API flashport_status flashport_attention_plan(flashport_context *ctx,
+                                                        const flashport_attention_desc *d,
+                                                        flashport_plan_info *out);
+/* Queues the forward pass on ctx's queue (ordered as flashport_attention). Every field and
+ * buffer is checked first; tables in host-readable memory are checked too (and device tables
+ * with FLASHPORT_CHECK=1); on any error nothing is written. */
+FLASHPORT_API flashport_status flashport_attention_run(flashport_context *ctx,
+                                                       const flashport_attention_desc *d,
+                                                       const flashport_attention_args *args);
+/* Synchronous forward pass on host arrays. */
+FLASHPORT_API flashport_status flashport_attention_run_host(flashport_context *ctx,
+                                                            const flashport_attention_desc *d,
+                                                            const flashport_attention_host_args *args);
+/* Backward pass: from Q, K, V, O, dO and the forward's LSE, writes dQ, dK and dV (the gradient
+ * of sum(dO * O) with respect to Q, K, V; with GQA dK and dV sum over the query heads of a
+ * group). No gradient reaches the bias, ALiBi slopes or sinks. Paged K/V is not differentiable
+ * here (FLASHPORT_ERROR_UNSUPPORTED). desc.deterministic asks for run-to-run identical bits. */
+FLASHPORT_API flashport_status flashport_attention_backward(flashport_context *ctx,
+                                                            const flashport_attention_desc *d,
+                                                            const flashport_attention_args *args);
+FLASHPORT_API flashport_status flashport_attention_backward_host(
+    flashport_context *ctx, const flashport_attention_desc *d,
+    const flashport_attention_host_args *args);
 
 /* ---------------------------------------------------------------------------------------------
  * Measurement (used by flashport-bench)

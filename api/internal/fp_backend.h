@@ -7,7 +7,16 @@
  * Members documented as optional may be NULL.
  *
  * The core validates every problem and buffer before a backend sees it, resolves scale 0 to
- * 1/sqrt(d), and checks buffer sizes against the strides; backends may rely on that.
+ * 1/sqrt(d), and checks buffer sizes against the strides; backends may rely on that. Problems
+ * reach backends as fp_problem, the API v2 descriptor with its window normalised (causal is
+ * window_right = 0 with an unbounded left side, and is then spelled causal = 1, window -1/-1),
+ * so that a kernel that knows only causal runs every problem that is only causal.
+ *
+ * Features: each variant lists the features of API v2 it implements (fp_variant.features). The
+ * core computes a problem's features (fp_problem_features) and declines, naming the feature,
+ * when the forced variant or every variant of the backend lacks one; a planner therefore sees
+ * only problems some variant can run, and must pick a variant that covers all their features
+ * (the core checks that too).
  *
  * Backends built as modules export one symbol, FP_BACKEND_ENTRY_SYMBOL, of type
  * fp_backend_entry_fn. The core passes its services (fp_host) and refuses a table whose abi
@@ -26,7 +35,7 @@
 extern "C" {
 #endif
 
-#define FP_BACKEND_ABI 1
+#define FP_BACKEND_ABI 2
 #define FP_BACKEND_ENTRY_SYMBOL "flashport_backend_entry"
 
 enum fp_log_level { FP_LOG_ERROR = 0, FP_LOG_WARN = 1, FP_LOG_INFO = 2, FP_LOG_DEBUG = 3 };
@@ -54,10 +63,52 @@ typedef flashport_precision fp_precision;
 #define FP_PRECISION_TF32 FLASHPORT_PRECISION_TF32
 #define FP_PRECISION_F16 FLASHPORT_PRECISION_F16
 
+/* The problem as backends see it: validated, scale resolved, window normalised. */
+typedef flashport_attention_desc fp_problem;
+
+/* What a problem asks for beyond dense forward attention with an optional causal mask, over
+ * f32, f16 or bf16, GQA, any strides, Nq != Nkv and an optional LSE (which every variant
+ * implements). */
+enum fp_feature {
+    FP_FEATURE_WINDOW = 1u << 0,   /* window_left or window_right other than causal */
+    FP_FEATURE_SOFTCAP = 1u << 1,
+    FP_FEATURE_ALIBI = 1u << 2,
+    FP_FEATURE_BIAS = 1u << 3,
+    FP_FEATURE_SINKS = 1u << 4,
+    FP_FEATURE_VARLEN = 1u << 5,   /* packed Q (q_varlen) and packed K/V */
+    FP_FEATURE_PAGED = 1u << 6,    /* paged K/V, Q dense or packed */
+    FP_FEATURE_FP8 = 1u << 7,      /* FP8 Q/K/V with descales */
+    FP_FEATURE_BACKWARD = 1u << 8  /* the backward pass (fp_op FP_OP_BACKWARD) */
+};
+#define FP_FEATURES_NONE 0u /* dense forward attention only */
+#define FP_FEATURES_ALL 0x1ffu
+#define FP_FEATURE_COUNT 9
+
+/* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). Inline
+ * here so that the conformance runner matches a decline's reason against the very strings the
+ * core prints. */
+static inline const char *fp_feature_name(unsigned feature) {
+    switch (feature) {
+    case FP_FEATURE_WINDOW: return "sliding window (window_left/window_right)";
+    case FP_FEATURE_SOFTCAP: return "logit softcap";
+    case FP_FEATURE_ALIBI: return "ALiBi";
+    case FP_FEATURE_BIAS: return "additive bias";
+    case FP_FEATURE_SINKS: return "attention sinks";
+    case FP_FEATURE_VARLEN: return "variable-length batch (cu_seqlens)";
+    case FP_FEATURE_PAGED: return "paged KV cache";
+    case FP_FEATURE_FP8: return "FP8 inputs";
+    case FP_FEATURE_BACKWARD: return "backward pass";
+    }
+    return "unknown feature";
+}
+
+typedef enum fp_op { FP_OP_FORWARD = 0, FP_OP_BACKWARD = 1 } fp_op;
+
 typedef struct fp_variant {
     const char *name;        /* stable, lowercase, what it does: "double_buffered" */
     const char *description; /* one line */
     fp_precision precision;
+    unsigned features;       /* fp_feature bits it implements (0: dense forward only) */
 } fp_variant;
 
 /* Bytes a plan holds for the chosen kernel's parameters. */
@@ -66,6 +117,7 @@ typedef struct fp_variant {
 /* Filled by plan(), read by run(). */
 typedef struct fp_plan {
     int variant;            /* index into the backend's variants */
+    fp_op op;               /* set by the core after plan() */
     char reason[256];       /* why this variant was chosen, or why the problem is unsupported */
     size_t workspace_bytes; /* device scratch run() allocates or uses */
     /* Backend-private: the chosen kernel's parameters (tile shape, split count, ...). A backend
@@ -77,10 +129,16 @@ typedef struct fp_plan {
     } kernel_params;
 } fp_plan;
 
-/* Backend handles of the buffers of one call (lse may be NULL). */
+/* Backend handles of the buffers of one call; members the problem does not use are NULL
+ * (flashport_attention_args documents each). */
 typedef struct fp_args {
     const void *q, *k, *v;
     void *o, *lse;
+    const void *sinks, *alibi_slopes, *bias;
+    const void *cu_seqlens_q, *cu_seqlens_kv, *seqlens_kv, *block_table;
+    const void *q_descale, *k_descale, *v_descale;
+    const void *d_o;
+    void *d_q, *d_k, *d_v;
 } fp_args;
 
 typedef struct fp_device_ops {
@@ -99,8 +157,8 @@ typedef struct fp_device_ops {
 
     /* The one planning function: which variant runs p (forced >= 0: only that variant), or
      * FLASHPORT_ERROR_UNSUPPORTED with the reason in out->reason. run() takes the plan. */
-    flashport_status (*plan)(void *dev, const flashport_problem *p, int forced, fp_plan *out);
-    flashport_status (*run)(void *dev, const fp_plan *plan, const flashport_problem *p,
+    flashport_status (*plan)(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out);
+    flashport_status (*run)(void *dev, const fp_plan *plan, const fp_problem *p,
                             const fp_args *args);
     flashport_status (*synchronize)(void *dev);
 
@@ -128,6 +186,10 @@ typedef struct fp_backend {
     /* Optional: resolves a device selector that is not a number ("nvidia") to an index. */
     flashport_status (*find_device)(const char *selector, int *device);
     flashport_status (*open)(int device, const fp_device_ops **ops, void **dev);
+    /* Optional: opens a device on the caller's queue (cudaStream_t, hipStream_t,
+     * cl_command_queue), which close() leaves alone. *device is the index the spec named, or -1;
+     * on return it is the queue's device (a named device the queue is not on: MISMATCH). */
+    flashport_status (*open_queue)(int *device, void *queue, const fp_device_ops **ops, void **dev);
 } fp_backend;
 
 typedef const fp_backend *(*fp_backend_entry_fn)(const fp_host *host);

@@ -23,6 +23,7 @@ FLASHPORT_API const char *flashport_status_string(flashport_status status) {
     case FLASHPORT_ERROR_DEVICE: return "device error";
     case FLASHPORT_ERROR_MISMATCH: return "buffer mismatch";
     case FLASHPORT_ERROR_INTERNAL: return "internal error";
+    case FLASHPORT_ERROR_BAD_TABLE: return "bad table content";
     }
     return "unknown status";
 }

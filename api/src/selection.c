@@ -195,3 +195,32 @@ flashport_status fp_select(const char *spec, flashport_context *ctx) {
                                                                  : FLASHPORT_ERROR_BACKEND_UNAVAILABLE,
                     where, "no entry of %s '%s' can be used: %s", origin, spec, failures);
 }
+
+flashport_status fp_select_queue(const char *spec, void *queue, flashport_context *ctx) {
+    static const char *where = "flashport_context_create_on_queue";
+    spec_entry list[MAX_ENTRIES];
+    int n = 0;
+    flashport_status st = parse_spec(spec, "backend spec", list, &n);
+    if (st) return st;
+    if (n != 1 || strcmp(list[0].name, "auto") == 0)
+        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where,
+                        "spec '%s' must name exactly one backend: a queue belongs to one", spec);
+    fp_registry_entry *e = fp_registry_find(list[0].name);
+    if (!e->backend || e->device_count == 0)
+        return fp_error(FLASHPORT_ERROR_BACKEND_UNAVAILABLE, where, "%s unavailable: %s", e->name,
+                        e->reason);
+    if (!e->backend->open_queue)
+        return fp_error(FLASHPORT_ERROR_UNSUPPORTED, where,
+                        "%s has no queues to share (it runs synchronously on the host)", e->name);
+    int index = -1;
+    char why[600];
+    if (list[0].device[0] &&
+        (st = resolve_device(e, list[0].device, &index, why, sizeof why)) != FLASHPORT_OK)
+        return fp_error(st, where, "%s: %s", spec, why);
+    st = e->backend->open_queue(&index, queue, &ctx->ops, &ctx->dev);
+    if (st) return st;
+    ctx->entry = e;
+    ctx->device = index;
+    snprintf(ctx->selection, sizeof ctx->selection, "%s on the caller's queue", spec);
+    return FLASHPORT_OK;
+}

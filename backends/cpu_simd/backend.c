@@ -78,12 +78,13 @@ static void dev_close(void *dev) {
     free(d);
 }
 
-static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
+static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
+    (void)op; /* forward only: the core declines a backward call before planning it */
     return cs_plan(p, forced, out);
 }
 
-static flashport_status run(void *dev, const fp_plan *pl, const flashport_problem *p,
+static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
                             const fp_args *args) {
     cs_device *d = dev;
     const cs_kernel_ops *ops = cs_variant_ops(pl->variant);
@@ -153,13 +154,16 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     return FLASHPORT_OK;
 }
 
+/* Every forward feature, in every path: the tile algorithm is shared (attention.c). */
+#define CS_FEATURES (FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD)
+
 static const fp_variant variants[CS_VARIANT_COUNT] = {
-    [CS_VARIANT_AVX2] = {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16; needs those CPU features",
-                         FP_PRECISION_NATIVE},
+    [CS_VARIANT_AVX2] = {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16 and E5M2; needs those CPU features",
+                         FP_PRECISION_NATIVE, CS_FEATURES},
     [CS_VARIANT_PORTABLE] = {"portable", "plain C tiles written for the compiler to vectorise; runs on any CPU",
-                             FP_PRECISION_NATIVE},
+                             FP_PRECISION_NATIVE, CS_FEATURES},
     [CS_VARIANT_AVX512] = {"avx512", "AVX-512F 16-wide tiles on 32 registers, masked remainders; needs AVX-512F",
-                           FP_PRECISION_NATIVE},
+                           FP_PRECISION_NATIVE, CS_FEATURES},
 };
 
 const char *cs_variant_name(int variant) {

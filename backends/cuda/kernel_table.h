@@ -55,7 +55,7 @@ static_assert(sizeof(fp_gpu_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
               "a plan holds the kernel parameters");
 
 typedef struct fp_gpu_launch {
-    flashport_problem p;   /* validated, scale != 0 */
+    fp_problem p;   /* validated, scale != 0 */
     const void *q, *k, *v; /* device pointers */
     void *o;
     float *lse;            /* NULL: no LSE */
@@ -69,10 +69,10 @@ typedef struct fp_gpu_kernel {
     fp_variant info;
     /* 1 when the variant computes p correctly, with its parameters in *params; else 0 and a
      * one-line reason in why. */
-    int (*supports)(const flashport_problem *p, const fp_gpu_device_props *props,
+    int (*supports)(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len);
     /* Bytes of workspace launch() needs; NULL: none. */
-    size_t (*workspace)(const flashport_problem *p, const fp_gpu_kernel_params *params);
+    size_t (*workspace)(const fp_problem *p, const fp_gpu_kernel_params *params);
     /* Enqueues the kernel(s) on L->stream and returns the first launch error (no sync). */
     gpuError_t (*launch)(const fp_gpu_launch *L);
 } fp_gpu_kernel;

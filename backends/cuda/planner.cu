@@ -51,7 +51,7 @@ static int find_kernel(const char *name) {
 }
 
 /* Asks variant i; on yes fills the plan and *params, on no leaves the reason in why. */
-static int try_variant(int i, const fp_gpu_device_props *props, const flashport_problem *p,
+static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p,
                        fp_plan *out, fp_gpu_kernel_params *params, char *why, size_t why_len) {
     memset(params, 0, sizeof *params);
     why[0] = '\0';
@@ -68,7 +68,7 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
     if (used < len) snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
 }
 
-flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const flashport_problem *p,
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p,
                              int forced, fp_plan *out) {
     char why[192];
     fp_gpu_kernel_params params;

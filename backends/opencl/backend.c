@@ -76,9 +76,13 @@ static void release_timer_events(fp_cl_dev *dev) {
     dev->first_event = dev->last_event = NULL;
 }
 
+/* Releases what open or open_queue took: a queue and context created here go, the caller's stay
+ * with the caller's references. The caller's queue is not waited for: kernels, programs and
+ * buffers still in use by queued commands live on until those commands complete (OpenCL keeps
+ * them), and the caller decides when to wait for its own work. */
 static void cl_close(void *d) {
     fp_cl_dev *dev = d;
-    dev->cl->clFinish(dev->queue);
+    if (!dev->borrowed_queue) dev->cl->clFinish(dev->queue);
     release_timer_events(dev);
     fp_cl_release_programs(dev);
     dev->cl->clReleaseCommandQueue(dev->queue);
@@ -149,7 +153,8 @@ static flashport_status cl_buffer_wrap(void *d, void *native, size_t bytes, void
 
 static void cl_buffer_unwrap(void *d, void *handle) { cl_buffer_free(d, handle); }
 
-static flashport_status cl_plan(void *d, const flashport_problem *p, int forced, fp_plan *out) {
+static flashport_status cl_plan(void *d, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
+    (void)op; /* forward only: the core declines a backward call before planning it */
     if (p->seq_q > INT_MAX || p->seq_kv > INT_MAX || p->head_dim > INT_MAX ||
         p->heads_q > INT_MAX || p->batch > INT_MAX) {
         memset(out, 0, sizeof *out);
@@ -180,7 +185,7 @@ static flashport_status launch(fp_cl_dev *dev, cl_kernel kernel, const size_t gl
     return FLASHPORT_OK;
 }
 
-static flashport_status cl_run(void *d, const fp_plan *plan, const flashport_problem *p,
+static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p,
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
@@ -289,21 +294,29 @@ static flashport_status cl_measure_peaks(void *d, flashport_peaks *out) {
     return fp_cl_measure_peaks(d, out);
 }
 
-static const fp_device_ops device_ops = {
-    .close = cl_close,
-    .buffer_alloc = cl_buffer_alloc,
-    .buffer_free = cl_buffer_free,
-    .buffer_upload = cl_upload,
-    .buffer_download = cl_download,
-    .buffer_wrap = cl_buffer_wrap,
-    .buffer_unwrap = cl_buffer_unwrap,
-    .plan = cl_plan,
-    .run = cl_run,
-    .synchronize = cl_synchronize,
-    .timer_start = cl_timer_start,
-    .timer_stop = cl_timer_stop,
-    .measure_peaks = cl_measure_peaks,
-};
+static flashport_status cl_measure_peaks_unprofiled(void *d, flashport_peaks *out) {
+    (void)d;
+    (void)out;
+    return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME,
+                             "the peak micro-benchmarks are timed by OpenCL profiling, and the "
+                             "caller's queue was created without CL_QUEUE_PROFILING_ENABLE");
+}
+
+#define FP_CL_DEVICE_OPS(timer_start_fn, timer_stop_fn, measure_peaks_fn)                      \
+    {                                                                                          \
+        .close = cl_close, .buffer_alloc = cl_buffer_alloc, .buffer_free = cl_buffer_free,     \
+        .buffer_upload = cl_upload, .buffer_download = cl_download,                            \
+        .buffer_wrap = cl_buffer_wrap, .buffer_unwrap = cl_buffer_unwrap, .plan = cl_plan,     \
+        .run = cl_run, .synchronize = cl_synchronize, .timer_start = timer_start_fn,           \
+        .timer_stop = timer_stop_fn, .measure_peaks = measure_peaks_fn,                        \
+    }
+
+static const fp_device_ops device_ops =
+    FP_CL_DEVICE_OPS(cl_timer_start, cl_timer_stop, cl_measure_peaks);
+/* A caller's queue without profiling gives no kernel timestamps: without device timers the core
+ * times with the host's clock around clFinish. */
+static const fp_device_ops unprofiled_ops =
+    FP_CL_DEVICE_OPS(NULL, NULL, cl_measure_peaks_unprofiled);
 
 static flashport_status cl_open(int device, const fp_device_ops **ops, void **out) {
     const fp_cl_device_desc *desc = fp_cl_device(device);
@@ -333,6 +346,67 @@ static flashport_status cl_open(int device, const fp_device_ops **ops, void **ou
     return FLASHPORT_OK;
 }
 
+/* The caller's queue, its context and its device, found by asking the queue: programs are built
+ * for that context and device, and buffers are created in that context. */
+static flashport_status cl_open_queue(int *device, void *queue, const fp_device_ops **ops,
+                                      void **out) {
+    if (!queue)
+        return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME,
+                                 "the queue is NULL: OpenCL has no default queue");
+    const fp_cl_api *cl = fp_cl_load(NULL, 0);
+    cl_command_queue q = queue;
+    cl_context context = NULL;
+    cl_device_id id = NULL;
+    cl_command_queue_properties props = 0;
+    cl_int err = cl->clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof context, &context, NULL);
+    if (err == CL_SUCCESS)
+        err = cl->clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof id, &id, NULL);
+    if (err == CL_SUCCESS)
+        err = cl->clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    if (err != CL_SUCCESS) return fp_cl_fail(err, "clGetCommandQueueInfo");
+    int index = -1;
+    for (int i = 0; index < 0 && fp_cl_device(i); i++)
+        if (fp_cl_device(i)->id == id) index = i;
+    if (index < 0)
+        return fp_cl_host->error(FLASHPORT_ERROR_NO_DEVICE, FP_CL_NAME,
+                                 "the queue's device is none of the devices its platforms list "
+                                 "(a sub-device?)");
+    const fp_cl_device_desc *desc = fp_cl_device(index);
+    if (*device >= 0 && *device != index)
+        return fp_cl_host->error(FLASHPORT_ERROR_MISMATCH, FP_CL_NAME,
+                                 "the queue is on device %d (%s), the spec names device %d (%s)",
+                                 index, desc->name, *device, fp_cl_device(*device)->name);
+    /* Uploads, runs and downloads follow one another by queue order alone. */
+    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME,
+                                 "the queue executes out of order; flashport needs an in-order "
+                                 "queue");
+    fp_cl_dev *dev = calloc(1, sizeof *dev);
+    if (!dev)
+        return fp_cl_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, FP_CL_NAME,
+                                 "out of host memory opening device %d", index);
+    err = cl->clRetainContext(context);
+    if (err != CL_SUCCESS) {
+        free(dev);
+        return fp_cl_fail(err, "clRetainContext");
+    }
+    err = cl->clRetainCommandQueue(q);
+    if (err != CL_SUCCESS) {
+        cl->clReleaseContext(context);
+        free(dev);
+        return fp_cl_fail(err, "clRetainCommandQueue");
+    }
+    dev->cl = cl;
+    dev->desc = desc;
+    dev->context = context;
+    dev->queue = q;
+    dev->borrowed_queue = 1;
+    *ops = props & CL_QUEUE_PROFILING_ENABLE ? &device_ops : &unprofiled_ops;
+    *out = dev;
+    *device = index;
+    return FLASHPORT_OK;
+}
+
 #define FP_CL_COUNT_ONE(name) +1
 static fp_variant variants[0 FP_CL_KERNELS(FP_CL_COUNT_ONE)];
 #undef FP_CL_COUNT_ONE
@@ -348,6 +422,7 @@ static const fp_backend backend = {
     .device_info = backend_device_info,
     .find_device = cl_find_device,
     .open = cl_open,
+    .open_queue = cl_open_queue,
 };
 
 FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host *host) {

@@ -14,6 +14,7 @@ typedef struct fp_cl_dev {
     const fp_cl_device_desc *desc;
     cl_context context;
     cl_command_queue queue;
+    int borrowed_queue; /* the caller's queue (open_queue): retained, never waited for on close */
     fp_cl_program_entry *programs;
     /* While a timer runs, the first and the latest kernel events queued since its start. */
     int timers_running;

@@ -64,7 +64,7 @@ static int quad_aligned(const flashport_strides *s, int64_t head_dim) {
 }
 
 static void nv_options(const fp_cl_device_desc *dev, const fp_cl_kernel_params *params,
-                       const flashport_problem *p, char *buf, size_t len) {
+                       const fp_problem *p, char *buf, size_t len) {
     const fp_cl_nv_tf32x3_params nv = params->nv_tf32x3;
     const int vec = quad_aligned(&p->q, p->head_dim) && quad_aligned(&p->k, p->head_dim) &&
                     quad_aligned(&p->v, p->head_dim);
@@ -76,7 +76,7 @@ static void nv_options(const fp_cl_device_desc *dev, const fp_cl_kernel_params *
              dev->is_nvidia ? " -cl-nv-verbose" : "");
 }
 
-static fp_cl_launch_shape nv_shape(const fp_cl_kernel_params *params, const flashport_problem *p) {
+static fp_cl_launch_shape nv_shape(const fp_cl_kernel_params *params, const fp_problem *p) {
     (void)p;
     const fp_cl_nv_tf32x3_config c = params->nv_tf32x3.config;
     fp_cl_launch_shape shape;
@@ -86,7 +86,7 @@ static fp_cl_launch_shape nv_shape(const fp_cl_kernel_params *params, const flas
     return shape;
 }
 
-static flashport_status nv_plan(fp_cl_dev *dev, const flashport_problem *p,
+static flashport_status nv_plan(fp_cl_dev *dev, const fp_problem *p,
                                 fp_cl_kernel_params *params, char *reason, size_t reason_len) {
     const fp_cl_device_desc *desc = dev->desc;
     const int emulate = emulated();
@@ -175,7 +175,7 @@ const fp_cl_kernel fp_cl_kernel_nv_tf32x3 = {
     {"nv_tf32x3",
      "NVIDIA, f32: FlashAttention-2 on the tensor cores through inline PTX (mma.sync m16n8k8 "
      "tf32, 3xTF32 split for f32 accuracy), online softmax in registers",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     fp_opencl_source_attention_nv_tf32x3,
     "attention_nv_tf32x3",
     nv_plan,

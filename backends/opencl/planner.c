@@ -33,7 +33,7 @@ static int find_kernel(const char *name) {
 }
 
 /* Asks variant i; on yes fills the plan. The reason, either way, is in out->reason. */
-static flashport_status try_variant(int i, fp_cl_dev *dev, const flashport_problem *p,
+static flashport_status try_variant(int i, fp_cl_dev *dev, const fp_problem *p,
                                     fp_plan *out) {
     fp_cl_kernel_params params;
     memset(&params, 0, sizeof params);
@@ -44,7 +44,7 @@ static flashport_status try_variant(int i, fp_cl_dev *dev, const flashport_probl
     return FLASHPORT_OK;
 }
 
-flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out) {
+flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_plan *out) {
     memset(out, 0, sizeof *out);
     const char *choice = getenv("FLASHPORT_OPENCL_KERNEL");
     if (choice && *choice) {

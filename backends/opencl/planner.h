@@ -12,6 +12,6 @@ const fp_cl_kernel *fp_cl_kernel_at(int index);
 
 /* Which variant runs p on dev (forced >= 0: only that one), with its parameters in the plan;
  * else the status, recorded as the thread's error, with the reason in out->reason. */
-flashport_status fp_cl_plan(fp_cl_dev *dev, const flashport_problem *p, int forced, fp_plan *out);
+flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_plan *out);
 
 #endif /* FP_OPENCL_PLANNER_H */

@@ -141,7 +141,7 @@ static int64_t round_up_pow2(int64_t x, int64_t lo, int64_t hi) {
     return r;
 }
 
-static void default_shape(const fp_cl_device_desc *dev, const flashport_problem *p, int64_t *t) {
+static void default_shape(const fp_cl_device_desc *dev, const fp_problem *p, int64_t *t) {
     int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
     /* GPUs: 64x64 blocks with 4x8 score tiles, 128 work-items, each with 32 scores and (at
      * d = 128) 8x8 outputs in registers. CPUs (PoCL) run the work-items of a group as loops
@@ -194,7 +194,7 @@ static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const 
     }
 }
 
-static flashport_status tiled_plan(fp_cl_dev *dev, const flashport_problem *p,
+static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p,
                                    fp_cl_kernel_params *params, char *reason, size_t reason_len) {
     int64_t t[FP_CL_TILE_KEYS];
     int given[FP_CL_TILE_KEYS] = {0};
@@ -242,7 +242,7 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const flashport_problem *p,
 }
 
 /* 1 when an offset inside one tile of rows (row * seq stride + column) may not fit an int. */
-static int needs_wide_offsets(const int64_t *t, const flashport_problem *p) {
+static int needs_wide_offsets(const int64_t *t, const fp_problem *p) {
     int64_t rows = t[FP_CL_P_BR] > t[FP_CL_P_BC] ? t[FP_CL_P_BR] : t[FP_CL_P_BC];
     const int64_t strides[4] = {p->q.seq, p->k.seq, p->v.seq, p->o.seq};
     for (int i = 0; i < 4; i++) {
@@ -255,7 +255,7 @@ static int needs_wide_offsets(const int64_t *t, const flashport_problem *p) {
 /* 1 when float Q, K and V can be staged four elements per load: every row and every block
  * of rows then starts 16-byte aligned (buffers are, and all strides are multiples of 4) and
  * a quad of columns never crosses d. */
-static int quad_loads(const flashport_problem *p) {
+static int quad_loads(const fp_problem *p) {
     if (p->dtype != FLASHPORT_F32 || p->head_dim % 4) return 0;
     const flashport_strides *s[3] = {&p->q, &p->k, &p->v};
     for (int i = 0; i < 3; i++)
@@ -264,7 +264,7 @@ static int quad_loads(const flashport_problem *p) {
 }
 
 static void tiled_options(const fp_cl_device_desc *dev, const fp_cl_kernel_params *params,
-                          const flashport_problem *p, char *buf, size_t len) {
+                          const fp_problem *p, char *buf, size_t len) {
     int64_t t[FP_CL_TILE_KEYS];
     tile_of(params, t);
     /* On NVIDIA, -cl-nv-verbose puts the registers and spills in the build log (logged at
@@ -288,7 +288,7 @@ static void tiled_options(const fp_cl_device_desc *dev, const fp_cl_kernel_param
 }
 
 static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params,
-                                      const flashport_problem *p) {
+                                      const fp_problem *p) {
     int64_t t[FP_CL_TILE_KEYS];
     tile_of(params, t);
     fp_cl_launch_shape shape;
@@ -302,7 +302,7 @@ const fp_cl_kernel fp_cl_kernel_tiled = {
     {"tiled",
      "online softmax; K/V blocks through local memory, register tiles of S and O, f32 "
      "accumulation (f16 via vload_half, bf16 via shifts)",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     fp_opencl_source_attention_tiled,
     "attention_tiled",
     tiled_plan,

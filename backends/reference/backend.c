@@ -18,8 +18,9 @@ static const fp_host *host;
 static const char NAME[] = "reference";
 
 static const fp_variant variants[] = {
-    {"double_accumulation", "straightforward two-pass softmax per query row, double precision",
-     FP_PRECISION_NATIVE},
+    {"double_accumulation",
+     "straightforward two-pass softmax per query row, double precision, every forward feature",
+     FP_PRECISION_NATIVE, FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD},
 };
 
 static int probe(char *reason, size_t len) {
@@ -42,19 +43,20 @@ static flashport_status device_info(int device, flashport_device_info *out) {
 
 static void dev_close(void *dev) { (void)dev; }
 
-static flashport_status plan(void *dev, const flashport_problem *p, int forced, fp_plan *out) {
+static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
+    (void)op; /* forward only: the core declines a backward call before planning it */
     return fp_reference_plan(p, forced, out);
 }
 
-static flashport_status run(void *dev, const fp_plan *pl, const flashport_problem *p,
+static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
                             const fp_args *args) {
     (void)dev;
     (void)pl;
     flashport_status st = fp_reference_attention(p, args);
     if (st)
         return host->error(st, NAME, "attention: cannot allocate %lld doubles of row scratch",
-                           (long long)(p->seq_kv + p->head_dim));
+                           (long long)(p->seq_kv + 2 * p->head_dim));
     return FLASHPORT_OK;
 }
 

@@ -87,13 +87,13 @@ static double get(const std::vector<uint8_t> &x, int64_t i, flashport_dtype dt) 
 
 /* Returns 1 when the kernel's O and LSE match the reference's. */
 static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashport_context *ref) {
-    flashport_problem p;
-    flashport_problem_init(&p, s.dtype, s.b, s.hq, s.hkv, s.nq, s.nkv, s.d, s.layout);
+    fp_problem p;
+    flashport_attention_desc_init(&p, s.dtype, s.b, s.hq, s.hkv, s.nq, s.nkv, s.d, s.layout);
     p.causal = s.causal;
     p.scale = 1.0f / sqrtf((float)s.d);
     const size_t es = flashport_dtype_size(s.dtype);
-    const int64_t nq = flashport_problem_extent(&p, 'q'), nk = flashport_problem_extent(&p, 'k');
-    const int64_t nv = flashport_problem_extent(&p, 'v'), no = flashport_problem_extent(&p, 'o');
+    const int64_t nq = (int64_t)s.b * s.hq * s.nq * s.d, nk = (int64_t)s.b * s.hkv * s.nkv * s.d;
+    const int64_t nv = nk, no = nq; /* contiguous layouts */
     const int64_t nl = (int64_t)s.b * s.hq * s.nq;
     std::vector<uint8_t> q(nq * es), k(nk * es), v(nv * es), o_ref(no * es);
     std::vector<uint8_t> o((no + 2 * GUARD) * es);
@@ -121,8 +121,14 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     L.lse = lse.data() + GUARD;
     L.params = &params;
     if (kernel->launch(&L) != gpuSuccess || fp_emu_errors()) return 0;
-    if (flashport_attention_host(ref, &p, q.data(), k.data(), v.data(), o_ref.data(),
-                                 lse_ref.data()) != FLASHPORT_OK) {
+    flashport_attention_host_args ref_args{};
+    ref_args.struct_size = sizeof ref_args;
+    ref_args.q = q.data();
+    ref_args.k = k.data();
+    ref_args.v = v.data();
+    ref_args.o = o_ref.data();
+    ref_args.lse = lse_ref.data();
+    if (flashport_attention_run_host(ref, &p, &ref_args) != FLASHPORT_OK) {
         fprintf(stderr, "reference: %s\n", flashport_last_error());
         return 0;
     }
@@ -167,8 +173,8 @@ static void check_planner(void) {
     fp_gpu_device_props props = {};
     props.sm_count = 132;
     props.warp_size = 32;
-    flashport_problem p;
-    flashport_problem_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024, FLASHPORT_LAYOUT_BHND);
+    fp_problem p;
+    flashport_attention_desc_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024, FLASHPORT_LAYOUT_BHND);
     p.scale = 1.0f / 32.0f;
     fp_plan plan = {};
     CHECK(fp_gpu_kernel_count() == 4);
@@ -184,7 +190,7 @@ static void check_planner(void) {
     CHECK(fp_gpu_plan(&props, &p, 0, &plan) == FLASHPORT_OK && plan.variant == 0);
     CHECK(strcmp(plan.reason, "requested by name") == 0);
 
-    flashport_problem_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64, FLASHPORT_LAYOUT_BHND);
+    flashport_attention_desc_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64, FLASHPORT_LAYOUT_BHND);
     CHECK(fp_gpu_plan(&props, &p, 1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
     CHECK(strstr(plan.reason, "exceeds the grid limit") != NULL);
     CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);

@@ -79,7 +79,7 @@ static int64_t extent(const flashport_strides &st, int b, int h, int n, int d)
 }
 
 /* softmax(scale Q K^T) V per row in double, bottom-right causal; empty rows O = 0, LSE = -inf. */
-static void reference(const shape &s, const flashport_problem &p, const std::vector<float> &q,
+static void reference(const shape &s, const fp_problem &p, const std::vector<float> &q,
                       const std::vector<float> &k, const std::vector<float> &v,
                       std::vector<double> &o, std::vector<double> &lse)
 {
@@ -132,8 +132,9 @@ static int config_count(int d)
 
 static void run_shape(const shape &s, const fp_gpu_device_props &props)
 {
-    flashport_problem p;
+    fp_problem p;
     memset(&p, 0, sizeof p);
+    p.window_left = p.window_right = -1;
     p.dtype = s.dtype;
     p.batch = s.b, p.heads_q = s.hq, p.heads_kv = s.hkv;
     p.seq_q = s.nq, p.seq_kv = s.nkv, p.head_dim = s.d;
@@ -274,8 +275,9 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
  * saying so; unset, they take the default. */
 static void check_config_env(const fp_gpu_device_props &props)
 {
-    flashport_problem p;
+    fp_problem p;
     memset(&p, 0, sizeof p);
+    p.window_left = p.window_right = -1;
     p.dtype = FLASHPORT_BF16;
     p.batch = p.heads_q = p.heads_kv = 1;
     p.seq_q = p.seq_kv = 256;

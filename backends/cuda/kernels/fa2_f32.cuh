@@ -105,7 +105,7 @@ constexpr int FEW_ROWS = 16;
 typedef config<128, 16, 32, 2, 4, 4, 2, 4, 8, 2, 2> cfg_few_rows_d128;
 
 /* Calls f with the config type for p (head_dim <= MAX_HEAD_DIM). */
-template <typename F> auto with_config(const flashport_problem *p, F &&f) {
+template <typename F> auto with_config(const fp_problem *p, F &&f) {
     const int64_t d = p->head_dim;
     if (p->seq_q <= FEW_ROWS && d <= 128) return f(cfg_few_rows_d128());
     if (d <= 64) return f(cfg_d64());
@@ -452,20 +452,20 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
 
 /* ---- host side --------------------------------------------------------------------------- */
 
-inline size_t smem_bytes(const flashport_problem *p) {
+inline size_t smem_bytes(const fp_problem *p) {
     return with_config(p, [](auto cfg) { return decltype(cfg)::SMEM_BYTES; });
 }
 
-inline int block_rows(const flashport_problem *p) {
+inline int block_rows(const fp_problem *p) {
     return with_config(p, [](auto cfg) { return decltype(cfg)::BR; });
 }
 
-inline int block_cols(const flashport_problem *p) {
+inline int block_cols(const fp_problem *p) {
     return with_config(p, [](auto cfg) { return decltype(cfg)::BC; });
 }
 
 /* Checks shared by both variants; 1, or 0 with the reason. */
-inline int supports_common(const flashport_problem *p, const fp_gpu_device_props *props,
+inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props,
                            char *why, size_t why_len) {
     if (p->head_dim > MAX_HEAD_DIM) {
         snprintf(why, why_len, "head_dim %lld exceeds %d", (long long)p->head_dim, MAX_HEAD_DIM);
@@ -488,7 +488,7 @@ inline int supports_common(const flashport_problem *p, const fp_gpu_device_props
 
 /* 16-byte copies need 16-byte aligned rows: base pointers and every stride in whole float4s. */
 inline bool rows_are_float4(const fp_gpu_launch *L) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     if (p->dtype != FLASHPORT_F32 || p->head_dim % 4) return false;
     const flashport_strides *s[2] = {&p->k, &p->v};
     for (int i = 0; i < 2; i++)
@@ -498,7 +498,7 @@ inline bool rows_are_float4(const fp_gpu_launch *L) {
 
 template <typename CFG, typename T>
 gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     gpuError_t err = fp_raise_smem_limit<forward_kernel<CFG, T>, CFG::SMEM_BYTES>();
     if (err != gpuSuccess) return err;
     dim3 grid((unsigned)((p->seq_q + CFG::BR - 1) / CFG::BR), (unsigned)splits,
@@ -511,7 +511,7 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
 /* Enqueues the forward; split (NULL: one pass) shares the keys out in whole tiles of
  * block_cols(p), writes the partials to L->workspace (split_kv.h layout) and merges them. */
 inline gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
     const int splits = split ? split->splits : 1;
     if (splits > 1) {

@@ -12,7 +12,7 @@ namespace {
  * the parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
 
-int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
              fp_gpu_kernel_params *params, char *why, size_t why_len) {
     if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
     const int br = fa2_f32::block_rows(p);
@@ -35,7 +35,7 @@ gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, &L->params
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32_split_kv = {
     {"fa2_f32_split_kv",
      "fa2_f32 with the keys split across blocks and merged, for grids too small to fill the GPU",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     fp_split_kv_kernel_workspace,
     launch,

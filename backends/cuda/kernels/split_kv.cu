@@ -83,7 +83,7 @@ template <typename T> __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES)
         a.lse[row] = total == 0.0f ? -INFINITY : (m_max + log2f(total)) * FP_LN2;
 }
 
-int64_t split_rows(const flashport_problem *p) { return p->batch * p->heads_q * p->seq_q; }
+int64_t split_rows(const fp_problem *p) { return p->batch * p->heads_q * p->seq_q; }
 
 template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
     unsigned grid = (unsigned)((a.rows + MERGE_ROWS - 1) / MERGE_ROWS);
@@ -94,21 +94,21 @@ size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 } // namespace
 
-size_t fp_split_kv_ml_offset(const flashport_problem *p, int splits) {
+size_t fp_split_kv_ml_offset(const fp_problem *p, int splits) {
     return align16((size_t)splits * (size_t)split_rows(p) * (size_t)p->head_dim * sizeof(float));
 }
 
-size_t fp_split_kv_workspace(const flashport_problem *p, int splits) {
+size_t fp_split_kv_workspace(const fp_problem *p, int splits) {
     if (splits < 2) return 0;
     return fp_split_kv_ml_offset(p, splits) + (size_t)splits * (size_t)split_rows(p) * 2 * sizeof(float);
 }
 
-size_t fp_split_kv_kernel_workspace(const flashport_problem *p,
+size_t fp_split_kv_kernel_workspace(const fp_problem *p,
                                     const fp_gpu_kernel_params *params) {
     return fp_split_kv_workspace(p, params->split_kv.splits);
 }
 
-int fp_split_kv_choose(const flashport_problem *p, const fp_gpu_device_props *props,
+int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
                        int block_rows, int min_keys_per_split) {
     const int64_t sms = props->sm_count > 0 ? props->sm_count : 1;
     const int64_t blocks = p->batch * p->heads_q * ((p->seq_q + block_rows - 1) / block_rows);
@@ -127,7 +127,7 @@ int fp_split_kv_choose(const flashport_problem *p, const fp_gpu_device_props *pr
     return (int)best;
 }
 
-fp_split_kv_params fp_split_kv_share(const flashport_problem *p, int splits, int key_tile) {
+fp_split_kv_params fp_split_kv_share(const fp_problem *p, int splits, int key_tile) {
     fp_split_kv_params s = {};
     const int64_t per = (p->seq_kv + splits - 1) / splits;
     s.keys_per_split = (int)((per + key_tile - 1) / key_tile * key_tile);
@@ -136,7 +136,7 @@ fp_split_kv_params fp_split_kv_share(const flashport_problem *p, int splits, int
 }
 
 gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     merge_args a;
     a.part_o = (const float *)L->workspace;
     a.part_ml = (const float *)((const char *)L->workspace + fp_split_kv_ml_offset(p, splits));

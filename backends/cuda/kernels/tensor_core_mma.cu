@@ -101,7 +101,7 @@ int fp_tc_block_keys(int64_t head_dim, int config)
     return in ? in->block_keys : 0;
 }
 
-int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props *props,
+int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
                           int *config, char *why, size_t why_len)
 {
     if (props->cc_major < 8) {
@@ -155,7 +155,7 @@ static int chunk_aligned(const void *base, const flashport_strides *s)
 gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
                                 int keys_per_split, float *part_o, float *part_ml)
 {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     const tc_instance *in = find_instance(padded_head_dim(p->head_dim), config);
     if (!in)
         return cudaErrorInvalidValue;
@@ -191,7 +191,7 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
     return in->launch[p->dtype == FLASHPORT_BF16][async](prm, grid, L->stream);
 }
 
-static int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     return fp_tc_forward_support(p, props, &params->tile.config, why, why_len);
@@ -207,7 +207,7 @@ extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
 const fp_gpu_kernel fp_kernel_tensor_core_mma = {
     {"tensor_core_mma",
      "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     NULL,
     launch,

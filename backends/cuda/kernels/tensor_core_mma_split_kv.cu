@@ -14,7 +14,7 @@
 /* Fewer keys than this per split would spend more on the Q tile and the merge than it saves. */
 #define FP_TC_MIN_KEY_TILES_PER_SPLIT 2
 
-static int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     int config = 0;
@@ -58,7 +58,7 @@ const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv = {
     {"tensor_core_mma_split_kv",
      "tensor_core_mma with the keys split across blocks and the partials merged (decode, small "
      "grids), f16/bf16",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     fp_split_kv_kernel_workspace,
     launch,

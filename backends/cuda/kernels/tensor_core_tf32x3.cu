@@ -98,7 +98,7 @@ static int choose_config(int padded_d, char *why, size_t why_len)
     return index == FP_CONFIG_ENV_UNSET ? default_config(padded_d) : index;
 }
 
-static int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     if (!fp_tf32x3_supports_problem(p, props, why, why_len))
@@ -129,7 +129,7 @@ static int supports(const flashport_problem *p, const fp_gpu_device_props *props
 
 static gpuError_t launch(const fp_gpu_launch *L)
 {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), L->params->tile.config);
     if (!in)
         return cudaErrorInvalidValue;
@@ -145,7 +145,7 @@ const fp_gpu_kernel fp_kernel_tensor_core_tf32x3 = {
     {"tensor_core_tf32x3",
      "FlashAttention-2 forward on tensor cores for f32, 3xTF32 split (mma.sync m16n8k8 .tf32, "
      "cp.async), d <= 256",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     NULL,
     launch,

@@ -98,7 +98,7 @@ const wide_instance *choose_instance(int padded_d, char *why, size_t why_len)
                                                    : FP_TF32X3_WIDE_DEFAULT_CONFIG_D1024);
 }
 
-int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
              fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     if (!fp_tf32x3_supports_problem(p, props, why, why_len))
@@ -129,7 +129,7 @@ int supports(const flashport_problem *p, const fp_gpu_device_props *props,
 
 gpuError_t launch(const fp_gpu_launch *L)
 {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     const fp_split_kv_params &split = L->params->split_kv;
     const wide_instance *in = find_instance(padded_head_dim(p->head_dim), split.tile.config);
     if (!in)
@@ -158,7 +158,7 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_tensor_core_tf32x3_wide = {
     {"tensor_core_tf32x3_wide",
      "3xTF32 tensor-core forward for f32 heads of 257-1024 columns, d split across 8 warps, "
      "split-KV when the grid is small",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     fp_split_kv_kernel_workspace,
     launch,

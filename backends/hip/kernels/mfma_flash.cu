@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(THREADS, D <= 128 ? 2 : 1)
 
 template <typename T, int D> gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp,
                                                      int splits) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     const dim3 grid((unsigned)((p->seq_q + BR - 1) / BR), (unsigned)splits,
                     (unsigned)(p->batch * p->heads_q));
     mfma_flash_kernel<T, D> FP_GPU_LAUNCH(grid, THREADS, 0, L->stream)(fp_attn_args_make(L), sp);
@@ -224,7 +224,7 @@ template <typename T> gpuError_t launch_dtype(const fp_gpu_launch *L, const spli
 }
 
 gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
     const int splits = split ? split->splits : 1;
     if (splits > 1) {
@@ -243,7 +243,7 @@ gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
 
 namespace {
 
-int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
              fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)params;
     return mfma_flash::supports_common(p, props, why, why_len);
@@ -257,7 +257,7 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_mfma_flash = {
     {"mfma_flash",
      "FlashAttention-2 forward on MFMA matrix cores (32x32x8), f16/bf16 with f32 accumulation, "
      "d <= 256, gfx90a/gfx940",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     NULL,
     launch,

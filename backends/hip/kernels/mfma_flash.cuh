@@ -49,7 +49,7 @@ inline int device_has_mfma(const fp_gpu_device_props *props) {
     return strncmp(props->arch, "gfx90a", 6) == 0 || strncmp(props->arch, "gfx940", 6) == 0;
 }
 
-inline int supports_common(const flashport_problem *p, const fp_gpu_device_props *props,
+inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props,
                            char *why, size_t why_len) {
     if (!device_has_mfma(props)) {
         snprintf(why, why_len, "MFMA path needs a gfx90a or gfx940 device, this is %s",

@@ -11,7 +11,7 @@ namespace {
  * parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
 
-int supports(const flashport_problem *p, const fp_gpu_device_props *props,
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
              fp_gpu_kernel_params *params, char *why, size_t why_len) {
     if (!mfma_flash::supports_common(p, props, why, why_len)) return 0;
     const int splits = fp_split_kv_choose(p, props, mfma_flash::BR, MIN_KEYS_PER_SPLIT);
@@ -35,7 +35,7 @@ gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, &L->par
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_mfma_flash_split_kv = {
     {"mfma_flash_split_kv",
      "mfma_flash with the keys split across blocks and merged, for grids too small to fill the GPU",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
     fp_split_kv_kernel_workspace,
     launch,

@@ -1,93 +1,87 @@
 /*
- * Straightforward attention in double precision, one query row at a time: scores of the visible
- * keys, their maximum, the exponentials and their sum, then the weighted sum of V. Two passes
- * over the keys on purpose: the oracle should share no trick with the kernels it checks.
- * Scratch is one row of Nkv scores, never Nq x Nkv.
+ * Straightforward attention in double precision, one query row at a time: the scores of the
+ * row's visible keys and their maximum (with the sink's logit, when there is one), then the
+ * exponentials, their sum and the weighted sum of V. Two passes over the keys on purpose: the
+ * oracle shares no trick with the kernels it checks. Every feature lives in addressing.h and
+ * score.h; this loop is the same for all of them. Scratch is one row of Nkv scores plus two
+ * vectors of d, never Nq x Nkv.
+ *
+ * Rows without a finite result follow flashport.h, by plain IEEE arithmetic on those sums and
+ * one guard: a row whose denominator is 0 (no visible key, or every visible score -inf, and no
+ * sink) gets LSE = -inf and O = 0 instead of 0/0; with a sink the denominator is exp(sink) and
+ * the same row gets O = 0, LSE = sink. A NaN score or sink, or an undefined softmax (a +inf
+ * score gives inf - inf), makes the row's denominator NaN and so its whole O and its LSE. A NaN
+ * in a visible key's value vector reaches only the O elements it is summed into, whatever the
+ * key's weight (0 * NaN is NaN, as in every kernel); the LSE does not depend on V. No row
+ * reads another row's keys, so nothing spreads across rows.
  */
 #include <math.h>
 #include <stdlib.h>
 
+#include "addressing.h"
 #include "attention_double.h"
-#include "fp_half.h"
+#include "score.h"
 
-static double load(const void *base, flashport_dtype dt, int64_t i) {
-    switch (dt) {
-    case FLASHPORT_F32: return ((const float *)base)[i];
-    case FLASHPORT_F16: return fp_f16_to_f32(((const uint16_t *)base)[i]);
-    case FLASHPORT_BF16: return fp_bf16_to_f32(((const uint16_t *)base)[i]);
+typedef struct row_scratch {
+    double *q;      /* the query row, dequantised: d */
+    double *acc;    /* sum of exp(s_j - m) v_j: d */
+    double *scores; /* of the visible keys: up to Nkv */
+} row_scratch;
+
+static void attend_row(const fp_problem *p, const fp_args *a, const ref_seq *s, int64_t h,
+                       int64_t i, const row_scratch *w) {
+    const int64_t d = p->head_dim, hk = h / (p->heads_q / p->heads_kv);
+    const int64_t q0 = ref_q_row(&p->q, s, h, i);
+    const double q_scale = ref_descale(p, a->q_descale, p->heads_q, p->seq_q, s, h, i);
+    for (int64_t c = 0; c < d; c++) w->q[c] = ref_load(a->q, p->dtype, q0 + c) * q_scale;
+
+    int64_t lo, hi;
+    ref_visible_keys(p, s, i, &lo, &hi);
+    const double sink = p->sinks ? (double)((const float *)a->sinks)[h] : -INFINITY;
+    double m = sink;
+    for (int64_t j = lo; j <= hi; j++) {
+        const int64_t k0 = ref_kv_row(p, a, &p->k, s, hk, j);
+        const double k_scale = ref_descale(p, a->k_descale, p->heads_kv, p->seq_kv, s, hk, j);
+        double dot = 0.0;
+        for (int64_t c = 0; c < d; c++)
+            dot += w->q[c] * (ref_load(a->k, p->dtype, k0 + c) * k_scale);
+        const double score = ref_score(p, a, s, h, i, j, dot);
+        w->scores[j - lo] = score;
+        if (score > m) m = score;
     }
-    return NAN;
+
+    /* With every term -inf the shift is 0, so that the sum is an honest 0 rather than a NaN
+     * from -inf - -inf; NaN shifts (a NaN sink) pass through. */
+    const double shift = m == -INFINITY ? 0.0 : m;
+    double sum = exp(sink - shift);
+    for (int64_t c = 0; c < d; c++) w->acc[c] = 0.0;
+    for (int64_t j = lo; j <= hi; j++) {
+        const double e = exp(w->scores[j - lo] - shift);
+        const int64_t v0 = ref_kv_row(p, a, &p->v, s, hk, j);
+        const double v_scale = ref_descale(p, a->v_descale, p->heads_kv, p->seq_kv, s, hk, j);
+        sum += e;
+        for (int64_t c = 0; c < d; c++)
+            w->acc[c] += e * (ref_load(a->v, p->dtype, v0 + c) * v_scale);
+    }
+
+    /* With a denominator of 0 every weight is 0 and acc holds 0 (or NaN from a NaN value). */
+    const double denom = sum == 0.0 ? 1.0 : sum;
+    const int64_t o0 = ref_q_row(&p->o, s, h, i);
+    for (int64_t c = 0; c < d; c++) ref_store(a->o, p->out_dtype, o0 + c, w->acc[c] / denom);
+    const double lse = sum == 0.0 ? -INFINITY : shift + log(sum);
+    if (a->lse) ((float *)a->lse)[ref_lse_index(p, s, h, i)] = (float)lse;
 }
 
-static void store(void *base, flashport_dtype dt, int64_t i, double v) {
-    switch (dt) {
-    case FLASHPORT_F32: ((float *)base)[i] = (float)v; break;
-    case FLASHPORT_F16: ((uint16_t *)base)[i] = fp_f32_to_f16((float)v); break;
-    case FLASHPORT_BF16: ((uint16_t *)base)[i] = fp_f32_to_bf16((float)v); break;
+flashport_status fp_reference_attention(const fp_problem *p, const fp_args *a) {
+    const size_t d = (size_t)p->head_dim;
+    double *scratch = malloc(sizeof(double) * (2 * d + (size_t)p->seq_kv));
+    if (!scratch) return FLASHPORT_ERROR_OUT_OF_MEMORY;
+    const row_scratch w = {scratch, scratch + d, scratch + 2 * d};
+    for (int64_t b = 0; b < p->batch; b++) {
+        const ref_seq s = ref_sequence(p, a, b);
+        for (int64_t h = 0; h < p->heads_q; h++)
+            for (int64_t i = 0; i < s.nq; i++) attend_row(p, a, &s, h, i, &w);
     }
-}
-
-/* Number of keys query row i sees: all of them, or, when causal (bottom-right aligned), keys
- * j <= i + (Nkv - Nq), which is none for the first Nq - Nkv rows when Nq > Nkv. */
-static int64_t visible_keys(const flashport_problem *p, int64_t i) {
-    if (!p->causal) return p->seq_kv;
-    int64_t last = i + (p->seq_kv - p->seq_q);
-    if (last < 0) return 0;
-    return last + 1 < p->seq_kv ? last + 1 : p->seq_kv;
-}
-
-flashport_status fp_reference_attention(const flashport_problem *p, const fp_args *a) {
-    const int64_t d = p->head_dim, group = p->heads_q / p->heads_kv;
-    double *s = malloc(sizeof(double) * (size_t)p->seq_kv);
-    double *acc = malloc(sizeof(double) * (size_t)d);
-    if (!s || !acc) {
-        free(s);
-        free(acc);
-        return FLASHPORT_ERROR_OUT_OF_MEMORY;
-    }
-    for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t h = 0; h < p->heads_q; h++) {
-            const int64_t hk = h / group;
-            for (int64_t i = 0; i < p->seq_q; i++) {
-                const int64_t q0 = b * p->q.batch + h * p->q.head + i * p->q.seq;
-                const int64_t o0 = b * p->o.batch + h * p->o.head + i * p->o.seq;
-                const int64_t n = visible_keys(p, i);
-                double m = -INFINITY;
-                int nan_score = 0;
-                for (int64_t j = 0; j < n; j++) {
-                    const int64_t k0 = b * p->k.batch + hk * p->k.head + j * p->k.seq;
-                    double dot = 0.0;
-                    for (int64_t c = 0; c < d; c++)
-                        dot += load(a->q, p->dtype, q0 + c) * load(a->k, p->dtype, k0 + c);
-                    s[j] = dot * (double)p->scale;
-                    if (isnan(s[j])) nan_score = 1;
-                    else if (s[j] > m) m = s[j];
-                }
-                double lse;
-                for (int64_t c = 0; c < d; c++) acc[c] = 0.0;
-                if (n == 0) {
-                    lse = -INFINITY; /* no visible key: O = 0 by definition */
-                } else if (nan_score) {
-                    lse = NAN;
-                    for (int64_t c = 0; c < d; c++) acc[c] = NAN;
-                } else {
-                    double sum = 0.0;
-                    for (int64_t j = 0; j < n; j++) {
-                        s[j] = exp(s[j] - m);
-                        sum += s[j];
-                    }
-                    for (int64_t j = 0; j < n; j++) {
-                        const int64_t v0 = b * p->v.batch + hk * p->v.head + j * p->v.seq;
-                        for (int64_t c = 0; c < d; c++) acc[c] += s[j] * load(a->v, p->dtype, v0 + c);
-                    }
-                    for (int64_t c = 0; c < d; c++) acc[c] /= sum;
-                    lse = m + log(sum);
-                }
-                for (int64_t c = 0; c < d; c++) store(a->o, p->dtype, o0 + c, acc[c]);
-                if (a->lse) ((float *)a->lse)[(b * p->heads_q + h) * p->seq_q + i] = (float)lse;
-            }
-        }
-    free(s);
-    free(acc);
+    free(scratch);
     return FLASHPORT_OK;
 }

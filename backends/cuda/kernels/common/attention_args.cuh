@@ -31,7 +31,7 @@ struct fp_attn_args {
 };
 
 static inline fp_attn_args fp_attn_args_make(const fp_gpu_launch *L) {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     fp_attn_args a;
     a.q = L->q;
     a.k = L->k;
@@ -56,7 +56,7 @@ static inline fp_attn_args fp_attn_args_make(const fp_gpu_launch *L) {
 /* Host check shared by every kernel's supports(): the sizes fit the kernels' int index
  * arithmetic with room to spare, and B * Hq fits the grid dimension (y or z) that enumerates
  * it. Returns 1, or 0 with the reason. */
-static inline int fp_attn_sizes_fit(const flashport_problem *p, char *why, size_t why_len) {
+static inline int fp_attn_sizes_fit(const fp_problem *p, char *why, size_t why_len) {
     if (p->seq_q > INT_MAX / 2 || p->seq_kv > INT_MAX / 2 || p->head_dim > INT_MAX / 2) {
         snprintf(why, why_len, "sequence lengths and head_dim must stay below 2^30");
         return 0;
@@ -71,7 +71,7 @@ static inline int fp_attn_sizes_fit(const flashport_problem *p, char *why, size_
 
 /* The same for kernels on this grid convention (blockIdx.y = block of `cols_per_block` output
  * columns of d), which also need the column blocks to fit the grid. */
-static inline int fp_attn_grid_fits(const flashport_problem *p, int cols_per_block, char *why,
+static inline int fp_attn_grid_fits(const fp_problem *p, int cols_per_block, char *why,
                                     size_t why_len) {
     if (!fp_attn_sizes_fit(p, why, why_len))
         return 0;

@@ -29,7 +29,8 @@ __device__ __forceinline__ float fp_load_or_zero(const T *x, int64_t i, int64_t 
 /*
  * Host side: runs the statement after T with T bound to the storage type of `dtype`, e.g.
  *   FP_DISPATCH_DTYPE(p->dtype, T, kernel<T> FP_GPU_LAUNCH(grid, block, 0, stream)(args));
- * An unknown dtype runs nothing (the core validated the dtype before the call).
+ * Any other dtype runs nothing: the core validated the dtype, and FP8 problems reach only
+ * variants that declare FP_FEATURE_FP8.
  */
 #define FP_DISPATCH_DTYPE(dtype, T, ...)                                                        \
     do {                                                                                        \
@@ -37,6 +38,7 @@ __device__ __forceinline__ float fp_load_or_zero(const T *x, int64_t i, int64_t 
         case FLASHPORT_F32: { typedef float T; __VA_ARGS__; } break;                            \
         case FLASHPORT_F16: { typedef gpuHalf T; __VA_ARGS__; } break;                          \
         case FLASHPORT_BF16: { typedef gpuBFloat16 T; __VA_ARGS__; } break;                     \
+        default: break;                                                                         \
         }                                                                                       \
     } while (0)
 

@@ -90,7 +90,7 @@ struct double_buffered_kernels {
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_double_buffered = {
     {"double_buffered",
      "ladder 7: step 6 with two shared-memory stage buffers, next loads overlapping compute",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     tiles_supports,
     NULL,
     tiles_launch<double_buffered_kernels>,

@@ -207,7 +207,7 @@ bool strides_vec4(const flashport_strides &s) {
     return s.batch % 4 == 0 && s.head % 4 == 0 && s.seq % 4 == 0;
 }
 
-int float4_loads_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+int float4_loads_supports(const fp_problem *p, const fp_gpu_device_props *props,
                           fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
     (void)params;
@@ -248,7 +248,7 @@ gpuError_t float4_loads_launch(const fp_gpu_launch *L) {
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_float4_loads = {
     {"float4_loads",
      "ladder 5: step 4's tiles with float4 global and shared-memory access (d % 4 == 0)",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     fp_float4_loads::float4_loads_supports,
     NULL,
     fp_float4_loads::float4_loads_launch,

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(NAIVE_TILE * NAIVE_TILE) kernel_naive_tiled(fp
     if (H.lse && row < a.nq && blockIdx.y == 0 && c == 0) H.lse[row] = fp_softmax_lse(st);
 }
 
-static int naive_tiled_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static int naive_tiled_supports(const fp_problem *p, const fp_gpu_device_props *props,
                                 fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
     (void)params;
@@ -82,7 +82,7 @@ static gpuError_t naive_tiled_launch(const fp_gpu_launch *L) {
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_naive_tiled = {
     {"naive_tiled",
      "ladder 1: one thread per output element, unstaged global reads, shared-memory reductions",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     naive_tiled_supports,
     NULL,
     naive_tiled_launch,

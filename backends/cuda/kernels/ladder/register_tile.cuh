@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
  * shape runs any problem whose grid fits (it needs nothing else of the device), and the launch
  * picks the instantiation for the problem's dtype on the grid convention of attention_args.cuh. */
 template <int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER>
-static int fp_register_tile_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static int fp_register_tile_supports(const fp_problem *p, const fp_gpu_device_props *props,
                                      fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
     (void)params;

@@ -17,7 +17,7 @@
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_register_tiled = {
     {"register_tiled",
      "ladder 3: per-thread register tiles (2x2 scores, 2x4 outputs), warp-shuffle reductions",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     fp_register_tile_supports<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>,
     NULL,
     fp_register_tile_launch<RT_WARPS, RT_ROWS, RT_KEYS, RT_COLS, false>,

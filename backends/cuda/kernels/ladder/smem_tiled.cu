@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(SMEM_TILE * SMEM_TILE) kernel_smem_tiled(fp_at
     if (H.lse && row < a.nq && blockIdx.y == 0 && c == 0) H.lse[row] = fp_softmax_lse(st);
 }
 
-static int smem_tiled_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static int smem_tiled_supports(const fp_problem *p, const fp_gpu_device_props *props,
                                fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
     (void)params;
@@ -90,7 +90,7 @@ static gpuError_t smem_tiled_launch(const fp_gpu_launch *L) {
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_smem_tiled = {
     {"smem_tiled",
      "ladder 2: Q, K and V tiles staged in shared memory with coalesced loads",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     smem_tiled_supports,
     NULL,
     smem_tiled_launch,

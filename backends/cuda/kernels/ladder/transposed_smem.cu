@@ -62,7 +62,7 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_transposed_smem = {
     {"transposed_smem",
      "ladder 6: Q and K chunks transposed in shared memory (conflict-free float4 reads), "
      "4x4 score and 4x16 output register tiles per thread",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     tiles_supports,
     NULL,
     tiles_launch<transposed_smem_kernels>,

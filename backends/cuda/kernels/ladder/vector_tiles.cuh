@@ -353,7 +353,7 @@ static gpuError_t launch_tiles(const fp_gpu_launch *L, tile_kernel kernel) {
  * both derive from the problem. KERNELS::get<T, RW>() returns a kernel of the family. Both have
  * the variant table's signatures, so that a step's entry names them directly; the family needs
  * nothing of the device beyond the grid limits. */
-static inline int tiles_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+static inline int tiles_supports(const fp_problem *p, const fp_gpu_device_props *props,
                                  fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
     (void)params;

@@ -18,7 +18,7 @@
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_wide_register_tile = {
     {"wide_register_tile",
      "ladder 4: wider register tiles (4x2 scores, 4x4 outputs), K and V share one buffer",
-     FP_PRECISION_NATIVE},
+     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     fp_register_tile_supports<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true>,
     NULL,
     fp_register_tile_launch<WRT_WARPS, WRT_ROWS, WRT_KEYS, WRT_COLS, true>,

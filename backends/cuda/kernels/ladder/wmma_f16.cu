@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
         H.lse[wrow0 + my_row] = fp_softmax_lse(st);
 }
 
-int wmma_f16_supports(const flashport_problem *p, const fp_gpu_device_props *props,
+int wmma_f16_supports(const fp_problem *p, const fp_gpu_device_props *props,
                       fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)params;
     if (props->cc_major < 8) {
@@ -261,7 +261,7 @@ const fp_gpu_kernel fp_kernel_wmma_f16 = {
     {"wmma_f16",
      "ladder 8: WMMA tensor cores 16x16x16, f16 operands (bf16 for bf16), f32 scores and "
      "accumulators",
-     FP_PRECISION_F16},
+     FP_PRECISION_F16, FP_FEATURES_NONE},
     fp_wmma_f16::wmma_f16_supports,
     NULL,
     fp_wmma_f16::wmma_f16_launch,

@@ -21,7 +21,7 @@
 /* 1 when the tensor-core forward can run p on this device (any split count), with the tile
  * configuration it will use in *config (FP_TC_CONFIG_ENV, else the default); else 0 and the
  * reason in why, which also covers a FP_TC_CONFIG_ENV that names no config of p's head dim. */
-int fp_tc_forward_support(const flashport_problem *p, const fp_gpu_device_props *props,
+int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
                           int *config, char *why, size_t why_len);
 
 /* Keys of one tile of config `config` for p's padded head dim; split boundaries are multiples. */

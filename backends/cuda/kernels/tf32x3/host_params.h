@@ -16,7 +16,7 @@
 
 /* 1 when the device and problem allow a 3xTF32 kernel whatever the head dim; else 0 and the
  * reason in why. */
-static inline int fp_tf32x3_supports_problem(const flashport_problem *p,
+static inline int fp_tf32x3_supports_problem(const fp_problem *p,
                                              const fp_gpu_device_props *props, char *why,
                                              size_t why_len)
 {
@@ -44,7 +44,7 @@ static inline int fp_tf32x3_vec4_aligned(const void *base, const flashport_strid
  * (16-byte copies), 0 for the element-by-element one. */
 static inline int fp_tf32x3_fill_params(fp_tf32x3_params *prm, const fp_gpu_launch *L)
 {
-    const flashport_problem *p = &L->p;
+    const fp_problem *p = &L->p;
     prm->q = static_cast<const float *>(L->q);
     prm->k = static_cast<const float *>(L->k);
     prm->v = static_cast<const float *>(L->v);
