@@ -17,14 +17,14 @@
 /* The built-in backends' entry functions, declared weak: one left out of the build
  * (FLASHPORT_CPU_SIMD=OFF) is a null pointer here instead of an undefined symbol. */
 #define FP_MODULE_BACKEND(backend)
-#define FP_BUILTIN_BACKEND(backend, entry)                                                     \
+#define FP_BUILTIN_BACKEND(backend, entry)                                                         \
     const fp_backend *entry(const fp_host *host) __attribute__((weak, visibility("hidden")));
 #include "backend_list.h"
 #undef FP_MODULE_BACKEND
 #undef FP_BUILTIN_BACKEND
 
 static fp_registry_entry entries[] = {
-#define FP_MODULE_BACKEND(backend) {.name = #backend, .is_module = 1},
+#define FP_MODULE_BACKEND(backend)         {.name = #backend, .is_module = 1},
 #define FP_BUILTIN_BACKEND(backend, entry) {.name = #backend, .builtin_entry = entry},
 #include "backend_list.h"
 #undef FP_MODULE_BACKEND
@@ -34,7 +34,7 @@ enum { N_ENTRIES = sizeof entries / sizeof entries[0] };
 
 /* ", cuda, hip, ...": every name in registry order, for the messages that list them. */
 static const char name_list[] =
-#define FP_MODULE_BACKEND(backend) ", " #backend
+#define FP_MODULE_BACKEND(backend)         ", " #backend
 #define FP_BUILTIN_BACKEND(backend, entry) ", " #backend
 #include "backend_list.h"
 #undef FP_MODULE_BACKEND
@@ -106,7 +106,8 @@ static void load_module(fp_registry_entry *e) {
         }
         free(dirs);
         if (found) {
-            if (!e->backend) snprintf(e->reason, sizeof e->reason, "%.*s", (int)sizeof e->reason - 1, why);
+            if (!e->backend)
+                snprintf(e->reason, sizeof e->reason, "%.*s", (int)sizeof e->reason - 1, why);
             return;
         }
     }
@@ -148,12 +149,13 @@ static void probe(fp_registry_entry *e) {
     if (e->backend) {
         e->device_count = e->backend->probe(e->reason, sizeof e->reason);
         if (e->device_count < 0) e->device_count = 0;
-        if (e->device_count > 0) e->reason[0] = '\0';
-        else if (!e->reason[0]) snprintf(e->reason, sizeof e->reason, "no devices");
+        if (e->device_count > 0)
+            e->reason[0] = '\0';
+        else if (!e->reason[0])
+            snprintf(e->reason, sizeof e->reason, "no devices");
     }
     fp_log(FP_LOG_DEBUG, "registry", "%s: %s (%d device%s)%s%s", e->name, e->location,
-           e->device_count, e->device_count == 1 ? "" : "s", e->reason[0] ? ": " : "",
-           e->reason);
+           e->device_count, e->device_count == 1 ? "" : "s", e->reason[0] ? ": " : "", e->reason);
 }
 
 int fp_registry_count(void) { return N_ENTRIES; }
@@ -190,8 +192,8 @@ FLASHPORT_API flashport_status flashport_backend_get_info(int index, flashport_b
     if (!out) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "out is NULL");
     fp_registry_entry *e = fp_registry_get(index);
     if (!e)
-        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where,
-                        "index %d is outside 0..%d", index, N_ENTRIES - 1);
+        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "index %d is outside 0..%d", index,
+                        N_ENTRIES - 1);
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", e->name);
     out->available = e->device_count > 0;
@@ -210,16 +212,16 @@ FLASHPORT_API flashport_status flashport_backend_find(const char *name, int *ind
             *index = i;
             return FLASHPORT_OK;
         }
-    return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where,
-                    "unknown backend '%s' (known: %s)", name, fp_registry_names());
+    return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where, "unknown backend '%s' (known: %s)",
+                    name, fp_registry_names());
 }
 
 static flashport_status backend_by_name(const char *name, const char *where, const fp_backend **b) {
     if (!name) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "backend name is NULL");
     fp_registry_entry *e = fp_registry_find(name);
     if (!e)
-        return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where,
-                        "unknown backend '%s' (known: %s)", name, fp_registry_names());
+        return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where, "unknown backend '%s' (known: %s)",
+                        name, fp_registry_names());
     if (!e->backend)
         return fp_error(FLASHPORT_ERROR_BACKEND_UNAVAILABLE, where, "%s unavailable: %s", name,
                         e->reason);

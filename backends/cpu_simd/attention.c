@@ -12,7 +12,7 @@
 #include "topology.h"
 
 #define ALIGN_BYTES 64 /* every scratch array starts on a cache line */
-#define LOG2E 1.44269504088896340736
+#define LOG2E       1.44269504088896340736
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -60,14 +60,14 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
 
 /* Byte offsets of one thread's scratch arrays, each on a cache line. */
 typedef struct scratch_layout {
-    size_t q, o, k, v, s, bias, m, l, alpha, lo, hi, key_lo, key_hi, slope, diag, bias_at,
-        group_lo, group_hi, total;
+    size_t q, o, k, v, s, bias, m, l, alpha, lo, hi, key_lo, key_hi, slope, diag, bias_at, group_lo,
+        group_hi, total;
 } scratch_layout;
 
 static scratch_layout layout_of(const cs_tiling *t) {
     scratch_layout L;
     size_t at = 0;
-#define PLACE(field, n, type) \
+#define PLACE(field, n, type)                                                                      \
     (L.field = at, at += (size_t)round_up((int64_t)(n) * (int64_t)sizeof(type), ALIGN_BYTES))
     PLACE(q, (int64_t)t->rows * t->dq, float);
     PLACE(o, (int64_t)t->rows * t->dq, float);
@@ -182,7 +182,8 @@ static int64_t kv_rows(const call *c, const seq_view *s, int64_t kvh, int64_t j,
 /* Query or output row i of query head h (packed rows have batch stride 0). */
 static const void *q_row(const void *base, const flashport_strides *st, size_t esize,
                          const seq_view *s, int64_t h, int64_t i) {
-    return (const char *)base + (size_t)(s->b * st->batch + h * st->head + (s->q_row0 + i) * st->seq) * esize;
+    return (const char *)base +
+           (size_t)(s->b * st->batch + h * st->head + (s->q_row0 + i) * st->seq) * esize;
 }
 
 /* The FP8 descale of a row: the tensor's factor, or that of (batch, head, block of positions);
@@ -300,10 +301,12 @@ static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
             for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * b[j * bd->key];
         } else if (bd->dtype == FLASHPORT_F16) {
             const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
+            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
+                out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
         } else {
             const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
+            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
+                out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
         }
     }
 }
@@ -326,7 +329,8 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     for (int r = 0; r < rows; ++r) {
         float *panel = ts->q + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
         if (r < real)
-            for (int64_t col = 0; col < dq; ++col) panel[col * CS_Q_PANEL] = rows_tmp[(int64_t)r * dq + col];
+            for (int64_t col = 0; col < dq; ++col)
+                panel[col * CS_Q_PANEL] = rows_tmp[(int64_t)r * dq + col];
         else
             for (int64_t col = 0; col < dq; ++col) panel[col * CS_Q_PANEL] = 0.0f;
     }
@@ -354,7 +358,8 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
         if (lse) {
             const int64_t at = p->q_varlen ? h * p->total_q + tp->s->q_row0 + i
                                            : (tp->s->b * p->heads_q + h) * p->seq_q + i;
-            lse[at] = denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
+            lse[at] =
+                denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
         }
     }
 }
@@ -418,7 +423,8 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
         }
         ops->scores(ts->q, ts->k, p->head_dim, dq, score_rows, ts->lo, ts->hi, ts->s, rows);
         if (mods.slope)
-            for (int r = 0; r < real; ++r) ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
+            for (int r = 0; r < real; ++r)
+                ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
         if (mods.bias) gather_bias(c, ts, real, j0);
         ops->softmax(ts->s, rows, score_rows, ts->lo, ts->hi, &mods, ts->m, ts->l, ts->alpha);
         /* The group kernel takes the keys every real row of the group sees; a row's keys
@@ -439,7 +445,8 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
             for (int g = 0; g < real; g += CS_PV_ROWS) {
                 const int a = ts->group_lo[g / CS_PV_ROWS], e = ts->group_hi[g / CS_PV_ROWS];
                 ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, ts->v + (int64_t)a * dq + c0, dq,
-                             min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g, ts->o + (int64_t)g * dq + c0);
+                             min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g,
+                             ts->o + (int64_t)g * dq + c0);
             }
         for (int r = 0; r < real; ++r) {
             const int a = ts->group_lo[r / CS_PV_ROWS], e = ts->group_hi[r / CS_PV_ROWS];
@@ -457,14 +464,23 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
 static tile_scratch scratch_of(const call *c, void *base, int thread) {
     char *b = (char *)base + (size_t)thread * c->L.total;
     tile_scratch ts = {
-        .q = (float *)(b + c->L.q), .o = (float *)(b + c->L.o), .k = (float *)(b + c->L.k),
-        .v = (float *)(b + c->L.v), .s = (float *)(b + c->L.s), .bias = (float *)(b + c->L.bias),
+        .q = (float *)(b + c->L.q),
+        .o = (float *)(b + c->L.o),
+        .k = (float *)(b + c->L.k),
+        .v = (float *)(b + c->L.v),
+        .s = (float *)(b + c->L.s),
+        .bias = (float *)(b + c->L.bias),
         .m = (float *)(b + c->L.m),
-        .l = (float *)(b + c->L.l), .alpha = (float *)(b + c->L.alpha),
-        .slope = (float *)(b + c->L.slope), .diag = (float *)(b + c->L.diag),
-        .lo = (int *)(b + c->L.lo), .hi = (int *)(b + c->L.hi),
-        .key_lo = (int64_t *)(b + c->L.key_lo), .key_hi = (int64_t *)(b + c->L.key_hi),
-        .bias_at = (int64_t *)(b + c->L.bias_at), .group_lo = (int *)(b + c->L.group_lo),
+        .l = (float *)(b + c->L.l),
+        .alpha = (float *)(b + c->L.alpha),
+        .slope = (float *)(b + c->L.slope),
+        .diag = (float *)(b + c->L.diag),
+        .lo = (int *)(b + c->L.lo),
+        .hi = (int *)(b + c->L.hi),
+        .key_lo = (int64_t *)(b + c->L.key_lo),
+        .key_hi = (int64_t *)(b + c->L.key_hi),
+        .bias_at = (int64_t *)(b + c->L.bias_at),
+        .group_lo = (int *)(b + c->L.group_lo),
         .group_hi = (int *)(b + c->L.group_hi),
     };
     return ts;
@@ -522,8 +538,13 @@ static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_
 void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
                   const fp_args *args, void *scratch) {
     call c = {
-        .ops = ops, .t = t, .p = p, .a = args, .in_size = flashport_dtype_size(p->dtype),
-        .out_size = flashport_dtype_size(p->out_dtype), .group = p->heads_q / p->heads_kv,
+        .ops = ops,
+        .t = t,
+        .p = p,
+        .a = args,
+        .in_size = flashport_dtype_size(p->dtype),
+        .out_size = flashport_dtype_size(p->out_dtype),
+        .group = p->heads_q / p->heads_kv,
         .L = layout_of(t),
     };
     c.mods.scale2 = (float)(p->scale * LOG2E);

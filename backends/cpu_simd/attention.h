@@ -24,11 +24,11 @@
 #include "kernels/kernel_ops.h"
 
 typedef struct cs_tiling {
-    int heads;    /* query heads of one KV group in a tile */
-    int queries;  /* query positions in a tile */
-    int rows;     /* heads * queries rounded up to CS_PV_ROWS */
-    int keys;     /* keys per block, a multiple of CS_KEY_STEP */
-    int64_t dq;   /* head_dim rounded up to CS_DIM_STEP */
+    int heads;   /* query heads of one KV group in a tile */
+    int queries; /* query positions in a tile */
+    int rows;    /* heads * queries rounded up to CS_PV_ROWS */
+    int keys;    /* keys per block, a multiple of CS_KEY_STEP */
+    int64_t dq;  /* head_dim rounded up to CS_DIM_STEP */
     int threads;
     int64_t max_tiles; /* query tiles of every sequence together, at most */
 } cs_tiling;

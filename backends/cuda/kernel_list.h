@@ -91,15 +91,16 @@
 #define FP_KERNEL_IF_mfma_flash_split_kv(X)
 #endif
 
-#define FP_GPU_LADDER_KERNELS(X)                                                               \
-    FP_KERNEL_IF_naive_tiled(X) FP_KERNEL_IF_smem_tiled(X) FP_KERNEL_IF_register_tiled(X)      \
-    FP_KERNEL_IF_wide_register_tile(X) FP_KERNEL_IF_float4_loads(X)                            \
-    FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X) FP_KERNEL_IF_wmma_f16(X)
-#define FP_GPU_PRODUCTION_KERNELS(X)                                                           \
-    FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                   \
-    FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)          \
-    FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)                     \
-    FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
+#define FP_GPU_LADDER_KERNELS(X)                                                                   \
+    FP_KERNEL_IF_naive_tiled(X) FP_KERNEL_IF_smem_tiled(X) FP_KERNEL_IF_register_tiled(X)          \
+        FP_KERNEL_IF_wide_register_tile(X) FP_KERNEL_IF_float4_loads(X)                            \
+            FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X)                        \
+                FP_KERNEL_IF_wmma_f16(X)
+#define FP_GPU_PRODUCTION_KERNELS(X)                                                               \
+    FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                       \
+        FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)        \
+            FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)                 \
+                FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
 #define FP_GPU_KERNELS(X) FP_GPU_LADDER_KERNELS(X) FP_GPU_PRODUCTION_KERNELS(X)
 
 #define FP_DECLARE_GPU_KERNEL(name) extern FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_##name;

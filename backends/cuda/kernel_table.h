@@ -55,11 +55,11 @@ static_assert(sizeof(fp_gpu_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
               "a plan holds the kernel parameters");
 
 typedef struct fp_gpu_launch {
-    fp_problem p;   /* validated, scale != 0 */
+    fp_problem p;          /* validated, scale != 0 */
     const void *q, *k, *v; /* device pointers */
     void *o;
-    float *lse;            /* NULL: no LSE */
-    void *workspace;       /* plan.workspace_bytes bytes, or NULL when 0 */
+    float *lse;                         /* NULL: no LSE */
+    void *workspace;                    /* plan.workspace_bytes bytes, or NULL when 0 */
     const fp_gpu_kernel_params *params; /* what the variant's supports() chose */
     gpuStream_t stream;
     const fp_gpu_device_props *props;

@@ -14,14 +14,14 @@
 #include "kernels/common/ptx.cuh"
 #include "peaks.h"
 
-#define PEAK_THREADS 256
+#define PEAK_THREADS       256
 #define PEAK_BLOCKS_PER_SM 4
-#define PEAK_REPEATS 3
-#define FMA_CHAINS 8
-#define FMA_ITERS 16384
-#define MMA_CHAINS 4
-#define MMA_ITERS 2048
-#define COPY_BYTES ((size_t)256 << 20)
+#define PEAK_REPEATS       3
+#define FMA_CHAINS         8
+#define FMA_ITERS          16384
+#define MMA_CHAINS         4
+#define MMA_ITERS          2048
+#define COPY_BYTES         ((size_t)256 << 20)
 
 __global__ void __launch_bounds__(PEAK_THREADS) peak_ffma(float *sink, float seed) {
     float x[FMA_CHAINS];
@@ -79,8 +79,7 @@ __global__ void __launch_bounds__(PEAK_THREADS) peak_mma_kernel(float *sink, uin
 
 /* Times `launch` PEAK_REPEATS times after one warm-up and returns the best milliseconds. */
 template <typename Launch>
-static gpuError_t time_best(gpuStream_t stream, Launch launch, float *best_ms,
-                            const char **call) {
+static gpuError_t time_best(gpuStream_t stream, Launch launch, float *best_ms, const char **call) {
     gpuEvent_t start = NULL, stop = NULL;
     gpuError_t e;
     *best_ms = 0.0f;

@@ -30,7 +30,7 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 
 /* f32 on the tensor cores, tried before fa2_f32 when built (CUDA only, cc >= 8.0): d <= 256,
  * and the wide form for 256 < d <= 1024, which splits the keys itself when the grid is small. */
-#define F32_TENSOR_KERNEL "tensor_core_tf32x3"
+#define F32_TENSOR_KERNEL      "tensor_core_tf32x3"
 #define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
 
 static const char *const ladder_fallback[] = {
@@ -51,8 +51,8 @@ static int find_kernel(const char *name) {
 }
 
 /* Asks variant i; on yes fills the plan and *params, on no leaves the reason in why. */
-static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p,
-                       fp_plan *out, fp_gpu_kernel_params *params, char *why, size_t why_len) {
+static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p, fp_plan *out,
+                       fp_gpu_kernel_params *params, char *why, size_t why_len) {
     memset(params, 0, sizeof *params);
     why[0] = '\0';
     if (!kernels[i]->supports(p, props, params, why, why_len)) return 0;
@@ -68,8 +68,8 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
     if (used < len) snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
 }
 
-flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p,
-                             int forced, fp_plan *out) {
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, int forced,
+                             fp_plan *out) {
     char why[192];
     fp_gpu_kernel_params params;
     if (forced >= 0) {
@@ -134,8 +134,8 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
             continue;
         }
         if (strcmp(order[o], F32_WIDE_TENSOR_KERNEL) == 0)
-            snprintf(out->reason, sizeof out->reason, "%s; keys split %d ways for %d SMs",
-                     kinds[o], params.split_kv.splits, props->sm_count);
+            snprintf(out->reason, sizeof out->reason, "%s; keys split %d ways for %d SMs", kinds[o],
+                     params.split_kv.splits, props->sm_count);
         else if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kinds[o], blocks, rows, props->sm_count);

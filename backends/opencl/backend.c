@@ -29,8 +29,7 @@ static const char *type_name(cl_device_type t) {
 
 static flashport_status backend_device_info(int device, flashport_device_info *out) {
     const fp_cl_device_desc *d = fp_cl_device(device);
-    if (!d)
-        return fp_cl_host->error(FLASHPORT_ERROR_NO_DEVICE, FP_CL_NAME, "no device %d", device);
+    if (!d) return fp_cl_host->error(FLASHPORT_ERROR_NO_DEVICE, FP_CL_NAME, "no device %d", device);
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", d->name);
     snprintf(out->vendor, sizeof out->vendor, "%s", d->vendor);
@@ -136,7 +135,8 @@ static flashport_status cl_buffer_wrap(void *d, void *native, size_t bytes, void
     cl_context context = NULL;
     size_t size = 0;
     cl_int err = dev->cl->clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, NULL);
-    if (err == CL_SUCCESS) err = dev->cl->clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err == CL_SUCCESS)
+        err = dev->cl->clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
     if (err != CL_SUCCESS) return fp_cl_fail(err, "clGetMemObjectInfo (wrapped buffer)");
     if (context != dev->context)
         return fp_cl_host->error(FLASHPORT_ERROR_MISMATCH, FP_CL_NAME,
@@ -229,11 +229,20 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
     struct {
         size_t size;
         const void *value;
-    } args[15 + 12] = {{sizeof q, &q},         {sizeof k, &k},           {sizeof v, &v},
-                       {sizeof o, &o},         {sizeof lse, &lse},       {sizeof has_lse, &has_lse},
-                       {sizeof nq, &nq},       {sizeof nkv, &nkv},       {sizeof dim, &dim},
-                       {sizeof heads_q, &heads_q}, {sizeof group, &group}, {sizeof slices, &slices},
-                       {sizeof causal, &causal}, {sizeof q_sign, &q_sign},
+    } args[15 + 12] = {{sizeof q, &q},
+                       {sizeof k, &k},
+                       {sizeof v, &v},
+                       {sizeof o, &o},
+                       {sizeof lse, &lse},
+                       {sizeof has_lse, &has_lse},
+                       {sizeof nq, &nq},
+                       {sizeof nkv, &nkv},
+                       {sizeof dim, &dim},
+                       {sizeof heads_q, &heads_q},
+                       {sizeof group, &group},
+                       {sizeof slices, &slices},
+                       {sizeof causal, &causal},
+                       {sizeof q_sign, &q_sign},
                        {sizeof scale_log2, &scale_log2}};
     for (int i = 0; i < 12; i++) {
         args[15 + i].size = sizeof strides[i];
@@ -280,7 +289,8 @@ static flashport_status cl_timer_stop(void *d, void *timer, double *ms) {
         err = cl->clGetEventProfilingInfo(dev->first_event, CL_PROFILING_COMMAND_START,
                                           sizeof start, &start, NULL);
         if (err == CL_SUCCESS)
-            err = cl->clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+            err =
+                cl->clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
         if (err != CL_SUCCESS)
             st = fp_cl_fail(err, "clGetEventProfilingInfo");
         else
@@ -302,13 +312,13 @@ static flashport_status cl_measure_peaks_unprofiled(void *d, flashport_peaks *ou
                              "caller's queue was created without CL_QUEUE_PROFILING_ENABLE");
 }
 
-#define FP_CL_DEVICE_OPS(timer_start_fn, timer_stop_fn, measure_peaks_fn)                      \
-    {                                                                                          \
-        .close = cl_close, .buffer_alloc = cl_buffer_alloc, .buffer_free = cl_buffer_free,     \
-        .buffer_upload = cl_upload, .buffer_download = cl_download,                            \
-        .buffer_wrap = cl_buffer_wrap, .buffer_unwrap = cl_buffer_unwrap, .plan = cl_plan,     \
-        .run = cl_run, .synchronize = cl_synchronize, .timer_start = timer_start_fn,           \
-        .timer_stop = timer_stop_fn, .measure_peaks = measure_peaks_fn,                        \
+#define FP_CL_DEVICE_OPS(timer_start_fn, timer_stop_fn, measure_peaks_fn)                          \
+    {                                                                                              \
+        .close = cl_close, .buffer_alloc = cl_buffer_alloc, .buffer_free = cl_buffer_free,         \
+        .buffer_upload = cl_upload, .buffer_download = cl_download, .buffer_wrap = cl_buffer_wrap, \
+        .buffer_unwrap = cl_buffer_unwrap, .plan = cl_plan, .run = cl_run,                         \
+        .synchronize = cl_synchronize, .timer_start = timer_start_fn, .timer_stop = timer_stop_fn, \
+        .measure_peaks = measure_peaks_fn,                                                         \
     }
 
 static const fp_device_ops device_ops =
@@ -334,8 +344,8 @@ static flashport_status cl_open(int device, const fp_device_ops **ops, void **ou
         free(dev);
         return fp_cl_fail(err, "clCreateContext");
     }
-    dev->queue = dev->cl->clCreateCommandQueue(dev->context, desc->id, CL_QUEUE_PROFILING_ENABLE,
-                                               &err);
+    dev->queue =
+        dev->cl->clCreateCommandQueue(dev->context, desc->id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (!dev->queue || err != CL_SUCCESS) {
         dev->cl->clReleaseContext(dev->context);
         free(dev);

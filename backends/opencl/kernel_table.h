@@ -72,8 +72,8 @@ typedef struct fp_cl_kernel {
     /* FLASHPORT_OK when the variant takes p on dev, with its parameters in *params and why it
      * chose them in reason; else FLASHPORT_ERROR_UNSUPPORTED, or FLASHPORT_ERROR_INVALID_ARGUMENT
      * for a malformed tuning variable, with the reason. Records no error itself. */
-    flashport_status (*plan)(fp_cl_dev *dev, const fp_problem *p,
-                             fp_cl_kernel_params *params, char *reason, size_t reason_len);
+    flashport_status (*plan)(fp_cl_dev *dev, const fp_problem *p, fp_cl_kernel_params *params,
+                             char *reason, size_t reason_len);
     /* The program's build options for these parameters and p. */
     void (*options)(const fp_cl_device_desc *dev, const fp_cl_kernel_params *params,
                     const fp_problem *p, char *buf, size_t len);

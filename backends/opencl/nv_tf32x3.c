@@ -26,7 +26,7 @@
 #include "kernel_sources.h"
 #include "program_cache.h"
 
-#define NV_CONFIG_ENV "FLASHPORT_OPENCL_TF32X3_CONFIG"
+#define NV_CONFIG_ENV  "FLASHPORT_OPENCL_TF32X3_CONFIG"
 #define NV_EMULATE_ENV "FLASHPORT_OPENCL_NV_EMULATE"
 /* The kernel's row and key indices are 32-bit with room to spare below this. */
 #define NV_MAX_SEQ (1 << 30)
@@ -34,8 +34,8 @@
 #define NV_MAX_GRID_YZ 65535
 
 static const fp_cl_nv_tf32x3_config configs[] = {
-    {64, 4, 1, 32}, {64, 8, 1, 32}, {64, 4, 1, 16}, {64, 4, 2, 32},
-    {128, 4, 1, 16}, {128, 8, 1, 16},
+    {64, 4, 1, 32}, {64, 8, 1, 32},  {64, 4, 1, 16},
+    {64, 4, 2, 32}, {128, 4, 1, 16}, {128, 8, 1, 16},
 };
 enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -86,8 +86,8 @@ static fp_cl_launch_shape nv_shape(const fp_cl_kernel_params *params, const fp_p
     return shape;
 }
 
-static flashport_status nv_plan(fp_cl_dev *dev, const fp_problem *p,
-                                fp_cl_kernel_params *params, char *reason, size_t reason_len) {
+static flashport_status nv_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_kernel_params *params,
+                                char *reason, size_t reason_len) {
     const fp_cl_device_desc *desc = dev->desc;
     const int emulate = emulated();
     if (!desc->is_nvidia && !emulate) {

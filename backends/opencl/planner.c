@@ -33,8 +33,7 @@ static int find_kernel(const char *name) {
 }
 
 /* Asks variant i; on yes fills the plan. The reason, either way, is in out->reason. */
-static flashport_status try_variant(int i, fp_cl_dev *dev, const fp_problem *p,
-                                    fp_plan *out) {
+static flashport_status try_variant(int i, fp_cl_dev *dev, const fp_problem *p, fp_plan *out) {
     fp_cl_kernel_params params;
     memset(&params, 0, sizeof params);
     flashport_status st = kernels[i]->plan(dev, p, &params, out->reason, sizeof out->reason);

@@ -64,15 +64,15 @@ static size_t tile_local_bytes(const int64_t *t, int64_t head_dim) {
 }
 
 /* "" when the shape can run on the device, else why not. */
-static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t head_dim,
-                        char *why, size_t len) {
+static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t head_dim, char *why,
+                        size_t len) {
     why[0] = '\0';
     for (int i = 0; i < FP_CL_TILE_KEYS; i++) {
         int64_t lo = i >= FP_CL_P_QR ? 0 : 1;
         int64_t hi = i == FP_CL_P_RG ? 255 : i >= FP_CL_P_QR ? 1 : 1024;
         if (t[i] < lo || t[i] > hi) {
-            snprintf(why, len, "tile %s=%lld is outside %lld..%lld", tile_keys[i],
-                     (long long)t[i], (long long)lo, (long long)hi);
+            snprintf(why, len, "tile %s=%lld is outside %lld..%lld", tile_keys[i], (long long)t[i],
+                     (long long)lo, (long long)hi);
             return;
         }
     }
@@ -88,8 +88,7 @@ static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t 
         return;
     }
     int64_t om = t[FP_CL_P_OM], row_items = t[FP_CL_P_BR] / om;
-    if (t[FP_CL_P_BR] % om || threads % row_items ||
-        t[FP_CL_P_DV] % (4 * (threads / row_items))) {
+    if (t[FP_CL_P_BR] % om || threads % row_items || t[FP_CL_P_DV] % (4 * (threads / row_items))) {
         snprintf(why, len,
                  "output tile needs om | br, (br/om) | work-items, and dv a multiple of 4 "
                  "columns per work-item across the row");
@@ -194,8 +193,8 @@ static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const 
     }
 }
 
-static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p,
-                                   fp_cl_kernel_params *params, char *reason, size_t reason_len) {
+static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_kernel_params *params,
+                                   char *reason, size_t reason_len) {
     int64_t t[FP_CL_TILE_KEYS];
     int given[FP_CL_TILE_KEYS] = {0};
     default_shape(dev->desc, p, t);
@@ -222,8 +221,8 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p,
         check_shape(dev->desc, t, p->head_dim, why, sizeof why);
     }
     if (why[0]) {
-        snprintf(reason, reason_len, "%s%s", override && *override ?
-                 "FLASHPORT_OPENCL_TILE: " : "", why);
+        snprintf(reason, reason_len, "%s%s", override && *override ? "FLASHPORT_OPENCL_TILE: " : "",
+                 why);
         return FLASHPORT_ERROR_UNSUPPORTED;
     }
     if (!dev->desc->is_nvidia) t[FP_CL_P_RG] = 0; /* a register cap only NVIDIA's compiler reads */
@@ -282,13 +281,11 @@ static void tiled_options(const fp_cl_device_desc *dev, const fp_cl_kernel_param
              "-DDTYPE=%d%s",
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
-             (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]),
-             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), quad_loads(p),
-             (int)p->dtype, nvidia);
+             (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]), (long long)t[9],
+             (long long)t[11], needs_wide_offsets(t, p), quad_loads(p), (int)p->dtype, nvidia);
 }
 
-static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params,
-                                      const fp_problem *p) {
+static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params, const fp_problem *p) {
     int64_t t[FP_CL_TILE_KEYS];
     tile_of(params, t);
     fp_cl_launch_shape shape;

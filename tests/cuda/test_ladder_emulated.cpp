@@ -75,8 +75,10 @@ static float uniform(void) {
 }
 
 static void put(std::vector<uint8_t> &x, int64_t i, flashport_dtype dt, float v) {
-    if (dt == FLASHPORT_F32) ((float *)x.data())[i] = v;
-    else ((uint16_t *)x.data())[i] = dt == FLASHPORT_F16 ? fp_f32_to_f16(v) : fp_f32_to_bf16(v);
+    if (dt == FLASHPORT_F32)
+        ((float *)x.data())[i] = v;
+    else
+        ((uint16_t *)x.data())[i] = dt == FLASHPORT_F16 ? fp_f32_to_f16(v) : fp_f32_to_bf16(v);
 }
 
 static double get(const std::vector<uint8_t> &x, int64_t i, flashport_dtype dt) {
@@ -174,7 +176,8 @@ static void check_planner(void) {
     props.sm_count = 132;
     props.warp_size = 32;
     fp_problem p;
-    flashport_attention_desc_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024, FLASHPORT_LAYOUT_BHND);
+    flashport_attention_desc_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024,
+                                  FLASHPORT_LAYOUT_BHND);
     p.scale = 1.0f / 32.0f;
     fp_plan plan = {};
     CHECK(fp_gpu_kernel_count() == 4);
@@ -190,7 +193,8 @@ static void check_planner(void) {
     CHECK(fp_gpu_plan(&props, &p, 0, &plan) == FLASHPORT_OK && plan.variant == 0);
     CHECK(strcmp(plan.reason, "requested by name") == 0);
 
-    flashport_attention_desc_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64, FLASHPORT_LAYOUT_BHND);
+    flashport_attention_desc_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64,
+                                  FLASHPORT_LAYOUT_BHND);
     CHECK(fp_gpu_plan(&props, &p, 1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
     CHECK(strstr(plan.reason, "exceeds the grid limit") != NULL);
     CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);

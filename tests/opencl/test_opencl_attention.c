@@ -90,8 +90,10 @@ static void attention_row(const flashport_problem *p, const void *q, const void 
             dot += load(q, p->dtype, index_of(&p->q, b, h, i) + c) *
                    load(k, p->dtype, index_of(&p->k, b, hk, j) + c);
         w[j] = dot * p->scale;
-        if (isnan(w[j])) nan_seen = 1;
-        else if (w[j] > m) m = w[j];
+        if (isnan(w[j]))
+            nan_seen = 1;
+        else if (w[j] > m)
+            m = w[j];
     }
     for (int64_t c = 0; c < p->head_dim; c++) o[c] = 0.0;
     *lse = -INFINITY;
@@ -209,16 +211,11 @@ static void run_nv_tf32x3(flashport_context *ctx, int every_config) {
     const flashport_dtype F32 = FLASHPORT_F32;
     const shape cases[] = {
         /* dtype b hq hkv nq nkv d causal layout pad scale */
-        {F32, 1, 1, 1, 1, 1, 1, 0, H, 0, 0.0f},
-        {F32, 2, 4, 2, 37, 53, 64, 0, H, 0, 0.0f},
-        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3, 0.0f},
-        {F32, 1, 3, 3, 20, 100, 32, 1, H, 0, 0.0f},
-        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0, 0.0f},
-        {F32, 1, 8, 1, 1, 200, 64, 1, H, 0, 0.0f},
-        {F32, 1, 2, 2, 60, 80, 40, 1, H, 0, -0.7f},
-        {F32, 1, 1, 1, 50, 50, 64, 0, N, 0, 3.0f},
-        {F32, 1, 4, 2, 150, 90, 100, 1, H, 0, 0.0f},
-        {F32, 2, 2, 2, 33, 129, 128, 0, N, 4, 0.0f},
+        {F32, 1, 1, 1, 1, 1, 1, 0, H, 0, 0.0f},       {F32, 2, 4, 2, 37, 53, 64, 0, H, 0, 0.0f},
+        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3, 0.0f},    {F32, 1, 3, 3, 20, 100, 32, 1, H, 0, 0.0f},
+        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0, 0.0f},     {F32, 1, 8, 1, 1, 200, 64, 1, H, 0, 0.0f},
+        {F32, 1, 2, 2, 60, 80, 40, 1, H, 0, -0.7f},   {F32, 1, 1, 1, 50, 50, 64, 0, N, 0, 3.0f},
+        {F32, 1, 4, 2, 150, 90, 100, 1, H, 0, 0.0f},  {F32, 2, 2, 2, 33, 129, 128, 0, N, 4, 0.0f},
         {F32, 1, 2, 1, 130, 200, 128, 1, H, 0, 0.0f},
     };
     const size_t n_cases = sizeof cases / sizeof cases[0];
@@ -244,7 +241,7 @@ static void run_nv_tf32x3(flashport_context *ctx, int every_config) {
                  * the device allows; anything else fails. */
                 const int too_big = strstr(info.reason, "the device allows") != NULL;
                 CHECK(strstr(info.reason, "names no nv_tf32x3 configuration") ? config > 0
-                                                                               : too_big);
+                                                                              : too_big);
                 if (!too_big) break;
                 continue;
             }
@@ -297,13 +294,13 @@ int main(int argc, char **argv) {
     const shape cases[] = {
         /* dtype b hq hkv nq nkv d causal layout pad */
         {F32, 1, 1, 1, 1, 1, 1, 0, H, 0, 0.0f},
-        {F32, 2, 4, 2, 37, 53, 64, 0, H, 0, 0.0f},      /* GQA, ragged tiles */
-        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3, 0.0f},      /* Nq > Nkv causal: first rows see no key */
-        {F32, 1, 3, 3, 20, 100, 32, 1, H, 0, 0.0f},     /* Nq < Nkv causal, skipped blocks */
-        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0, 0.0f},       /* tiny d */
-        {F32, 1, 1, 1, 40, 70, 130, 0, H, 2, 0.0f},     /* two output slices */
-        {F32, 1, 1, 1, 9, 17, 1024, 1, N, 0, 0.0f},     /* largest d, decode-like rows */
-        {F32, 1, 8, 1, 1, 200, 64, 1, H, 0, 0.0f},      /* MQA decode */
+        {F32, 2, 4, 2, 37, 53, 64, 0, H, 0, 0.0f},  /* GQA, ragged tiles */
+        {F32, 1, 2, 1, 70, 45, 64, 1, N, 3, 0.0f},  /* Nq > Nkv causal: first rows see no key */
+        {F32, 1, 3, 3, 20, 100, 32, 1, H, 0, 0.0f}, /* Nq < Nkv causal, skipped blocks */
+        {F32, 1, 2, 2, 33, 33, 3, 1, N, 0, 0.0f},   /* tiny d */
+        {F32, 1, 1, 1, 40, 70, 130, 0, H, 2, 0.0f}, /* two output slices */
+        {F32, 1, 1, 1, 9, 17, 1024, 1, N, 0, 0.0f}, /* largest d, decode-like rows */
+        {F32, 1, 8, 1, 1, 200, 64, 1, H, 0, 0.0f},  /* MQA decode */
         {F16, 2, 2, 1, 45, 66, 64, 1, N, 1, 0.0f},
         {F16, 1, 1, 1, 30, 30, 200, 0, H, 0, 0.0f},
         {BF16, 1, 4, 2, 65, 65, 128, 1, H, 0, 0.0f},
@@ -340,8 +337,8 @@ int main(int argc, char **argv) {
         forced_ran += run_forced_tile_case(ctx, cases[2], 202, -1);
         forced_ran += run_forced_tile_case(ctx, cases[5], 203, -1);
         forced_ran += run_forced_tile_case(ctx, cases[8], 204, -1);
-        forced_ran += run_forced_tile_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f},
-                                           205, 20);
+        forced_ran +=
+            run_forced_tile_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 205, 20);
     }
     CHECK(forced_ran > 0);
     unsetenv("FLASHPORT_OPENCL_TILE");

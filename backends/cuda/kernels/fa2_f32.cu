@@ -7,8 +7,8 @@
 
 namespace {
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props,
-             fp_gpu_kernel_params *params, char *why, size_t why_len) {
+int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kernel_params *params,
+             char *why, size_t why_len) {
     (void)params;
     return fa2_f32::supports_common(p, props, why, why_len);
 }

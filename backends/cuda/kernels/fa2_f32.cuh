@@ -68,8 +68,8 @@ struct config {
      * or next to a 128-register O tile). */
     static constexpr int UNROLL = UNROLL_;
 
-    static constexpr int QS = D + 4;     /* row stride of Q and K in shared memory */
-    static constexpr int VS = D;         /* V rows are only read whole, float4 by float4 */
+    static constexpr int QS = D + 4; /* row stride of Q and K in shared memory */
+    static constexpr int VS = D;     /* V rows are only read whole, float4 by float4 */
     static constexpr int PS = BC + PPAD_;
     static constexpr int NSR = BR / SR, NSC = BC / SC, SLICE = NSR * NSC, DS = D / KS;
     static constexpr int NOR = BR / OR, NCG = D / OC;
@@ -116,7 +116,7 @@ template <typename F> auto with_config(const fp_problem *p, F &&f) {
 }
 
 struct split_args {
-    float *part_o;  /* NULL: not split, the block writes O and LSE itself */
+    float *part_o; /* NULL: not split, the block writes O and LSE itself */
     float2 *part_ml;
     int keys_per_split;
     int64_t rows; /* B*Hq*Nq */
@@ -204,7 +204,8 @@ __device__ __forceinline__ void scores(const float *sQ, const float *sK, float *
     for (int k = 0; k < CFG::DS; k += 4) {
         float4 qf[CFG::SR];
 #pragma unroll
-        for (int i = 0; i < CFG::SR; i++) qf[i] = *(const float4 *)(qp + i * CFG::NSR * CFG::QS + k);
+        for (int i = 0; i < CFG::SR; i++)
+            qf[i] = *(const float4 *)(qp + i * CFG::NSR * CFG::QS + k);
 #pragma unroll
         for (int j = 0; j < CFG::SC; j++) {
             float4 kf = *(const float4 *)(kp + j * CFG::NSC * CFG::QS + k);
@@ -296,7 +297,8 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], cons
     for (int j = 0; j < CFG::BC; j += 4) {
         float4 pf[CFG::OR];
 #pragma unroll
-        for (int i = 0; i < CFG::OR; i++) pf[i] = *(const float4 *)(pp + i * CFG::NOR * CFG::PS + j);
+        for (int i = 0; i < CFG::OR; i++)
+            pf[i] = *(const float4 *)(pp + i * CFG::NOR * CFG::PS + j);
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {
             float4 vf[CFG::OC / 4];
@@ -356,9 +358,8 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
     const int rows_valid = min(CFG::BR, a.nq - q0);
     for (int idx = tid; idx < CFG::BR * CFG::D; idx += THREADS) {
         int r = idx / CFG::D, c = idx % CFG::D;
-        sQ[r * CFG::QS + c] = (r < rows_valid && c < a.d)
-                                  ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c])
-                                  : 0.0f;
+        sQ[r * CFG::QS + c] =
+            (r < rows_valid && c < a.d) ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c]) : 0.0f;
     }
     if (n_tiles > 0) {
         stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)kv_begin * a.ks.seq, a.ks.seq,
@@ -390,8 +391,9 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
             stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)(k0 + CFG::BC) * a.ks.seq,
                                      a.ks.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
         async_commit();
-        const float alpha = masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, a.scale_log2, row)
-                                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, a.scale_log2, row);
+        const float alpha =
+            masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, a.scale_log2, row)
+                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, a.scale_log2, row);
         if (spart == 0) sAlpha[srow] = alpha;
         async_wait_all_but_one(); /* V of this tile has landed */
         __syncthreads();
@@ -465,8 +467,8 @@ inline int block_cols(const fp_problem *p) {
 }
 
 /* Checks shared by both variants; 1, or 0 with the reason. */
-inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props,
-                           char *why, size_t why_len) {
+inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props, char *why,
+                           size_t why_len) {
     if (p->head_dim > MAX_HEAD_DIM) {
         snprintf(why, why_len, "head_dim %lld exceeds %d", (long long)p->head_dim, MAX_HEAD_DIM);
         return 0;

@@ -12,14 +12,15 @@ namespace {
  * the parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props,
-             fp_gpu_kernel_params *params, char *why, size_t why_len) {
+int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kernel_params *params,
+             char *why, size_t why_len) {
     if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
     const int br = fa2_f32::block_rows(p);
     const int splits = fp_split_kv_choose(p, props, br, MIN_KEYS_PER_SPLIT);
     if (splits > 1) params->split_kv = fp_split_kv_share(p, splits, fa2_f32::block_cols(p));
     if (params->split_kv.splits < 2) {
-        snprintf(why, why_len, "splitting does not pay: %lld blocks of %d rows already fill the GPU "
+        snprintf(why, why_len,
+                 "splitting does not pay: %lld blocks of %d rows already fill the GPU "
                  "or Nkv = %lld is too short",
                  (long long)(p->batch * p->heads_q * ((p->seq_q + br - 1) / br)), br,
                  (long long)p->seq_kv);

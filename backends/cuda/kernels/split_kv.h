@@ -39,8 +39,8 @@ gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits);
  * SM, at least min_keys_per_split keys each, and among those the fewest that minimise
  * waves x keys per split. 1 means "don't split": the grid already fills the GPU or Nkv is too
  * short to share out. */
-int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
-                       int block_rows, int min_keys_per_split);
+int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props, int block_rows,
+                       int min_keys_per_split);
 
 /* p's keys shared out over `splits` >= 2 ranges of whole key_tile-key tiles: keys_per_split is
  * ceil(Nkv / splits) rounded up to whole tiles, which can leave fewer splits than asked (1: the

@@ -15,16 +15,13 @@
 #define FP_TC_MIN_KEY_TILES_PER_SPLIT 2
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
-                    fp_gpu_kernel_params *params, char *why, size_t why_len)
-{
+                    fp_gpu_kernel_params *params, char *why, size_t why_len) {
     int config = 0;
-    if (!fp_tc_forward_support(p, props, &config, why, why_len))
-        return 0;
+    if (!fp_tc_forward_support(p, props, &config, why, why_len)) return 0;
     const int tile = fp_tc_block_keys(p->head_dim, config);
-    const int chosen = fp_split_kv_choose(p, props, FP_TC_BLOCK_ROWS,
-                                          FP_TC_MIN_KEY_TILES_PER_SPLIT * tile);
-    if (chosen > 1)
-        params->split_kv = fp_split_kv_share(p, chosen, tile);
+    const int chosen =
+        fp_split_kv_choose(p, props, FP_TC_BLOCK_ROWS, FP_TC_MIN_KEY_TILES_PER_SPLIT * tile);
+    if (chosen > 1) params->split_kv = fp_split_kv_share(p, chosen, tile);
     if (params->split_kv.splits < 2) {
         snprintf(why, why_len,
                  "no split needed: %lld blocks of %d query rows fill %d SMs, or %lld keys are "
@@ -38,17 +35,15 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     return 1;
 }
 
-static gpuError_t launch(const fp_gpu_launch *L)
-{
+static gpuError_t launch(const fp_gpu_launch *L) {
     const fp_split_kv_params &split = L->params->split_kv;
     const int splits = split.splits;
     float *part_o = static_cast<float *>(L->workspace);
     float *part_ml = reinterpret_cast<float *>(static_cast<char *>(L->workspace) +
                                                fp_split_kv_ml_offset(&L->p, splits));
-    gpuError_t err = fp_tc_forward_launch(L, split.tile.config, splits, split.keys_per_split,
-                                          part_o, part_ml);
-    if (err != gpuSuccess)
-        return err;
+    gpuError_t err =
+        fp_tc_forward_launch(L, split.tile.config, splits, split.keys_per_split, part_o, part_ml);
+    if (err != gpuSuccess) return err;
     return fp_split_kv_merge(L, splits);
 }
 

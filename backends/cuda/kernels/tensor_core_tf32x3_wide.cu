@@ -44,72 +44,60 @@ struct wide_instance {
 
 template <typename Cfg, bool ASYNC>
 gpuError_t launch_instance(const fp_tf32x3_params &prm, const fp_tf32x3_split &sp, dim3 grid,
-                           gpuStream_t stream)
-{
+                           gpuStream_t stream) {
     gpuError_t err =
         fp_raise_smem_limit<fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
-    if (err != gpuSuccess)
-        return err;
-    fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>
-        FP_GPU_LAUNCH(grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES, stream)(prm, sp);
+    if (err != gpuSuccess) return err;
+    fp_tf32x3_wide_forward_kernel<Cfg, ASYNC> FP_GPU_LAUNCH(grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES,
+                                                            stream)(prm, sp);
     return gpuGetLastError();
 }
 
 #define FP_WIDE_CFG(d, m_tiles, bc, ring) fp_tf32x3_wide_config<d, m_tiles, bc, ring>
-#define FP_WIDE_INSTANCE(d, index, m_tiles, bc, ring)                                          \
-    {d,                                                                                        \
-     index,                                                                                    \
-     FP_WIDE_CFG(d, m_tiles, bc, ring)::ROWS,                                                  \
-     bc,                                                                                       \
-     FP_WIDE_CFG(d, m_tiles, bc, ring)::SMEM_BYTES,                                            \
-     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), false>,                               \
+#define FP_WIDE_INSTANCE(d, index, m_tiles, bc, ring)                                              \
+    {d,                                                                                            \
+     index,                                                                                        \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::ROWS,                                                      \
+     bc,                                                                                           \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::SMEM_BYTES,                                                \
+     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), false>,                                   \
       launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), true>}},
 const wide_instance instances[] = {FP_TF32X3_WIDE_CONFIG_LIST(FP_WIDE_INSTANCE)};
 #undef FP_WIDE_INSTANCE
 #undef FP_WIDE_CFG
 
-const wide_instance *find_instance(int padded_d, int index)
-{
+const wide_instance *find_instance(int padded_d, int index) {
     for (const wide_instance &in : instances)
-        if (in.d == padded_d && in.index == index)
-            return &in;
+        if (in.d == padded_d && in.index == index) return &in;
     return NULL;
 }
 
-int config_count(int padded_d)
-{
+int config_count(int padded_d) {
     int n = 0;
-    while (find_instance(padded_d, n))
-        ++n;
+    while (find_instance(padded_d, n)) ++n;
     return n;
 }
 
 /* CONFIG_ENV when set and not empty, else the default; NULL and the reason in why when the
  * variable names no config of padded_d. */
-const wide_instance *choose_instance(int padded_d, char *why, size_t why_len)
-{
+const wide_instance *choose_instance(int padded_d, char *why, size_t why_len) {
     const int index =
         fp_config_from_env(CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
-    if (index == -1)
-        return NULL;
-    if (index != FP_CONFIG_ENV_UNSET)
-        return find_instance(padded_d, index);
+    if (index == -1) return NULL;
+    if (index != FP_CONFIG_ENV_UNSET) return find_instance(padded_d, index);
     return find_instance(padded_d, padded_d == 512 ? FP_TF32X3_WIDE_DEFAULT_CONFIG_D512
                                                    : FP_TF32X3_WIDE_DEFAULT_CONFIG_D1024);
 }
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props,
-             fp_gpu_kernel_params *params, char *why, size_t why_len)
-{
-    if (!fp_tf32x3_supports_problem(p, props, why, why_len))
-        return 0;
+int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kernel_params *params,
+             char *why, size_t why_len) {
+    if (!fp_tf32x3_supports_problem(p, props, why, why_len)) return 0;
     if (p->head_dim <= 256 || p->head_dim > 1024) {
         snprintf(why, why_len, "head_dim %lld outside (256, 1024]", (long long)p->head_dim);
         return 0;
     }
     const wide_instance *in = choose_instance(padded_head_dim(p->head_dim), why, why_len);
-    if (!in)
-        return 0;
+    if (!in) return 0;
     if (in->smem > props->smem_per_block_optin) {
         snprintf(why, why_len,
                  "tile config %d of d=%d needs %zu bytes of shared memory a block, device "
@@ -127,13 +115,11 @@ int supports(const fp_problem *p, const fp_gpu_device_props *props,
     return 1;
 }
 
-gpuError_t launch(const fp_gpu_launch *L)
-{
+gpuError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
     const fp_split_kv_params &split = L->params->split_kv;
     const wide_instance *in = find_instance(padded_head_dim(p->head_dim), split.tile.config);
-    if (!in)
-        return cudaErrorInvalidValue;
+    if (!in) return cudaErrorInvalidValue;
     const int splits = split.splits;
     fp_tf32x3_params prm;
     const bool async = fp_tf32x3_fill_params(&prm, L);
@@ -147,8 +133,7 @@ gpuError_t launch(const fp_gpu_launch *L)
     const dim3 grid((unsigned)((p->seq_q + in->rows - 1) / in->rows),
                     (unsigned)(p->batch * p->heads_q), (unsigned)splits);
     const gpuError_t err = in->launch[async](prm, sp, grid, L->stream);
-    if (err != gpuSuccess || splits < 2)
-        return err;
+    if (err != gpuSuccess || splits < 2) return err;
     return fp_split_kv_merge(L, splits);
 }
 

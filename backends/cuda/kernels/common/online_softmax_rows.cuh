@@ -22,24 +22,20 @@
 #include "ptx.cuh"
 
 /* Zeroes accumulators (any [A][B] of 4-register tiles). */
-template <int A, int B>
-static __device__ __forceinline__ void fp_mma_zero(float (&x)[A][B][4])
-{
+template <int A, int B> static __device__ __forceinline__ void fp_mma_zero(float (&x)[A][B][4]) {
 #pragma unroll
     for (int a = 0; a < A; ++a)
 #pragma unroll
         for (int b = 0; b < B; ++b)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                x[a][b][r] = 0.0f;
+            for (int r = 0; r < 4; ++r) x[a][b][r] = 0.0f;
 }
 
 /* The state before the first key: O = 0, and for rows g and g + 8 of each slice, running max
  * -inf and this lane's share of the row sum 0. */
 template <int MT, int D_TILES>
 static __device__ __forceinline__ void fp_mma_softmax_init(float (&m)[MT][2], float (&l)[MT][2],
-                                                           float (&o)[MT][D_TILES][4])
-{
+                                                           float (&o)[MT][D_TILES][4]) {
     fp_mma_zero(o);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -51,11 +47,9 @@ static __device__ __forceinline__ void fp_mma_softmax_init(float (&m)[MT][2], fl
 }
 
 template <int MT, int KEY_TILES, int D_TILES>
-static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TILES][4],
-                                                           float (&m)[MT][2], float (&l)[MT][2],
-                                                           float (&o)[MT][D_TILES][4],
-                                                           float scale_log2)
-{
+static __device__ __forceinline__ void
+fp_mma_softmax_step(float (&s)[MT][KEY_TILES][4], float (&m)[MT][2], float (&l)[MT][2],
+                    float (&o)[MT][D_TILES][4], float scale_log2) {
     float m_new[MT][2], m_ref[MT][2];
     bool new_max = false;
 #pragma unroll
@@ -89,8 +83,7 @@ static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TI
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
-            m[mt][i] = m_new[mt][i];
+        for (int i = 0; i < 2; ++i) m[mt][i] = m_new[mt][i];
 #pragma unroll
         for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll

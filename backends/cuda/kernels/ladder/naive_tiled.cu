@@ -14,7 +14,7 @@
 #define NAIVE_TILE 32 /* query rows, keys per tile, and output columns of one block */
 
 template <typename T>
-__global__ void __launch_bounds__(NAIVE_TILE * NAIVE_TILE) kernel_naive_tiled(fp_attn_args a) {
+__global__ void __launch_bounds__(NAIVE_TILE *NAIVE_TILE) kernel_naive_tiled(fp_attn_args a) {
     __shared__ float p_s[NAIVE_TILE][NAIVE_TILE + 1];
     __shared__ float reduce_s[NAIVE_TILE][NAIVE_TILE + 1];
 
@@ -73,9 +73,9 @@ static gpuError_t naive_tiled_launch(const fp_gpu_launch *L) {
     const fp_attn_args a = fp_attn_args_make(L);
     const dim3 grid((a.nq + NAIVE_TILE - 1) / NAIVE_TILE, (a.d + NAIVE_TILE - 1) / NAIVE_TILE,
                     (unsigned)(L->p.batch * L->p.heads_q));
-    FP_DISPATCH_DTYPE(L->p.dtype, T,
-                      kernel_naive_tiled<T> FP_GPU_LAUNCH(grid, NAIVE_TILE * NAIVE_TILE, 0,
-                                                          L->stream)(a));
+    FP_DISPATCH_DTYPE(
+        L->p.dtype, T,
+        kernel_naive_tiled<T> FP_GPU_LAUNCH(grid, NAIVE_TILE * NAIVE_TILE, 0, L->stream)(a));
     return gpuGetLastError();
 }
 

@@ -11,9 +11,9 @@
 
 /* 8 row groups x 2 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
 #define RT_WARPS 8
-#define RT_ROWS 2
-#define RT_KEYS 2
-#define RT_COLS 4
+#define RT_ROWS  2
+#define RT_KEYS  2
+#define RT_COLS  4
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_register_tiled = {
     {"register_tiled",
      "ladder 3: per-thread register tiles (2x2 scores, 2x4 outputs), warp-shuffle reductions",

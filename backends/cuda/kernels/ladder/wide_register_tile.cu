@@ -12,9 +12,9 @@
 
 /* 4 row groups x 4 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
 #define WRT_WARPS 4
-#define WRT_ROWS 4
-#define WRT_KEYS 2
-#define WRT_COLS 4
+#define WRT_ROWS  4
+#define WRT_KEYS  2
+#define WRT_COLS  4
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_wide_register_tile = {
     {"wide_register_tile",
      "ladder 4: wider register tiles (4x2 scores, 4x4 outputs), K and V share one buffer",

@@ -22,8 +22,7 @@ struct fp_tf32_pair {
     uint32_t big, small;
 };
 
-static __device__ __forceinline__ fp_tf32_pair fp_tf32_split(float x)
-{
+static __device__ __forceinline__ fp_tf32_pair fp_tf32_split(float x) {
     fp_tf32_pair p;
     p.big = __float_as_uint(x) & 0xffffe000u;
     p.small = __float_as_uint(x - __uint_as_float(p.big));
@@ -36,8 +35,7 @@ static __device__ __forceinline__ fp_tf32_pair fp_tf32_split(float x)
  * other; the small terms go first, while d is still small next to them. */
 static __device__ __forceinline__ void fp_mma_3xtf32_term(float (&d)[4], const fp_tf32_pair (&a)[4],
                                                           const fp_tf32_pair &b0,
-                                                          const fp_tf32_pair &b1, int term)
-{
+                                                          const fp_tf32_pair &b1, int term) {
     if (term == 0)
         fp_mma_m16n8k8_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
     else if (term == 1)
