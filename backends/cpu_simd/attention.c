@@ -411,10 +411,28 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
     }
 }
 
+/* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh of sequence s. Inlined: GCC
+ * takes a function that only prefetches for one without effects and drops its calls. */
+static inline __attribute__((always_inline)) void prefetch_keys(const call *c, const seq_view *s,
+                                                                int64_t kvh, int64_t j, int64_t n) {
+    const int64_t bytes = c->p->head_dim * (int64_t)c->in_size;
+    for (int64_t key = j; key < j + n; ++key) {
+        int64_t k_at, v_at;
+        kv_rows(c, s, kvh, key, &k_at, &v_at);
+        const char *k = (const char *)c->a->k + (size_t)k_at * c->in_size;
+        const char *v = (const char *)c->a->v + (size_t)v_at * c->in_size;
+        for (int64_t at = 0; at < bytes; at += ALIGN_BYTES) {
+            __builtin_prefetch(k + at, 0, 3);
+            __builtin_prefetch(v + at, 0, 3);
+        }
+    }
+}
+
 /* One tile: query positions [i0, i0 + nq) of query heads [h0, h0 + nh) within the group of KV
- * head kvh, of sequence s. */
+ * head kvh, of sequence s. next_i0: the first position of the tile of the same sequence and
+ * heads this thread likely runs next, or -1. */
 static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t h0,
-                     int64_t i0) {
+                     int64_t i0, int64_t next_i0) {
     const fp_problem *p = c->p;
     const cs_tiling *t = c->t;
     const cs_kernel_ops *ops = c->ops;
@@ -458,6 +476,18 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
     for (int64_t j = 0; j < t->keys; ++j)
         for (int r = score_rows; r < group_rows; ++r) ts->s[j * rows + r] = 0.0f;
 
+    /* The keys the next tile adds to the ring (a tile height of them with a window) come from
+     * memory: prefetched while this tile computes, a few per call of the P V kernel, since a
+     * burst of them stalls the kernels as much as the misses would. */
+    int64_t pf_lo = 0, pf_n = 0, pf_calls = 1, pf_done = 0;
+    if (next_i0 >= 0) {
+        int64_t lo, hi;
+        tile_keys(p, s, next_i0, min64(t->queries, s->nq - next_i0), &lo, &hi);
+        pf_lo = hi > k_hi ? max64(lo, k_hi) : lo;
+        pf_n = max64(0, (hi > k_hi ? hi : min64(hi, k_lo)) - pf_lo);
+        pf_calls = max64(1, (k_hi - k_lo + t->keys - 1) / t->keys * ((real + CS_PV_ROWS - 1) / CS_PV_ROWS) *
+                                ((dq + CS_PV_COLS - 1) / CS_PV_COLS));
+    }
     /* The tile's keys go into the ring all at once when they fit, else a block at a time. */
     const int whole = k_hi - k_lo <= t->ring - CS_KEY_STEP;
     if (whole && k_hi > k_lo) ring_fill(c, ts, s, kvh, k_lo, k_hi);
@@ -502,6 +532,11 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
                 const int a = ts->group_lo[g / CS_PV_ROWS], e = ts->group_hi[g / CS_PV_ROWS];
                 ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, vb + (int64_t)a * dq + c0, dq,
                              min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g, ts->o + (int64_t)g * dq + c0);
+                if (pf_done < pf_n) {
+                    const int64_t take = min64(pf_n - pf_done, (pf_n + pf_calls - 1) / pf_calls);
+                    prefetch_keys(c, s, kvh, pf_lo + pf_done, take);
+                    pf_done += take;
+                }
             }
         for (int r = 0; r < real; ++r) {
             const int a = ts->group_lo[r / CS_PV_ROWS], e = ts->group_hi[r / CS_PV_ROWS];
@@ -577,11 +612,15 @@ typedef struct work_list {
     int64_t tiles_n, head_chunks, per_tile, items;
 } work_list;
 
-static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_t it) {
+/* Item `it` of a team of `threads`, which take items in about that turn: the thread's next item
+ * is likely `threads` further on. */
+static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_t it, int threads) {
     const tile_entry *e = &w->tiles[it % w->tiles_n];
-    const int64_t rest = it / w->tiles_n;
+    const int64_t rest = it / w->tiles_n, next = it + threads;
+    const tile_entry *n = next < w->items && next / w->tiles_n == rest ? &w->tiles[next % w->tiles_n] : NULL;
     const seq_view s = seq_of(c, e->b);
-    run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0);
+    run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0,
+             n && n->b == e->b ? n->i0 : -1);
 }
 
 void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
@@ -611,10 +650,10 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
         }
         tile_scratch ts = scratch_of(&c, scratch, me);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it);
+        for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, threads);
     }
 #else
     tile_scratch ts = scratch_of(&c, scratch, 0);
-    for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it);
+    for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, 1);
 #endif
 }
