@@ -29,11 +29,11 @@ typedef struct bench_shape {
     flashport_layout layout; /* of dense Q/K/V/O, and of the pages of a paged cache */
     int window;              /* 1: window_left and window_right apply (-1: that side unbounded) */
     int64_t window_left, window_right;
-    float softcap;           /* > 0: logit softcap */
-    int alibi;               /* 1: per-head ALiBi slopes 2^(-8(h+1)/Hq) */
-    int64_t page_size;       /* > 0: K and V in a paged cache of pages this size */
-    int varlen;              /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
-                              * Lkv = Lq + seq_kv - seq_q keys */
+    float softcap;     /* > 0: logit softcap */
+    int alibi;         /* 1: per-head ALiBi slopes 2^(-8(h+1)/Hq) */
+    int64_t page_size; /* > 0: K and V in a paged cache of pages this size */
+    int varlen;        /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
+                        * Lkv = Lq + seq_kv - seq_q keys */
 } bench_shape;
 
 /* A shape made concrete: its descriptor and the host tables the descriptor needs, with the
@@ -52,54 +52,50 @@ typedef struct bench_problem {
 
 /* Everything the command line decides. */
 typedef struct bench_options {
-    const char *backend;      /* NULL: FLASHPORT_BACKEND, then auto */
-    const char *kernel;       /* NULL: the planner; "all": every variant of the backend */
-    const char *preset;       /* NULL: one shape, from the flags or --shape */
-    bench_shape shape;        /* that shape (its dtype and layout override presets' when given) */
-    int dtype_given;          /* --dtype was on the command line */
-    int layout_given;         /* --layout was */
+    const char *backend; /* NULL: FLASHPORT_BACKEND, then auto */
+    const char *kernel;  /* NULL: the planner; "all": every variant of the backend */
+    const char *preset;  /* NULL: one shape, from the flags or --shape */
+    bench_shape shape;   /* that shape (its dtype and layout override presets' when given) */
+    int dtype_given;     /* --dtype was on the command line */
+    int layout_given;    /* --layout was */
     int warmup, repeat;
-    double max_seconds;       /* > 0: fewer repeats when they would take longer than this */
-    int threads;              /* 0: leave FLASHPORT_NUM_THREADS alone */
-    int cpu_time;             /* time calls by process CPU time (CPU devices) */
-    int check;                /* compare each output with the reference backend */
-    double check_flops;       /* most FLOPs the reference spends per shape on a check */
+    double max_seconds; /* > 0: fewer repeats when they would take longer than this */
+    int threads;        /* 0: leave FLASHPORT_NUM_THREADS alone */
+    int cpu_time;       /* time calls by process CPU time (CPU devices) */
+    int check;          /* compare each output with the reference backend */
+    double check_flops; /* most FLOPs the reference spends per shape on a check */
     int measure_peaks;
-    int input_sets;           /* 0: automatic (rotate when the inputs fit in cache) */
+    int input_sets; /* 0: automatic (rotate when the inputs fit in cache) */
     uint64_t seed;
     const char *json_path, *csv_path;
 } bench_options;
 
-typedef enum bench_status {
-    BENCH_OK = 0,
-    BENCH_UNSUPPORTED = 1,
-    BENCH_FAILED = 2
-} bench_status;
+typedef enum bench_status { BENCH_OK = 0, BENCH_UNSUPPORTED = 1, BENCH_FAILED = 2 } bench_status;
 
 typedef struct bench_record {
     bench_shape shape;
     char kernel_requested[64]; /* "" when the planner chose */
     char kernel[64];           /* the variant that ran, from flashport_plan */
     flashport_precision precision;
-    char description[256];     /* the variant's one-line description */
+    char description[256]; /* the variant's one-line description */
     bench_status status;
-    char message[512];         /* plan reason when ok, else why unsupported or failed */
+    char message[512]; /* plan reason when ok, else why unsupported or failed */
     size_t workspace_bytes;
     size_t input_bytes, output_bytes; /* one set of Q+K+V, and O */
     int input_sets;
     int64_t tokens_q, tokens_kv; /* rows of real data (varlen: the sums of the drawn lengths) */
     double flops;
-    int repeats;               /* timed calls actually made (--max-seconds may cut --repeat) */
+    int repeats; /* timed calls actually made (--max-seconds may cut --repeat) */
     double ms_min, ms_median, ms_max;
-    double tflops;             /* flops / median time */
-    char ceiling_name[64];     /* "" when no ceiling applies */
-    double ceiling_tflops;     /* 0 when unknown */
-    double pct_of_ceiling;     /* < 0 when unknown */
-    int checked;               /* max_abs_err / rel_l2_err are set */
+    double tflops;         /* flops / median time */
+    char ceiling_name[64]; /* "" when no ceiling applies */
+    double ceiling_tflops; /* 0 when unknown */
+    double pct_of_ceiling; /* < 0 when unknown */
+    int checked;           /* max_abs_err / rel_l2_err are set */
     double max_abs_err, rel_l2_err;
-    char checked_on[96];       /* which part of the output was compared */
+    char checked_on[96];        /* which part of the output was compared */
     double speedup_vs_previous; /* ladder only; 0 when not applicable */
-    long long peak_rss_bytes;  /* process peak so far (getrusage), after this run */
+    long long peak_rss_bytes;   /* process peak so far (getrusage), after this run */
 } bench_record;
 
 /* What the run measured once: the device and its ceilings. */
@@ -108,10 +104,10 @@ typedef struct bench_env {
     flashport_device_info device;
     int have_peaks;
     flashport_peaks peaks;
-    int cpu_threads;           /* threads the CPU ceiling is multiplied by (CPU devices) */
-    size_t cache_bytes;        /* L2 / LLC used to decide input rotation */
+    int cpu_threads;    /* threads the CPU ceiling is multiplied by (CPU devices) */
+    size_t cache_bytes; /* L2 / LLC used to decide input rotation */
     char cache_source[64];
-    char date[32];             /* UTC, ISO 8601 */
+    char date[32]; /* UTC, ISO 8601 */
 } bench_env;
 
 /* ---- the device (bench_env.c) ---- */
@@ -186,8 +182,8 @@ void bench_choose_region(const bench_problem *p, double budget_flops, bench_regi
 /* Runs the reference context on the region, reading set 0 of in from the host; ref_o receives
  * an O-sized host array (o_bytes) with the region filled. Fills why on failure. */
 flashport_status bench_reference_output(flashport_context *ref, const bench_problem *p,
-                                        const bench_inputs *in, const bench_region *r,
-                                        void **ref_o, char *why, size_t why_len);
+                                        const bench_inputs *in, const bench_region *r, void **ref_o,
+                                        char *why, size_t why_len);
 /* Max abs and relative L2 error of out against ref over the region (non-finite where the
  * reference is finite counts as an infinite error). */
 void bench_compare(const flashport_attention_desc *d, const bench_region *r, const void *out,
@@ -198,9 +194,9 @@ void bench_compare(const flashport_attention_desc *d, const bench_region *r, con
  * shape's inputs already on the device; kernel NULL lets the planner choose. Fills rec and
  * returns its status. */
 bench_status bench_measure(flashport_context *ctx, const bench_env *env, const bench_options *opt,
-                           const bench_shape *shape, const bench_problem *p,
-                           const bench_inputs *in, const char *kernel, const void *ref_o,
-                           const bench_region *region, bench_record *rec);
+                           const bench_shape *shape, const bench_problem *p, const bench_inputs *in,
+                           const char *kernel, const void *ref_o, const bench_region *region,
+                           bench_record *rec);
 
 /* ---- output (bench_output.c) ---- */
 const char *bench_status_name(bench_status s);

@@ -39,8 +39,8 @@ void bench_choose_region(const bench_problem *p, double budget_flops, bench_regi
 }
 
 flashport_status bench_reference_output(flashport_context *ref, const bench_problem *p,
-                                        const bench_inputs *in, const bench_region *r,
-                                        void **ref_o, char *why, size_t why_len) {
+                                        const bench_inputs *in, const bench_region *r, void **ref_o,
+                                        char *why, size_t why_len) {
     const flashport_attention_desc *d = &p->desc;
     /* The region as a problem of its own: the same strides and tables, with Q and O read from
      * the region's first row. Outside the whole output that is sequence (or batch entry) 0,

@@ -79,9 +79,9 @@ void bench_inputs_destroy(bench_inputs *in) {
         if (in->k && in->k[s]) flashport_buffer_free(in->k[s]);
         if (in->v && in->v[s]) flashport_buffer_free(in->v[s]);
     }
-    flashport_buffer *shared[] = {in->o,     in->cu_q,       in->cu_kv,      in->seqlens_kv,
-                                  in->block_table, in->alibi, in->descale[0], in->descale[1],
-                                  in->descale[2]};
+    flashport_buffer *shared[] = {in->o,          in->cu_q,        in->cu_kv,
+                                  in->seqlens_kv, in->block_table, in->alibi,
+                                  in->descale[0], in->descale[1],  in->descale[2]};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; ++i)
         if (shared[i]) flashport_buffer_free(shared[i]);
     free(in->q);

@@ -41,14 +41,15 @@ static void choose_ceiling(const bench_env *env, flashport_dtype dtype,
     r->ceiling_tflops = 0;
     if (!env->have_peaks) return;
     if (env->device.kind == FLASHPORT_DEVICE_CPU) { /* FP8 included: decoded to f32 */
-        double core = pk->f32_fma_tflops_per_core > 0 ? pk->f32_fma_tflops_per_core
-                                                      : pk->f32_fma_tflops;
+        double core =
+            pk->f32_fma_tflops_per_core > 0 ? pk->f32_fma_tflops_per_core : pk->f32_fma_tflops;
         r->ceiling_tflops = core * env->cpu_threads;
         snprintf(r->ceiling_name, sizeof r->ceiling_name, "f32_fma_per_core x %d threads",
                  env->cpu_threads);
         return;
     }
-    if (dtype == FLASHPORT_F16 || (dtype == FLASHPORT_F32 && precision == FLASHPORT_PRECISION_F16)) {
+    if (dtype == FLASHPORT_F16 ||
+        (dtype == FLASHPORT_F32 && precision == FLASHPORT_PRECISION_F16)) {
         r->ceiling_tflops = pk->f16_mma_tflops;
         snprintf(r->ceiling_name, sizeof r->ceiling_name, "f16_mma");
     } else if (dtype == FLASHPORT_FP8_E4M3 || dtype == FLASHPORT_FP8_E5M2) {
@@ -124,7 +125,8 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     for (int i = 0; i < warmup; ++i) {
         flashport_timer *t = NULL;
         double first_ms = 0;
-        if (i == 0 && flashport_timer_start(ctx, &t) != FLASHPORT_OK) return fail(rec, "timer start");
+        if (i == 0 && flashport_timer_start(ctx, &t) != FLASHPORT_OK)
+            return fail(rec, "timer start");
         st = run_set(ctx, p, in, i % in->sets);
         flashport_status st_stop = t ? flashport_timer_stop(t, &first_ms) : FLASHPORT_OK;
         if (st != FLASHPORT_OK) return fail(rec, "warm-up");

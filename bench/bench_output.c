@@ -47,8 +47,9 @@ void bench_print_header(FILE *out, int ladder) {
 }
 
 void bench_print_record(FILE *out, const bench_record *r, int ladder) {
-    const char *name = r->kernel[0] ? r->kernel : r->kernel_requested[0] ? r->kernel_requested
-                                                                          : "(planner)";
+    const char *name = r->kernel[0]             ? r->kernel
+                       : r->kernel_requested[0] ? r->kernel_requested
+                                                : "(planner)";
     char shape[128];
     bench_shape_text(&r->shape, shape, sizeof shape);
     if (r->status != BENCH_OK) {
@@ -67,8 +68,8 @@ void bench_print_record(FILE *out, const bench_record *r, int ladder) {
     if (r->speedup_vs_previous > 0) snprintf(prev, sizeof prev, "%.2fx", r->speedup_vs_previous);
     if (r->pct_of_ceiling >= 0) snprintf(pct, sizeof pct, "%.1f", r->pct_of_ceiling);
     if (ladder) {
-        fprintf(out, "%-20s %10.3f %10s %12s %10s %9.3f  %s\n", name, r->ms_median, prev, err,
-                rel, r->tflops, r->description);
+        fprintf(out, "%-20s %10.3f %10s %12s %10s %9.3f  %s\n", name, r->ms_median, prev, err, rel,
+                r->tflops, r->description);
     } else {
         char range[48];
         snprintf(range, sizeof range, "[%.3f, %.3f]", r->ms_min, r->ms_max);
@@ -95,7 +96,7 @@ static void json_num(cli_json *j, const char *key, double value) {
 /* O's dtype: the inputs' own, bf16 for FP8 inputs (flashport_attention_desc_init's default). */
 static flashport_dtype out_dtype(const bench_shape *s) {
     return s->dtype == FLASHPORT_FP8_E4M3 || s->dtype == FLASHPORT_FP8_E5M2 ? FLASHPORT_BF16
-                                                                              : s->dtype;
+                                                                            : s->dtype;
 }
 
 static void json_shape(cli_json *j, const bench_shape *s) {
@@ -254,21 +255,23 @@ int bench_write_csv(const char *path, const bench_env *env, const bench_record *
         csv_quoted(f, env->device.name);
         fprintf(f, ",%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%d,",
                 r->kernel[0] ? r->kernel : r->kernel_requested, bench_status_name(r->status),
-                flashport_dtype_name(s->dtype), bench_layout_name(s->layout),
-                (long long)s->batch, (long long)s->heads_q, (long long)s->heads_kv,
-                (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim, s->causal);
+                flashport_dtype_name(s->dtype), bench_layout_name(s->layout), (long long)s->batch,
+                (long long)s->heads_q, (long long)s->heads_kv, (long long)s->seq_q,
+                (long long)s->seq_kv, (long long)s->head_dim, s->causal);
         fprintf(f, "%s,%lld,%lld,%g,%d,%lld,%d,%lld,%lld,%.6g,", flashport_dtype_name(out_dtype(s)),
                 (long long)(s->window ? s->window_left : -1),
                 (long long)(s->window ? s->window_right : -1), s->softcap, s->alibi,
-                (long long)s->page_size, s->varlen, (long long)r->tokens_q,
-                (long long)r->tokens_kv, r->flops);
+                (long long)s->page_size, s->varlen, (long long)r->tokens_q, (long long)r->tokens_kv,
+                r->flops);
         if (r->status == BENCH_OK) {
             fprintf(f, "%.6g,%.6g,%.6g,%.6g,%s,", r->ms_min, r->ms_median, r->ms_max, r->tflops,
                     r->ceiling_name);
             if (r->pct_of_ceiling >= 0) fprintf(f, "%.4g", r->pct_of_ceiling);
             fputc(',', f);
-            if (r->checked) fprintf(f, "%.6g,%.6g", r->max_abs_err, r->rel_l2_err);
-            else fputc(',', f);
+            if (r->checked)
+                fprintf(f, "%.6g,%.6g", r->max_abs_err, r->rel_l2_err);
+            else
+                fputc(',', f);
             fprintf(f, ",%zu,%lld,", r->workspace_bytes, r->peak_rss_bytes);
         } else {
             fprintf(f, ",,,,,,,,,,");

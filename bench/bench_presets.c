@@ -4,8 +4,8 @@
 #include "bench.h"
 
 const char *const bench_ladder_kernels[] = {
-    "naive_tiled",     "smem_tiled",      "register_tiled",  "wide_register_tile",
-    "float4_loads",    "transposed_smem", "double_buffered", "wmma_f16",
+    "naive_tiled",  "smem_tiled",      "register_tiled",  "wide_register_tile",
+    "float4_loads", "transposed_smem", "double_buffered", "wmma_f16",
 };
 const int bench_ladder_kernel_count =
     (int)(sizeof bench_ladder_kernels / sizeof bench_ladder_kernels[0]);
@@ -47,8 +47,14 @@ static int put(bench_shape *shapes, int max, int n, bench_shape s) {
 
 static bench_shape make(int64_t b, int64_t hq, int64_t hkv, int64_t nq, int64_t nkv, int64_t d,
                         flashport_dtype dtype, int causal) {
-    bench_shape s = {.batch = b, .heads_q = hq, .heads_kv = hkv, .seq_q = nq, .seq_kv = nkv,
-                     .head_dim = d, .dtype = dtype, .causal = causal,
+    bench_shape s = {.batch = b,
+                     .heads_q = hq,
+                     .heads_kv = hkv,
+                     .seq_q = nq,
+                     .seq_kv = nkv,
+                     .head_dim = d,
+                     .dtype = dtype,
+                     .causal = causal,
                      .layout = FLASHPORT_LAYOUT_BHND};
     return s;
 }

@@ -10,16 +10,16 @@
 #include "cli.h"
 
 void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
-    size_t n = (size_t)snprintf(buf, len, "%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld%s%s",
-                                flashport_dtype_name(s->dtype), (long long)s->batch,
-                                (long long)s->heads_q, (long long)s->heads_kv,
-                                (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim,
-                                s->causal ? " causal" : "",
-                                s->layout == FLASHPORT_LAYOUT_BNHD ? " bnhd" : "");
+    size_t n = (size_t)snprintf(
+        buf, len, "%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld%s%s",
+        flashport_dtype_name(s->dtype), (long long)s->batch, (long long)s->heads_q,
+        (long long)s->heads_kv, (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim,
+        s->causal ? " causal" : "", s->layout == FLASHPORT_LAYOUT_BNHD ? " bnhd" : "");
     if (s->window && n < len)
         n += (size_t)snprintf(buf + n, len - n, " window=%lld,%lld", (long long)s->window_left,
                               (long long)s->window_right);
-    if (s->softcap > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, " softcap=%g", s->softcap);
+    if (s->softcap > 0 && n < len)
+        n += (size_t)snprintf(buf + n, len - n, " softcap=%g", s->softcap);
     if (s->alibi && n < len) n += (size_t)snprintf(buf + n, len - n, " alibi");
     if (s->page_size > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " page=%lld", (long long)s->page_size);
@@ -86,20 +86,34 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
             int dt = -1;
             for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
                 if (strcmp(tok, flashport_dtype_name(dtypes[i])) == 0) dt = (int)i;
-            if (dt >= 0) r.dtype = dtypes[dt];
-            else if (strcmp(tok, "causal") == 0) r.causal = 1;
-            else if (strcmp(tok, "bhnd") == 0) r.layout = FLASHPORT_LAYOUT_BHND;
-            else if (strcmp(tok, "bnhd") == 0) r.layout = FLASHPORT_LAYOUT_BNHD;
-            else if (strcmp(tok, "alibi") == 0) r.alibi = 1;
-            else if (strcmp(tok, "varlen") == 0) r.varlen = 1;
-            else known = 0;
-        } else if (strcmp(tok, "B") == 0) ok = parse_int(val, &r.batch);
-        else if (strcmp(tok, "Hq") == 0) ok = parse_int(val, &r.heads_q);
-        else if (strcmp(tok, "Hkv") == 0) ok = parse_int(val, &r.heads_kv);
-        else if (strcmp(tok, "Nq") == 0) ok = parse_int(val, &r.seq_q);
-        else if (strcmp(tok, "Nkv") == 0) ok = parse_int(val, &r.seq_kv);
-        else if (strcmp(tok, "d") == 0) ok = parse_int(val, &r.head_dim);
-        else if (strcmp(tok, "page") == 0) ok = parse_int(val, &r.page_size) && r.page_size >= 1;
+            if (dt >= 0)
+                r.dtype = dtypes[dt];
+            else if (strcmp(tok, "causal") == 0)
+                r.causal = 1;
+            else if (strcmp(tok, "bhnd") == 0)
+                r.layout = FLASHPORT_LAYOUT_BHND;
+            else if (strcmp(tok, "bnhd") == 0)
+                r.layout = FLASHPORT_LAYOUT_BNHD;
+            else if (strcmp(tok, "alibi") == 0)
+                r.alibi = 1;
+            else if (strcmp(tok, "varlen") == 0)
+                r.varlen = 1;
+            else
+                known = 0;
+        } else if (strcmp(tok, "B") == 0)
+            ok = parse_int(val, &r.batch);
+        else if (strcmp(tok, "Hq") == 0)
+            ok = parse_int(val, &r.heads_q);
+        else if (strcmp(tok, "Hkv") == 0)
+            ok = parse_int(val, &r.heads_kv);
+        else if (strcmp(tok, "Nq") == 0)
+            ok = parse_int(val, &r.seq_q);
+        else if (strcmp(tok, "Nkv") == 0)
+            ok = parse_int(val, &r.seq_kv);
+        else if (strcmp(tok, "d") == 0)
+            ok = parse_int(val, &r.head_dim);
+        else if (strcmp(tok, "page") == 0)
+            ok = parse_int(val, &r.page_size) && r.page_size >= 1;
         else if (strcmp(tok, "window") == 0) {
             int64_t w[2] = {-1, -1};
             ok = cli_parse_ints(val, w, 2) && w[0] >= -1 && w[1] >= -1;
@@ -111,7 +125,8 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
             double c = strtod(val, &end);
             ok = end != val && !*end && c > 0 && c < 3.4e38;
             r.softcap = (float)c;
-        } else known = 0;
+        } else
+            known = 0;
         if (!known) {
             snprintf(why, why_len, "'%s%s%s' is not a dtype, size, flag or feature (see --help)",
                      tok, val ? "=" : "", val ? val : "");
@@ -190,8 +205,8 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
     uint64_t state = seed ^ 0x5eed1e57ull;
     int64_t max_q = 0, max_kv = 0;
     for (int64_t i = 0; i < b; i++) {
-        const int64_t lq = s->varlen ? 1 + (int64_t)(splitmix64(&state) % (uint64_t)s->seq_q)
-                                     : s->seq_q;
+        const int64_t lq =
+            s->varlen ? 1 + (int64_t)(splitmix64(&state) % (uint64_t)s->seq_q) : s->seq_q;
         p->len_q[i] = (int32_t)lq;
         p->len_kv[i] = (int32_t)(s->varlen ? lq + s->seq_kv - s->seq_q : s->seq_kv);
         p->tokens_q += p->len_q[i];
@@ -219,7 +234,8 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
         if (!p->cu_q) goto oom;
         p->cu_q[0] = 0;
         for (int64_t i = 0; i < b; i++) p->cu_q[i + 1] = p->cu_q[i] + p->len_q[i];
-        flashport_attention_desc_set_varlen(d, p->tokens_q, max_q, paged ? 0 : p->tokens_kv, max_kv);
+        flashport_attention_desc_set_varlen(d, p->tokens_q, max_q, paged ? 0 : p->tokens_kv,
+                                            max_kv);
         if (!paged) {
             p->cu_kv = malloc((nb + 1) * sizeof *p->cu_kv);
             if (!p->cu_kv) goto oom;
@@ -260,7 +276,9 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
 
     const int64_t q_rows = s->varlen ? p->tokens_q : b * s->seq_q;
     p->q_elems = p->o_elems = q_rows * s->heads_q * s->head_dim;
-    p->kv_elems = (paged ? d->num_pages * d->page_size : s->varlen ? p->tokens_kv : b * s->seq_kv) *
+    p->kv_elems = (paged       ? d->num_pages * d->page_size
+                   : s->varlen ? p->tokens_kv
+                               : b * s->seq_kv) *
                   s->heads_kv * s->head_dim;
     if (!s->varlen && !paged) {
         p->flops = flashport_attention_desc_flops(d);

@@ -9,9 +9,9 @@
 #include "bench.h"
 #include "cli.h"
 
-static const char *const preset_choices[] = {"seed",   "fa-grid", "ladder", "decode",
-                                             "cpu",    "window",  "softcap", "alibi",
-                                             "paged",  "varlen",  "decode-paged", "fp8", NULL};
+static const char *const preset_choices[] = {
+    "seed",  "fa-grid", "ladder", "decode",       "cpu", "window", "softcap",
+    "alibi", "paged",   "varlen", "decode-paged", "fp8", NULL};
 /* In flashport_dtype order, so that a choice's index is the enum value. */
 static const char *const dtype_choices[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const layout_choices[] = {"bhnd", "bnhd", NULL};
@@ -57,35 +57,60 @@ static void print_help(const cli_option *opts, int n) {
 
 /* Parses the command line into opt; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, bench_options *opt) {
-    bench_cli c = {.b = UNSET, .hq = UNSET, .hkv = UNSET, .nq = UNSET, .nkv = UNSET, .d = UNSET,
-                   .warmup = 3, .repeat = 10, .seed = 1234, .check_gflop = 8.0,
-                   .max_seconds = 20.0, .preset = -1, .dtype = -1, .layout = -1};
+    bench_cli c = {.b = UNSET,
+                   .hq = UNSET,
+                   .hkv = UNSET,
+                   .nq = UNSET,
+                   .nkv = UNSET,
+                   .d = UNSET,
+                   .warmup = 3,
+                   .repeat = 10,
+                   .seed = 1234,
+                   .check_gflop = 8.0,
+                   .max_seconds = 20.0,
+                   .preset = -1,
+                   .dtype = -1,
+                   .layout = -1};
     const cli_option opts[] = {
         {"preset", CLI_CHOICE, &c.preset, "NAME", "named list of shapes (below)", preset_choices},
-        {"backend", CLI_STRING, &c.backend, "SPEC", "backend[:device] list (default: FLASHPORT_BACKEND, then auto)", NULL},
-        {"kernel", CLI_STRING, &c.kernel, "NAME|all", "force a variant, or every variant (default: the planner)", NULL},
+        {"backend", CLI_STRING, &c.backend, "SPEC",
+         "backend[:device] list (default: FLASHPORT_BACKEND, then auto)", NULL},
+        {"kernel", CLI_STRING, &c.kernel, "NAME|all",
+         "force a variant, or every variant (default: the planner)", NULL},
         {"b", CLI_INT, &c.b, "N", "batch (default 1)", NULL},
         {"hq", CLI_INT, &c.hq, "N", "query heads (default 1)", NULL},
         {"hkv", CLI_INT, &c.hkv, "N", "key/value heads (default: --hq)", NULL},
         {"nq", CLI_INT, &c.nq, "N", "query length (default 1024)", NULL},
         {"nkv", CLI_INT, &c.nkv, "N", "key/value length (default: --nq)", NULL},
         {"d", CLI_INT, &c.d, "N", "head dimension (default 128)", NULL},
-        {"dtype", CLI_CHOICE, &c.dtype, "T", "element type (default f32; presets: see below)", dtype_choices},
+        {"dtype", CLI_CHOICE, &c.dtype, "T", "element type (default f32; presets: see below)",
+         dtype_choices},
         {"causal", CLI_FLAG, &c.causal, NULL, "causal mask (bottom-right aligned)", NULL},
         {"layout", CLI_CHOICE, &c.layout, "L", "memory layout (default bhnd)", layout_choices},
-        {"shape", CLI_STRING, &c.shape, "SPEC", "one shape in --list-shapes' notation, features included (below)", NULL},
+        {"shape", CLI_STRING, &c.shape, "SPEC",
+         "one shape in --list-shapes' notation, features included (below)", NULL},
         {"warmup", CLI_INT, &c.warmup, "N", "untimed calls first (default 3)", NULL},
-        {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)", NULL},
-        {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S", "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)", NULL},
-        {"threads", CLI_INT, &c.threads, "N", "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
-        {"cpu-time", CLI_FLAG, &c.cpu_time, NULL, "time calls by the process's CPU time (CPU devices; see below)", NULL},
-        {"check", CLI_FLAG, &c.check, NULL, "compare each output with the reference backend (always on for ladder)", NULL},
-        {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G", "reference work per checked shape; larger outputs are checked on a slice (default 8)", NULL},
+        {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)",
+         NULL},
+        {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S",
+         "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)",
+         NULL},
+        {"threads", CLI_INT, &c.threads, "N",
+         "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
+        {"cpu-time", CLI_FLAG, &c.cpu_time, NULL,
+         "time calls by the process's CPU time (CPU devices; see below)", NULL},
+        {"check", CLI_FLAG, &c.check, NULL,
+         "compare each output with the reference backend (always on for ladder)", NULL},
+        {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G",
+         "reference work per checked shape; larger outputs are checked on a slice (default 8)",
+         NULL},
         {"sets", CLI_INT, &c.sets, "N", "input sets to rotate (default: automatic)", NULL},
         {"seed", CLI_INT, &c.seed, "N", "random seed of the inputs (default 1234)", NULL},
-        {"no-peaks", CLI_FLAG, &c.no_peaks, NULL, "skip the ceiling micro-benchmarks (no % of ceiling)", NULL},
+        {"no-peaks", CLI_FLAG, &c.no_peaks, NULL,
+         "skip the ceiling micro-benchmarks (no % of ceiling)", NULL},
         {"peaks", CLI_FLAG, &c.peaks_only, NULL, "print the measured ceilings and exit", NULL},
-        {"list-shapes", CLI_FLAG, &c.list_shapes, NULL, "print the shapes of the run and exit", NULL},
+        {"list-shapes", CLI_FLAG, &c.list_shapes, NULL, "print the shapes of the run and exit",
+         NULL},
         {"json", CLI_STRING, &c.json, "FILE", "write the results as JSON", NULL},
         {"csv", CLI_STRING, &c.csv, "FILE", "write the results as CSV", NULL},
     };
@@ -118,9 +143,9 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 (long long)c.hq, (long long)c.hkv);
         return BENCH_EXIT_USAGE;
     }
-    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 ||
-        c.threads < 0 || c.threads > 65536 || c.sets < 0 || c.sets > 4096 ||
-        c.check_gflop <= 0 || c.max_seconds < 0) {
+    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 || c.threads < 0 ||
+        c.threads > 65536 || c.sets < 0 || c.sets > 4096 || c.check_gflop <= 0 ||
+        c.max_seconds < 0) {
         fprintf(stderr, "flashport-bench: need 0 <= --warmup <= 1e6, 1 <= --repeat <= 1e6, "
                         "0 <= --threads <= 65536, 0 <= --sets <= 4096, --check-gflop > 0, "
                         "--max-seconds >= 0\n");
@@ -129,15 +154,22 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     const char *preset = c.preset >= 0 ? preset_choices[c.preset] : NULL;
     int is_ladder = preset && strcmp(preset, "ladder") == 0;
     if (is_ladder && c.kernel) {
-        fprintf(stderr, "flashport-bench: --preset ladder runs its own kernel list; drop --kernel\n");
+        fprintf(stderr,
+                "flashport-bench: --preset ladder runs its own kernel list; drop --kernel\n");
         return BENCH_EXIT_USAGE;
     }
     memset(opt, 0, sizeof *opt);
     opt->backend = c.backend;
     opt->kernel = c.kernel;
     opt->preset = preset;
-    bench_shape s = {.batch = c.b, .heads_q = c.hq, .heads_kv = c.hkv, .seq_q = c.nq,
-                     .seq_kv = c.nkv, .head_dim = c.d, .dtype = FLASHPORT_F32, .causal = c.causal,
+    bench_shape s = {.batch = c.b,
+                     .heads_q = c.hq,
+                     .heads_kv = c.hkv,
+                     .seq_q = c.nq,
+                     .seq_kv = c.nkv,
+                     .head_dim = c.d,
+                     .dtype = FLASHPORT_F32,
+                     .causal = c.causal,
                      .layout = FLASHPORT_LAYOUT_BHND};
     char why[256];
     if (c.shape && !bench_shape_parse(c.shape, &s, why, sizeof why)) {
@@ -173,7 +205,8 @@ static bench_shape *make_shapes(const bench_options *opt, const bench_env *env, 
         *n = 1;
         return s;
     }
-    flashport_dtype dflt = env->device.kind == FLASHPORT_DEVICE_CPU ? FLASHPORT_F32 : FLASHPORT_BF16;
+    flashport_dtype dflt =
+        env->device.kind == FLASHPORT_DEVICE_CPU ? FLASHPORT_F32 : FLASHPORT_BF16;
     *n = bench_preset_shapes(opt->preset, dflt, NULL, 0);
     bench_shape *s = calloc((size_t)*n, sizeof *s);
     if (!s) return NULL;
@@ -189,7 +222,8 @@ static int backend_has_kernel(const char *backend, const char *name) {
     int n = flashport_kernel_count(backend);
     for (int i = 0; i < n; ++i) {
         flashport_kernel_info ki;
-        if (flashport_kernel_get_info(backend, i, &ki) == FLASHPORT_OK && strcmp(ki.name, name) == 0)
+        if (flashport_kernel_get_info(backend, i, &ki) == FLASHPORT_OK &&
+            strcmp(ki.name, name) == 0)
             return 1;
     }
     return 0;
@@ -329,8 +363,8 @@ static void run_shape(bench_run *run, const bench_shape *s) {
                         k ? k : "(planner)", sets, sets == 1 ? "" : "s");
                 if (k && run->ladder && !backend_has_kernel(run->env->backend, k))
                     set_unsupported(r, s, &p, k, "not a kernel of this backend");
-                else if (bench_measure(run->ctx, run->env, opt, s, &p, &in, k, ref_o, &region,
-                                       r) == BENCH_FAILED)
+                else if (bench_measure(run->ctx, run->env, opt, s, &p, &in, k, ref_o, &region, r) ==
+                         BENCH_FAILED)
                     run->failed = 1;
                 if (!run->ladder) bench_print_record(stdout, r, 0);
             }
@@ -366,8 +400,10 @@ int main(int argc, char **argv) {
     bench_env env;
     bench_env_init(ctx, &opt, &env);
     if (opt.cpu_time && env.device.kind != FLASHPORT_DEVICE_CPU) {
-        fprintf(stderr, "flashport-bench: --cpu-time times calls that run on the calling "
-                        "process's CPU; backend %s runs them on a device\n", env.backend);
+        fprintf(stderr,
+                "flashport-bench: --cpu-time times calls that run on the calling "
+                "process's CPU; backend %s runs them on a device\n",
+                env.backend);
         flashport_context_destroy(ctx);
         return BENCH_EXIT_USAGE;
     }
@@ -388,8 +424,10 @@ int main(int argc, char **argv) {
         flashport_context_destroy(ctx);
         return env.have_peaks ? BENCH_EXIT_OK : BENCH_EXIT_RUN_FAILED;
     }
-    if (opt.kernel && strcmp(opt.kernel, "all") != 0 && !backend_has_kernel(env.backend, opt.kernel)) {
-        fprintf(stderr, "flashport-bench: backend %s has no kernel '%s' (flashport-info lists them)\n",
+    if (opt.kernel && strcmp(opt.kernel, "all") != 0 &&
+        !backend_has_kernel(env.backend, opt.kernel)) {
+        fprintf(stderr,
+                "flashport-bench: backend %s has no kernel '%s' (flashport-info lists them)\n",
                 env.backend, opt.kernel);
         flashport_context_destroy(ctx);
         return BENCH_EXIT_USAGE;
@@ -412,9 +450,8 @@ int main(int argc, char **argv) {
     flashport_kernel_info *owned = NULL;
     bench_shape *shapes = make_shapes(&opt, &env, &n_shapes);
     n_kernels = make_kernels(&opt, env.backend, &kernels, &owned);
-    bench_record *recs = shapes && n_kernels > 0
-                             ? calloc((size_t)n_shapes * (size_t)n_kernels, sizeof *recs)
-                             : NULL;
+    bench_record *recs =
+        shapes && n_kernels > 0 ? calloc((size_t)n_shapes * (size_t)n_kernels, sizeof *recs) : NULL;
     if (!recs) {
         fprintf(stderr, "flashport-bench: %s\n",
                 n_kernels == 0 ? "the backend lists no kernels" : "host allocation failed");
@@ -425,12 +462,13 @@ int main(int argc, char **argv) {
         return BENCH_EXIT_RUN_FAILED;
     }
 
-    bench_run run = {ctx, NULL, &env, &opt, kernels, n_kernels, 0, 0, recs, 0,
-                     n_shapes * n_kernels, 0};
+    bench_run run = {ctx, NULL, &env, &opt, kernels, n_kernels, 0, 0, recs, 0, n_shapes * n_kernels,
+                     0};
     run.ladder = opt.preset && strcmp(opt.preset, "ladder") == 0;
     for (int ki = 0; ki < n_kernels; ++ki)
         run.runnable += !kernels[ki] || backend_has_kernel(env.backend, kernels[ki]);
-    if (opt.check && run.runnable && flashport_context_create("reference", &run.ref) != FLASHPORT_OK) {
+    if (opt.check && run.runnable &&
+        flashport_context_create("reference", &run.ref) != FLASHPORT_OK) {
         fprintf(stderr, "flashport-bench: no checks: reference backend: %s\n",
                 flashport_last_error());
         run.ref = NULL;

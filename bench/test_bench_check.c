@@ -10,14 +10,14 @@
 
 static int failures;
 
-#define EXPECT(cond, ...)                                                  \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            ++failures;                                                    \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            ++failures;                                                                            \
+            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                  \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
     } while (0)
 
 static bench_problem problem(const char *shape) {
@@ -105,7 +105,8 @@ static void problems(void) {
     for (int b = 0; b < 6; b++) {
         EXPECT(p.len_q[b] >= 1 && p.len_q[b] <= 40 && p.len_kv[b] == p.len_q[b] + 15,
                "sequence %d: Lq %d in 1..40, Lkv = Lq + 15 (%d)", b, p.len_q[b], p.len_kv[b]);
-        EXPECT(p.cu_q[b + 1] - p.cu_q[b] == p.len_q[b] && p.cu_kv[b + 1] - p.cu_kv[b] == p.len_kv[b],
+        EXPECT(p.cu_q[b + 1] - p.cu_q[b] == p.len_q[b] &&
+                   p.cu_kv[b + 1] - p.cu_kv[b] == p.len_kv[b],
                "cu_seqlens hold the lengths");
         sum_q += p.len_q[b];
         sum_kv += p.len_kv[b];
@@ -119,8 +120,8 @@ static void problems(void) {
                p.desc.kv_layout == FLASHPORT_KV_VARLEN,
            "packed descriptor: totals and the longest sequence");
     EXPECT(p.q_elems == sum_q * 4 * 8 && p.kv_elems == sum_kv * 2 * 8, "packed sizes");
-    EXPECT(fabs(p.flops - flops) <= 1e-9 * flops, "varlen FLOPs on real tokens: %g vs %g",
-           p.flops, flops);
+    EXPECT(fabs(p.flops - flops) <= 1e-9 * flops, "varlen FLOPs on real tokens: %g vs %g", p.flops,
+           flops);
     EXPECT(flashport_attention_desc_validate(&p.desc) == FLASHPORT_OK, "valid: %s",
            flashport_last_error());
     bench_problem_destroy(&p);
@@ -185,8 +186,8 @@ static void shape_text(void) {
     EXPECT(bench_shape_parse("Nq=64", &s, why, sizeof why) && s.batch == 1 && s.heads_q == 1 &&
                s.heads_kv == 1 && s.seq_kv == 64 && s.head_dim == 128 && s.dtype == FLASHPORT_F32,
            "defaults of the shape flags");
-    const char *bad[] = {"f32 B=0", "Hq=3 Hkv=2", "window=4", "window=-2,0", "softcap=0",
-                         "page=0", "Nq=10 Nkv=5 varlen", "f64", "B=x", "colour=red"};
+    const char *bad[] = {"f32 B=0", "Hq=3 Hkv=2",         "window=4", "window=-2,0", "softcap=0",
+                         "page=0",  "Nq=10 Nkv=5 varlen", "f64",      "B=x",         "colour=red"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         EXPECT(!bench_shape_parse(bad[i], &s, why, sizeof why), "'%s' is refused", bad[i]);
 }
@@ -207,7 +208,8 @@ static void random_inputs_are_normal(void) {
            "N(0,1) inputs: mean %g variance %g zeros %d", mean, var, zeros);
     uint16_t h[3];
     bench_fill_random(h, FLASHPORT_BF16, 3, 42);
-    EXPECT(fabsf(bench_load(h, FLASHPORT_BF16, 0) - x[0]) < 1e-2f, "bf16 inputs round the same draws");
+    EXPECT(fabsf(bench_load(h, FLASHPORT_BF16, 0) - x[0]) < 1e-2f,
+           "bf16 inputs round the same draws");
     free(x);
 }
 
@@ -228,7 +230,9 @@ int main(void) {
     problems();
     shape_text();
     random_inputs_are_normal();
-    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    else printf("OK\n");
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
+    else
+        printf("OK\n");
     return failures ? 1 : 0;
 }

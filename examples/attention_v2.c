@@ -29,7 +29,8 @@ int main(int argc, char **argv) {
                 }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < HQ; h++)
-            for (int c = 0; c < D; c++) q[b][h][c] = sinf(0.05f * (float)((b * HQ + h) * D + c) + 1.0f);
+            for (int c = 0; c < D; c++)
+                q[b][h][c] = sinf(0.05f * (float)((b * HQ + h) * D + c) + 1.0f);
 
     flashport_context *ctx;
     if (flashport_context_create(argc > 1 ? argv[1] : NULL, &ctx) != FLASHPORT_OK) {
@@ -39,7 +40,8 @@ int main(int argc, char **argv) {
     /* The descriptor: dense Q with Nq = 1, K and V in the paged cache; the longest sequence
      * (seq_kv) is 100 keys. */
     flashport_attention_desc desc;
-    flashport_attention_desc_init(&desc, FLASHPORT_F32, B, HQ, HKV, 1, 100, D, FLASHPORT_LAYOUT_BNHD);
+    flashport_attention_desc_init(&desc, FLASHPORT_F32, B, HQ, HKV, 1, 100, D,
+                                  FLASHPORT_LAYOUT_BNHD);
     flashport_attention_desc_set_paged(&desc, NUM_PAGES, PAGE, MAX_PAGES, FLASHPORT_LAYOUT_BNHD);
 
     flashport_attention_host_args args = FLASHPORT_ATTENTION_HOST_ARGS_INIT;

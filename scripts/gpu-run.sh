@@ -9,7 +9,8 @@
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
 #                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 5;
 #                 FLASHPORT_CUDA_TF32X3_WIDE_CONFIG = 0 .. WIDE_CONFIGS-1, default 3)
-#   ctest         the unit tests, which also run every CUDA variant when a GPU is present
+#   ctest         the unit tests, which also run every CUDA variant when a GPU is present, and
+#                 those labelled long
 #   streams       contexts on the caller's own queue: test_cuda_stream (a CUDA stream of the
 #                 test's, beside a kernel of its own and a second busy stream) and
 #                 test_opencl_queue (an OpenCL queue of the test's), with their output

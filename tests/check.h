@@ -10,13 +10,13 @@
 
 static int check_failures, check_count;
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        check_count++;                                                                         \
-        if (!(cond)) {                                                                         \
-            check_failures++;                                                                  \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
-        }                                                                                      \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        check_count++;                                                                             \
+        if (!(cond)) {                                                                             \
+            check_failures++;                                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
     } while (0)
 
 static inline int message_has(const char *needle) {
@@ -24,18 +24,19 @@ static inline int message_has(const char *needle) {
 }
 
 /* The call returns the expected status and the last error mentions `needle` (NULL: any). */
-#define CHECK_STATUS(call, expected, needle)                                                   \
-    do {                                                                                       \
-        flashport_status st_ = (call);                                                         \
-        check_count++;                                                                         \
-        if (st_ != (expected) || !message_has(needle)) {                                       \
-            check_failures++;                                                                  \
-            fprintf(stderr, "%s:%d: %s -> %s (expected %s), message '%s' (expected to contain "  \
-                            "'%s')\n",                                                         \
-                    __FILE__, __LINE__, #call, flashport_status_string(st_),                   \
-                    flashport_status_string(expected), flashport_last_error(),                 \
-                    (needle) ? (needle) : "");                                                 \
-        }                                                                                      \
+#define CHECK_STATUS(call, expected, needle)                                                       \
+    do {                                                                                           \
+        flashport_status st_ = (call);                                                             \
+        check_count++;                                                                             \
+        if (st_ != (expected) || !message_has(needle)) {                                           \
+            check_failures++;                                                                      \
+            fprintf(stderr,                                                                        \
+                    "%s:%d: %s -> %s (expected %s), message '%s' (expected to contain "            \
+                    "'%s')\n",                                                                     \
+                    __FILE__, __LINE__, #call, flashport_status_string(st_),                       \
+                    flashport_status_string(expected), flashport_last_error(),                     \
+                    (needle) ? (needle) : "");                                                     \
+        }                                                                                          \
     } while (0)
 
 static inline int check_report(const char *name) {

@@ -25,11 +25,11 @@ static int outputs_untouched(void) {
 }
 
 /* Runs the synchronous call on a broken problem and checks status, message and outputs. */
-#define CHECK_REJECTED(ctx, prob, expected, needle)                                            \
-    do {                                                                                       \
-        fill_sentinel();                                                                       \
-        CHECK_STATUS(flashport_attention_host(ctx, prob, q, k, v, o, lse), expected, needle);  \
-        CHECK(outputs_untouched());                                                            \
+#define CHECK_REJECTED(ctx, prob, expected, needle)                                                \
+    do {                                                                                           \
+        fill_sentinel();                                                                           \
+        CHECK_STATUS(flashport_attention_host(ctx, prob, q, k, v, o, lse), expected, needle);      \
+        CHECK(outputs_untouched());                                                                \
     } while (0)
 
 static void problem_errors(flashport_context *ctx) {

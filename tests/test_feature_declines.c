@@ -16,7 +16,7 @@
 enum { B = 2, HQ = 4, HKV = 2, NQ = 8, NKV = 16, D = 16, PAGE = 4, PAGES = 12 };
 
 typedef struct feature {
-    const char *what;   /* the name the core's reason must contain */
+    const char *what; /* the name the core's reason must contain */
     void (*ask)(flashport_attention_desc *d);
 } feature;
 
@@ -66,7 +66,8 @@ static void check_variants(flashport_context *ctx, const char *backend) {
             flashport_status st = flashport_attention_plan(ctx, &d, &info);
             check_count++;
             if (st == FLASHPORT_OK) continue; /* the variant claims it; conformance judges it */
-            if (st != FLASHPORT_ERROR_UNSUPPORTED || !strstr(flashport_last_error(), features[f].what)) {
+            if (st != FLASHPORT_ERROR_UNSUPPORTED ||
+                !strstr(flashport_last_error(), features[f].what)) {
                 check_failures++;
                 fprintf(stderr, "%s/%s with %s: %s: '%s' does not name the feature\n", backend,
                         k.name, features[f].what, flashport_status_string(st),

@@ -13,8 +13,10 @@ int main(void) {
         uint16_t bits = (uint16_t)h;
         memcpy(&x, &bits, 2);
         float ours = fp_f16_to_f32(bits), theirs = (float)x;
-        if (isnan(theirs)) CHECK(isnan(ours));
-        else CHECK(fp_f32_bits(ours) == fp_f32_bits(theirs));
+        if (isnan(theirs))
+            CHECK(isnan(ours));
+        else
+            CHECK(fp_f32_bits(ours) == fp_f32_bits(theirs));
     }
     /* Every 97th float32 bit pattern: covers subnormal, normal, overflow and NaN ranges. */
     for (uint64_t u = 0; u <= 0xffffffffu; u += 97) {

@@ -34,9 +34,12 @@ static double get(const void *base, flashport_dtype dt, int64_t i) {
 }
 
 static void put(void *base, flashport_dtype dt, int64_t i, double v) {
-    if (dt == FLASHPORT_F32) ((float *)base)[i] = (float)v;
-    else if (dt == FLASHPORT_F16) ((uint16_t *)base)[i] = fp_f32_to_f16((float)v);
-    else ((uint16_t *)base)[i] = fp_f32_to_bf16((float)v);
+    if (dt == FLASHPORT_F32)
+        ((float *)base)[i] = (float)v;
+    else if (dt == FLASHPORT_F16)
+        ((uint16_t *)base)[i] = fp_f32_to_f16((float)v);
+    else
+        ((uint16_t *)base)[i] = fp_f32_to_bf16((float)v);
 }
 
 /* Direct softmax(scale q.k) v for one row, masking by index, using expl for independence. */
@@ -50,7 +53,8 @@ static void expected_row(const flashport_problem *p, const void *q, const void *
         if (p->causal && j > i + (p->seq_kv - p->seq_q)) continue;
         long double dot = 0;
         for (int64_t c = 0; c < p->head_dim; c++)
-            dot += get(q, p->dtype, at(&p->q, b, h, i) + c) * get(k, p->dtype, at(&p->k, b, hk, j) + c);
+            dot += get(q, p->dtype, at(&p->q, b, h, i) + c) *
+                   get(k, p->dtype, at(&p->k, b, hk, j) + c);
         w[j] = dot * scale;
         if (w[j] > m) m = w[j];
     }
@@ -101,11 +105,14 @@ static void run_case(flashport_context *ctx, shape s, uint64_t seed) {
                     if (fabs(got - o[c]) > tol * (1.0 + fabs(o[c]))) bad++;
                 }
                 float gl = lse[(b * s.hq + h) * s.nq + i];
-                if (isinf(l)) bad += !(isinf(gl) && gl < 0);
-                else bad += fabs(gl - l) > 1e-5 * (1.0 + fabs(l));
+                if (isinf(l))
+                    bad += !(isinf(gl) && gl < 0);
+                else
+                    bad += fabs(gl - l) > 1e-5 * (1.0 + fabs(l));
             }
     if (bad)
-        fprintf(stderr, "case b=%lld hq=%lld hkv=%lld nq=%lld nkv=%lld d=%lld causal=%d %s: %d bad\n",
+        fprintf(stderr,
+                "case b=%lld hq=%lld hkv=%lld nq=%lld nkv=%lld d=%lld causal=%d %s: %d bad\n",
                 (long long)s.b, (long long)s.hq, (long long)s.hkv, (long long)s.nq,
                 (long long)s.nkv, (long long)s.d, s.causal, flashport_dtype_name(s.dtype), bad);
     CHECK(bad == 0);
@@ -139,10 +146,10 @@ int main(void) {
     }
     const shape cases[] = {
         {1, 1, 1, 7, 7, 5, 0, 0, FLASHPORT_LAYOUT_BHND, FLASHPORT_F32},
-        {2, 4, 1, 5, 9, 8, 0, 0.3f, FLASHPORT_LAYOUT_BNHD, FLASHPORT_F32},   /* MQA, scale */
-        {1, 8, 2, 9, 4, 3, 1, 0, FLASHPORT_LAYOUT_BHND, FLASHPORT_F32},      /* Nq > Nkv causal */
-        {1, 2, 2, 3, 11, 16, 1, 0, FLASHPORT_LAYOUT_BNHD, FLASHPORT_F32},    /* Nq < Nkv causal */
-        {1, 2, 1, 1, 13, 4, 1, 0, FLASHPORT_LAYOUT_BHND, FLASHPORT_F32},     /* decode */
+        {2, 4, 1, 5, 9, 8, 0, 0.3f, FLASHPORT_LAYOUT_BNHD, FLASHPORT_F32}, /* MQA, scale */
+        {1, 8, 2, 9, 4, 3, 1, 0, FLASHPORT_LAYOUT_BHND, FLASHPORT_F32},    /* Nq > Nkv causal */
+        {1, 2, 2, 3, 11, 16, 1, 0, FLASHPORT_LAYOUT_BNHD, FLASHPORT_F32},  /* Nq < Nkv causal */
+        {1, 2, 1, 1, 13, 4, 1, 0, FLASHPORT_LAYOUT_BHND, FLASHPORT_F32},   /* decode */
         {2, 2, 2, 6, 6, 8, 1, 0, FLASHPORT_LAYOUT_BHND, FLASHPORT_F16},
         {1, 4, 2, 6, 10, 8, 0, 0, FLASHPORT_LAYOUT_BNHD, FLASHPORT_BF16},
     };

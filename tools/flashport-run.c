@@ -76,7 +76,8 @@ static const char help_epilogue[] =
     "O is written as float32 in Q's shape (packed: [total_q, Hq, head_dim]); --lse as float32\n"
     "[batch, Hq, Nq], or [Hq, total_q] with --cu-seqlens-q (natural log; -inf for a row that\n"
     "sees no key). --backend takes what FLASHPORT_BACKEND takes (\"cpu_simd\", \"cuda:1\",\n"
-    "\"opencl:nvidia,reference\"); without it FLASHPORT_BACKEND, then auto. --json prints what ran\n"
+    "\"opencl:nvidia,reference\"); without it FLASHPORT_BACKEND, then auto. --json prints what "
+    "ran\n"
     "(backend, device, kernel, the descriptor's fields, milliseconds of the synchronous call,\n"
     "copies included) on stdout.\n"
     "\n"
@@ -166,18 +167,24 @@ static int check_flags(const run_options *o, int64_t window[2]) {
         return 0;
     }
     if (o->cu_kv && o->block_table) {
-        fprintf(stderr, "%s: K and V are either packed (--cu-seqlens-kv) or paged (--block-table), "
-                        "not both\n", tool);
+        fprintf(stderr,
+                "%s: K and V are either packed (--cu-seqlens-kv) or paged (--block-table), "
+                "not both\n",
+                tool);
         return 0;
     }
     if (o->cu_kv && !o->cu_q) {
-        fprintf(stderr, "%s: --cu-seqlens-kv needs --cu-seqlens-q (packed K and V come with "
-                        "packed Q)\n", tool);
+        fprintf(stderr,
+                "%s: --cu-seqlens-kv needs --cu-seqlens-q (packed K and V come with "
+                "packed Q)\n",
+                tool);
         return 0;
     }
     if (o->cu_q && !o->cu_kv && !o->block_table) {
-        fprintf(stderr, "%s: --cu-seqlens-q needs --cu-seqlens-kv (packed K and V) or a paged "
-                        "cache (--block-table)\n", tool);
+        fprintf(stderr,
+                "%s: --cu-seqlens-q needs --cu-seqlens-kv (packed K and V) or a paged "
+                "cache (--block-table)\n",
+                tool);
         return 0;
     }
     const int fp8 = o->dtype >= 0 && is_fp8((flashport_dtype)o->dtype);
@@ -194,8 +201,10 @@ static int check_flags(const run_options *o, int64_t window[2]) {
     for (int i = 0; o->descale_block > 0 && i < 3; i++) {
         float unused;
         if (!o->descale[i] || parse_number(o->descale[i], &unused)) {
-            fprintf(stderr, "%s: --descale-block needs --q-descale, --k-descale and --v-descale "
-                            "as .npy files of block factors\n", tool);
+            fprintf(stderr,
+                    "%s: --descale-block needs --q-descale, --k-descale and --v-descale "
+                    "as .npy files of block factors\n",
+                    tool);
             return 0;
         }
     }
@@ -264,8 +273,9 @@ static int read_qkv(const run_options *o, run_inputs *in, flashport_dtype *dtype
         npy_array *a = &in->qkv[i];
         if (!read_npy(flags[i], paths[i], a)) return 0;
         if (a->dtype != NPY_F32 && a->dtype != NPY_F16 && a->dtype != NPY_U8) {
-            fprintf(stderr, "%s: --%s: %s: %s input; use float32 or float16 (uint8 FP8 bytes with "
-                            "--dtype fp8_e4m3|fp8_e5m2)\n",
+            fprintf(stderr,
+                    "%s: --%s: %s: %s input; use float32 or float16 (uint8 FP8 bytes with "
+                    "--dtype fp8_e4m3|fp8_e5m2)\n",
                     tool, flags[i], paths[i], npy_dtype_name(a->dtype));
             return 0;
         }
@@ -290,7 +300,8 @@ static int read_qkv(const run_options *o, run_inputs *in, flashport_dtype *dtype
             fprintf(stderr, "%s: out of host memory converting --%s\n", tool, flags[i]);
             return 0;
         }
-        if (is_fp8(*dtype)) memcpy(in->data[i], a->data, a->count);
+        if (is_fp8(*dtype))
+            memcpy(in->data[i], a->data, a->count);
         else
             for (size_t e = 0; e < a->count; e++)
                 tensor_store(*dtype, in->data[i], (int64_t)e, (float)npy_get(a, e));
@@ -312,7 +323,8 @@ static int build_desc(const run_options *o, const int64_t window[2], run_inputs 
                       flashport_dtype dtype, flashport_attention_desc *d) {
     const flashport_layout layout = (flashport_layout)o->layout;
     const npy_array *q = &in->qkv[0], *k = &in->qkv[1], *v = &in->qkv[2];
-    const int q_packed = o->cu_q != NULL, kv_packed = o->cu_kv != NULL, paged = o->block_table != NULL;
+    const int q_packed = o->cu_q != NULL, kv_packed = o->cu_kv != NULL,
+              paged = o->block_table != NULL;
     if (!want_rank("q", o->q, q, q_packed ? 3 : 4,
                    q_packed ? "packed [total_q, Hq, head_dim]" : "dense, in the layout's order"))
         return 0;
@@ -361,12 +373,14 @@ static int build_desc(const run_options *o, const int64_t window[2], run_inputs 
         kv_dim = k->shape[2];
         nkv = longest_cu(&in->cu_kv);
     } else if (paged) {
-        if (!read_table("block-table", o->block_table, 2, "[batch, max_pages_per_seq]", &in->table) ||
+        if (!read_table("block-table", o->block_table, 2, "[batch, max_pages_per_seq]",
+                        &in->table) ||
             !read_table("seqlens-kv", o->seqlens_kv, 1, "[batch]", &in->seqlens))
             return 0;
         if (in->table.shape[0] != in->seqlens.shape[0]) {
-            fprintf(stderr, "%s: --block-table has %lld rows and --seqlens-kv %lld entries; both "
-                            "are one per sequence\n",
+            fprintf(stderr,
+                    "%s: --block-table has %lld rows and --seqlens-kv %lld entries; both "
+                    "are one per sequence\n",
                     tool, (long long)in->table.shape[0], (long long)in->seqlens.shape[0]);
             return 0;
         }
@@ -393,8 +407,9 @@ static int build_desc(const run_options *o, const int64_t window[2], run_inputs 
         kv_dim = s.dim;
     }
     if (kv_batch != batch || kv_dim != dim) {
-        fprintf(stderr, "%s: Q and K disagree: batch %lld (%s) vs %lld (%s), head_dim %lld vs "
-                        "%lld\n",
+        fprintf(stderr,
+                "%s: Q and K disagree: batch %lld (%s) vs %lld (%s), head_dim %lld vs "
+                "%lld\n",
                 tool, (long long)batch, q_packed ? "--cu-seqlens-q" : "Q", (long long)kv_batch,
                 kv_batch_from, (long long)dim, (long long)kv_dim);
         return 0;
@@ -412,7 +427,8 @@ static int build_desc(const run_options *o, const int64_t window[2], run_inputs 
         d->k = d->v = (flashport_strides){0, dim, hkv * dim};
     }
     if (paged) {
-        flashport_attention_desc_set_paged(d, num_pages, page_size, max_pages, FLASHPORT_LAYOUT_BNHD);
+        flashport_attention_desc_set_paged(d, num_pages, page_size, max_pages,
+                                           FLASHPORT_LAYOUT_BNHD);
         d->seq_kv = nkv;
     }
     if (o->out_dtype >= 0) d->out_dtype = (flashport_dtype)o->out_dtype;
@@ -436,8 +452,9 @@ static int read_modifiers(const run_options *o, run_inputs *in, flashport_attent
         if (!((a.rank == 1 && a.shape[0] == d->heads_q) ||
               (per_batch && a.shape[0] == d->batch && a.shape[1] == d->heads_q))) {
             shape_text(&a, s, sizeof s);
-            fprintf(stderr, "%s: --alibi: %s is %s; expected [Hq] = [%lld] or [batch, Hq] = "
-                            "[%lld, %lld]\n",
+            fprintf(stderr,
+                    "%s: --alibi: %s is %s; expected [Hq] = [%lld] or [batch, Hq] = "
+                    "[%lld, %lld]\n",
                     tool, o->alibi, s, (long long)d->heads_q, (long long)d->batch,
                     (long long)d->heads_q);
             goto fail;
@@ -469,8 +486,9 @@ static int read_modifiers(const run_options *o, run_inputs *in, flashport_attent
         for (int i = 0; fits && i < 4; i++) fits = b->shape[i] == full[i] || b->shape[i] == 1;
         if (!fits) {
             shape_text(b, s, sizeof s);
-            fprintf(stderr, "%s: --bias: %s is %s; expected [batch|1, Hq|1, Nq|1, Nkv|1] = "
-                            "[%lld|1, %lld|1, %lld|1, %lld|1]\n",
+            fprintf(stderr,
+                    "%s: --bias: %s is %s; expected [batch|1, Hq|1, Nq|1, Nkv|1] = "
+                    "[%lld|1, %lld|1, %lld|1, %lld|1]\n",
                     tool, o->bias, s, (long long)full[0], (long long)full[1], (long long)full[2],
                     (long long)full[3]);
             goto fail;
@@ -481,8 +499,8 @@ static int read_modifiers(const run_options *o, run_inputs *in, flashport_attent
             st[i] = b->shape[i] == 1 ? 0 : step;
             step *= b->shape[i];
         }
-        d->bias = (flashport_bias_desc){1, b->dtype == NPY_F16 ? FLASHPORT_F16 : FLASHPORT_F32,
-                                        st[0], st[1], st[2], st[3]};
+        d->bias = (flashport_bias_desc){
+            1, b->dtype == NPY_F16 ? FLASHPORT_F16 : FLASHPORT_F32, st[0], st[1], st[2], st[3]};
     }
     if (!is_fp8(d->dtype)) return 1;
 
@@ -502,11 +520,13 @@ static int read_modifiers(const run_options *o, run_inputs *in, flashport_attent
         if (o->descale_block > 0) {
             const int64_t heads = i ? d->heads_kv : d->heads_q, seq = i ? d->seq_kv : d->seq_q;
             const int64_t blocks = (seq + o->descale_block - 1) / o->descale_block;
-            ok = a.rank == 3 && a.shape[0] == d->batch && a.shape[1] == heads && a.shape[2] == blocks;
+            ok = a.rank == 3 && a.shape[0] == d->batch && a.shape[1] == heads &&
+                 a.shape[2] == blocks;
             if (!ok) {
                 shape_text(&a, s, sizeof s);
-                fprintf(stderr, "%s: --%s: %s is %s; expected [batch, heads, ceil(seq / %lld)] = "
-                                "[%lld, %lld, %lld]\n",
+                fprintf(stderr,
+                        "%s: --%s: %s is %s; expected [batch, heads, ceil(seq / %lld)] = "
+                        "[%lld, %lld, %lld]\n",
                         tool, flags[i], o->descale[i], s, (long long)o->descale_block,
                         (long long)d->batch, (long long)heads, (long long)blocks);
             }
@@ -514,8 +534,9 @@ static int read_modifiers(const run_options *o, run_inputs *in, flashport_attent
             ok = a.count == 1 && a.rank <= 1;
             if (!ok) {
                 shape_text(&a, s, sizeof s);
-                fprintf(stderr, "%s: --%s: %s is %s; expected one factor (or --descale-block N "
-                                "for block factors)\n",
+                fprintf(stderr,
+                        "%s: --%s: %s is %s; expected one factor (or --descale-block N "
+                        "for block factors)\n",
                         tool, flags[i], o->descale[i], s);
             }
         }
@@ -541,8 +562,10 @@ static void json_int(cli_json *j, const char *key, int64_t v) {
 
 static void json_str(cli_json *j, const char *key, const char *v) {
     cli_json_key(j, key);
-    if (v) cli_json_string(j, v);
-    else cli_json_null(j);
+    if (v)
+        cli_json_string(j, v);
+    else
+        cli_json_null(j);
 }
 
 static void print_json(const run_options *o, flashport_context *ctx,
@@ -629,29 +652,41 @@ int main(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.dtype = o.out_dtype = -1;
     const cli_option opts[] = {
-        {"q", CLI_STRING, &o.q, "FILE", "queries: rank 4, or packed rank 3 with --cu-seqlens-q", NULL},
+        {"q", CLI_STRING, &o.q, "FILE", "queries: rank 4, or packed rank 3 with --cu-seqlens-q",
+         NULL},
         {"k", CLI_STRING, &o.k, "FILE", "keys: rank 4 (dense or pages), or packed rank 3", NULL},
         {"v", CLI_STRING, &o.v, "FILE", "values, same shape as K", NULL},
         {"out", CLI_STRING, &o.out, "FILE", "output O, float32 .npy in Q's shape", NULL},
         {"lse", CLI_STRING, &o.lse, "FILE", "also write log-sum-exp, float32", NULL},
-        {"causal", CLI_FLAG, &o.causal, NULL, "causal mask, bottom-right aligned when Nq != Nkv", NULL},
-        {"window", CLI_STRING, &o.window, "L,R", "sliding window: L keys before the diagonal, R after (-1: unbounded)", NULL},
-        {"softcap", CLI_DOUBLE, &o.softcap, "C", "logit softcap C * tanh(s / C) (Gemma 2: 50)", NULL},
+        {"causal", CLI_FLAG, &o.causal, NULL, "causal mask, bottom-right aligned when Nq != Nkv",
+         NULL},
+        {"window", CLI_STRING, &o.window, "L,R",
+         "sliding window: L keys before the diagonal, R after (-1: unbounded)", NULL},
+        {"softcap", CLI_DOUBLE, &o.softcap, "C", "logit softcap C * tanh(s / C) (Gemma 2: 50)",
+         NULL},
         {"alibi", CLI_STRING, &o.alibi, "FILE", "ALiBi slopes [Hq] or [batch, Hq]", NULL},
         {"bias", CLI_STRING, &o.bias, "FILE", "additive bias [batch|1, Hq|1, Nq|1, Nkv|1]", NULL},
         {"sinks", CLI_STRING, &o.sinks, "FILE", "attention-sink logits [Hq]", NULL},
-        {"cu-seqlens-q", CLI_STRING, &o.cu_q, "FILE", "int32 [batch + 1] offsets of packed Q", NULL},
-        {"cu-seqlens-kv", CLI_STRING, &o.cu_kv, "FILE", "int32 [batch + 1] offsets of packed K, V", NULL},
-        {"block-table", CLI_STRING, &o.block_table, "FILE", "int32 [batch, max_pages_per_seq] pages of each sequence", NULL},
-        {"seqlens-kv", CLI_STRING, &o.seqlens_kv, "FILE", "int32 [batch] keys of each paged sequence", NULL},
-        {"dtype", CLI_CHOICE, &o.dtype, "T", "Q, K, V dtype, default: the inputs' type", dtype_names},
-        {"out-dtype", CLI_CHOICE, &o.out_dtype, "T", "O's dtype (FP8 inputs; default bf16)", out_dtype_names},
+        {"cu-seqlens-q", CLI_STRING, &o.cu_q, "FILE", "int32 [batch + 1] offsets of packed Q",
+         NULL},
+        {"cu-seqlens-kv", CLI_STRING, &o.cu_kv, "FILE", "int32 [batch + 1] offsets of packed K, V",
+         NULL},
+        {"block-table", CLI_STRING, &o.block_table, "FILE",
+         "int32 [batch, max_pages_per_seq] pages of each sequence", NULL},
+        {"seqlens-kv", CLI_STRING, &o.seqlens_kv, "FILE",
+         "int32 [batch] keys of each paged sequence", NULL},
+        {"dtype", CLI_CHOICE, &o.dtype, "T", "Q, K, V dtype, default: the inputs' type",
+         dtype_names},
+        {"out-dtype", CLI_CHOICE, &o.out_dtype, "T", "O's dtype (FP8 inputs; default bf16)",
+         out_dtype_names},
         {"q-descale", CLI_STRING, &o.descale[0], "X", "FP8: Q's descale, a number or .npy", NULL},
         {"k-descale", CLI_STRING, &o.descale[1], "X", "FP8: K's descale", NULL},
         {"v-descale", CLI_STRING, &o.descale[2], "X", "FP8: V's descale", NULL},
-        {"descale-block", CLI_INT, &o.descale_block, "N", "FP8: descales per block of N positions", NULL},
+        {"descale-block", CLI_INT, &o.descale_block, "N", "FP8: descales per block of N positions",
+         NULL},
         {"scale", CLI_DOUBLE, &o.scale, "S", "score scale (default 1/sqrt(head_dim))", NULL},
-        {"layout", CLI_CHOICE, &o.layout, "L", "layout of rank-4 dense tensors, default bhnd", layout_names},
+        {"layout", CLI_CHOICE, &o.layout, "L", "layout of rank-4 dense tensors, default bhnd",
+         layout_names},
         {"backend", CLI_STRING, &o.backend, "SPEC", "backend list, as FLASHPORT_BACKEND", NULL},
         {"kernel", CLI_STRING, &o.kernel, "NAME", "force a kernel variant", NULL},
         {"json", CLI_FLAG, &o.json, NULL, "print what ran as JSON on stdout", NULL},
@@ -755,7 +790,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: --out: %s\n", tool, msg);
         goto done;
     }
-    if (o.lse && npy_write(o.lse, NPY_F32, lse_rank, lse_dims, lse_host, msg, sizeof msg) != NPY_OK) {
+    if (o.lse &&
+        npy_write(o.lse, NPY_F32, lse_rank, lse_dims, lse_host, msg, sizeof msg) != NPY_OK) {
         fprintf(stderr, "%s: --lse: %s\n", tool, msg);
         remove(o.out); /* nothing is left behind by a run that failed */
         goto done;

@@ -22,9 +22,10 @@ extern "C" {
 #define FLASHPORT_VERSION_MINOR 2
 #define FLASHPORT_VERSION_PATCH 0
 /* Encodes major.minor.patch as one integer that compares in version order. */
-#define FLASHPORT_VERSION_ENCODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
-#define FLASHPORT_VERSION \
-    FLASHPORT_VERSION_ENCODE(FLASHPORT_VERSION_MAJOR, FLASHPORT_VERSION_MINOR, FLASHPORT_VERSION_PATCH)
+#define FLASHPORT_VERSION_ENCODE(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define FLASHPORT_VERSION                                                                          \
+    FLASHPORT_VERSION_ENCODE(FLASHPORT_VERSION_MAJOR, FLASHPORT_VERSION_MINOR,                     \
+                             FLASHPORT_VERSION_PATCH)
 
 #if defined(_WIN32)
 #define FLASHPORT_API __declspec(dllexport)
@@ -37,20 +38,21 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 typedef enum flashport_status {
     FLASHPORT_OK = 0,
-    FLASHPORT_ERROR_INVALID_ARGUMENT = 1,   /* null pointer, non-positive size, bad stride, ... */
-    FLASHPORT_ERROR_SIZE_OVERFLOW = 2,      /* a byte or element count does not fit in 64 bits */
-    FLASHPORT_ERROR_UNSUPPORTED = 3,        /* valid problem that the backend or variant cannot run */
-    FLASHPORT_ERROR_UNKNOWN_BACKEND = 4,    /* backend name not known to this build */
-    FLASHPORT_ERROR_UNKNOWN_KERNEL = 5,     /* kernel variant name not known to the backend */
-    FLASHPORT_ERROR_BACKEND_UNAVAILABLE = 6,/* backend known but cannot run here (no driver, ...) */
-    FLASHPORT_ERROR_NO_DEVICE = 7,          /* device index or name does not match a device */
-    FLASHPORT_ERROR_OUT_OF_MEMORY = 8,      /* host or device allocation failed */
-    FLASHPORT_ERROR_DEVICE = 9,             /* the driver or runtime reported an error */
-    FLASHPORT_ERROR_MISMATCH = 10,          /* buffers of another context, too small, or aliased */
-    FLASHPORT_ERROR_INTERNAL = 11,          /* a bug in flashport: please report it */
-    FLASHPORT_ERROR_BAD_TABLE = 12          /* cu_seqlens, seqlens_kv or block_table content out
-                                             * of range (checked where the table is host-readable,
-                                             * or on the device with FLASHPORT_CHECK=1) */
+    FLASHPORT_ERROR_INVALID_ARGUMENT = 1, /* null pointer, non-positive size, bad stride, ... */
+    FLASHPORT_ERROR_SIZE_OVERFLOW = 2,    /* a byte or element count does not fit in 64 bits */
+    FLASHPORT_ERROR_UNSUPPORTED = 3,      /* valid problem that the backend or variant cannot run */
+    FLASHPORT_ERROR_UNKNOWN_BACKEND = 4,  /* backend name not known to this build */
+    FLASHPORT_ERROR_UNKNOWN_KERNEL = 5,   /* kernel variant name not known to the backend */
+    /* backend known but cannot run here (no driver, ...) */
+    FLASHPORT_ERROR_BACKEND_UNAVAILABLE = 6,
+    FLASHPORT_ERROR_NO_DEVICE = 7,     /* device index or name does not match a device */
+    FLASHPORT_ERROR_OUT_OF_MEMORY = 8, /* host or device allocation failed */
+    FLASHPORT_ERROR_DEVICE = 9,        /* the driver or runtime reported an error */
+    FLASHPORT_ERROR_MISMATCH = 10,     /* buffers of another context, too small, or aliased */
+    FLASHPORT_ERROR_INTERNAL = 11,     /* a bug in flashport: please report it */
+    /* cu_seqlens, seqlens_kv or block_table content out of range (checked where the table is
+     * host-readable, or on the device with FLASHPORT_CHECK=1) */
+    FLASHPORT_ERROR_BAD_TABLE = 12
 } flashport_status;
 
 FLASHPORT_API const char *flashport_status_string(flashport_status status);
@@ -104,9 +106,10 @@ typedef struct flashport_problem {
 } flashport_problem;
 
 /* Fills every field of *p: contiguous strides for the layout, scale 0, not causal, no kernel. */
-FLASHPORT_API void flashport_problem_init(flashport_problem *p, flashport_dtype dtype, int64_t batch,
-                                          int64_t heads_q, int64_t heads_kv, int64_t seq_q,
-                                          int64_t seq_kv, int64_t head_dim, flashport_layout layout);
+FLASHPORT_API void flashport_problem_init(flashport_problem *p, flashport_dtype dtype,
+                                          int64_t batch, int64_t heads_q, int64_t heads_kv,
+                                          int64_t seq_q, int64_t seq_kv, int64_t head_dim,
+                                          flashport_layout layout);
 
 /* Checks a problem without a context: sizes, GQA ratio, strides (no overlap). */
 FLASHPORT_API flashport_status flashport_problem_validate(const flashport_problem *p);
@@ -129,11 +132,11 @@ typedef enum flashport_device_kind {
 
 typedef struct flashport_backend_info {
     char name[32];
-    int available;       /* 1 when at least one device can be opened */
+    int available; /* 1 when at least one device can be opened */
     int device_count;
-    int is_module;       /* loaded from a shared module rather than linked into the core */
-    char reason[512];    /* why unavailable ("" when available) */
-    char location[512];  /* module file, or "built-in" */
+    int is_module;      /* loaded from a shared module rather than linked into the core */
+    char reason[512];   /* why unavailable ("" when available) */
+    char location[512]; /* module file, or "built-in" */
 } flashport_backend_info;
 
 typedef struct flashport_device_info {
@@ -141,8 +144,8 @@ typedef struct flashport_device_info {
     char vendor[128];
     flashport_device_kind kind;
     uint64_t memory_bytes;
-    int compute_units;   /* SMs, CUs, or physical cores */
-    char details[1024];  /* backend-specific properties, "key=value" separated by "; " */
+    int compute_units;  /* SMs, CUs, or physical cores */
+    char details[1024]; /* backend-specific properties, "key=value" separated by "; " */
 } flashport_device_info;
 
 /* Numerical class of a kernel variant: what its results are compared against. */
@@ -235,8 +238,10 @@ FLASHPORT_API flashport_status flashport_plan(flashport_context *ctx, const flas
 /* Queues attention on ctx's queue. lse may be NULL; otherwise it receives float32
  * [batch, heads_q, seq_q] log-sum-exp of the scaled scores (natural log). O and LSE are written
  * once the queue reaches the call; flashport_synchronize waits for it. */
-FLASHPORT_API flashport_status flashport_attention(flashport_context *ctx, const flashport_problem *p,
-                                                   const flashport_buffer *q, const flashport_buffer *k,
+FLASHPORT_API flashport_status flashport_attention(flashport_context *ctx,
+                                                   const flashport_problem *p,
+                                                   const flashport_buffer *q,
+                                                   const flashport_buffer *k,
                                                    const flashport_buffer *v, flashport_buffer *o,
                                                    flashport_buffer *lse);
 FLASHPORT_API flashport_status flashport_synchronize(flashport_context *ctx);
@@ -312,8 +317,8 @@ typedef enum flashport_descale {
  * {0, 0, Nkv, 1} and {Nkv, 0, 0, 1}. The query and key indices are those within the sequence.
  * -inf entries mask the key. */
 typedef struct flashport_bias_desc {
-    int enabled;           /* 0: no bias (args.bias must be NULL) */
-    flashport_dtype dtype; /* f32, f16 or bf16 */
+    int enabled;                     /* 0: no bias (args.bias must be NULL) */
+    flashport_dtype dtype;           /* f32, f16 or bf16 */
     int64_t batch, head, query, key; /* element strides, each >= 0 */
 } flashport_bias_desc;
 
@@ -325,8 +330,8 @@ typedef struct flashport_attention_desc {
                                 * dtype for f32, f16 and bf16; f32, f16 or bf16 for FP8 inputs */
     int64_t batch;
     int64_t heads_q, heads_kv; /* heads_q a multiple of heads_kv */
-    int64_t seq_q;  /* Nq; with q_varlen the longest query sequence (max_seqlen_q) */
-    int64_t seq_kv; /* Nkv; varlen or paged: the longest key sequence (max_seqlen_kv) */
+    int64_t seq_q;             /* Nq; with q_varlen the longest query sequence (max_seqlen_q) */
+    int64_t seq_kv;            /* Nkv; varlen or paged: the longest key sequence (max_seqlen_kv) */
     int64_t head_dim;
     flashport_strides q, k, v, o; /* element strides, head dimension contiguous */
     float scale;                  /* 0: 1/sqrt(head_dim) */
@@ -338,13 +343,13 @@ typedef struct flashport_attention_desc {
     float softcap;         /* 0: off; > 0: s = softcap * tanh(s / softcap) (Gemma 2: 50) */
     flashport_alibi alibi; /* slopes in args.alibi_slopes */
     flashport_bias_desc bias;
-    int sinks;             /* 1: args.sinks holds f32 [heads_q] logits that join the softmax
-                            * denominator only (an extra key with a zero value vector) */
+    int sinks; /* 1: args.sinks holds f32 [heads_q] logits that join the softmax
+                * denominator only (an extra key with a zero value vector) */
 
     /* Variable-length batches and paged caches. */
-    int q_varlen;     /* 1: Q and O packed [total_q, heads_q, d] by cu_seqlens_q; q.batch and
-                       * o.batch must be 0; the LSE is [heads_q, total_q] */
-    int64_t total_q;  /* rows of packed Q (q_varlen only) */
+    int q_varlen;    /* 1: Q and O packed [total_q, heads_q, d] by cu_seqlens_q; q.batch and
+                      * o.batch must be 0; the LSE is [heads_q, total_q] */
+    int64_t total_q; /* rows of packed Q (q_varlen only) */
     flashport_kv_layout kv_layout;
     int64_t total_kv; /* rows of packed K and V (FLASHPORT_KV_VARLEN only) */
     int64_t num_pages, page_size, max_pages_per_seq; /* FLASHPORT_KV_PAGED only; page_size >= 1 */
@@ -374,8 +379,9 @@ FLASHPORT_API void flashport_attention_desc_set_varlen(flashport_attention_desc 
 /* Makes K/V a paged cache with contiguous pages: [num_pages, page_size, heads_kv, d] for
  * FLASHPORT_LAYOUT_BNHD, [num_pages, heads_kv, page_size, d] for FLASHPORT_LAYOUT_BHND;
  * seq_kv becomes max_pages_per_seq * page_size unless it is already smaller and positive. */
-FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *d, int64_t num_pages,
-                                                      int64_t page_size, int64_t max_pages_per_seq,
+FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *d,
+                                                      int64_t num_pages, int64_t page_size,
+                                                      int64_t max_pages_per_seq,
                                                       flashport_layout layout);
 /* Checks a descriptor without a context (sizes, strides, and every field's range and
  * consistency); the message names the field. */
@@ -389,26 +395,26 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
 /* Every buffer of a call. Unused members must be NULL: a buffer the descriptor does not ask for
  * is an error, never ignored. Element types: Q, K, V dtype; O, dO, dQ, dK, dV out_dtype; LSE,
  * sinks, ALiBi slopes and descales f32; the tables int32. */
-#define FLASHPORT_ATTENTION_BUFFERS(ptr, cptr)                                                    \
-    size_t struct_size; /* sizeof the struct (the _INIT macros below set it) */                   \
-    cptr q;                                                                                       \
-    cptr k;                                                                                       \
-    cptr v;                                                                                       \
-    ptr o;                                                                                        \
-    ptr lse;            /* forward: optional output; backward: input, required */                 \
-    cptr sinks;         /* [heads_q] with desc.sinks */                                           \
-    cptr alibi_slopes;  /* [heads_q] or [batch, heads_q] by desc.alibi */                        \
-    cptr bias;          /* desc.bias.dtype, by desc.bias strides */                               \
-    cptr cu_seqlens_q;  /* int32 [batch + 1], non-decreasing, last <= total_q (q_varlen) */       \
-    cptr cu_seqlens_kv; /* int32 [batch + 1], last <= total_kv (FLASHPORT_KV_VARLEN) */           \
-    cptr seqlens_kv;    /* int32 [batch], each <= seq_kv (FLASHPORT_KV_PAGED) */                  \
-    cptr block_table;   /* int32 [batch, max_pages_per_seq]; entries past a sequence unread */    \
-    cptr q_descale;     /* f32, by desc.descale (FP8 only) */                                     \
-    cptr k_descale;                                                                               \
-    cptr v_descale;                                                                               \
-    cptr d_o;           /* backward: dO, by the o strides */                                      \
-    ptr d_q;            /* backward outputs, by the q, k and v strides (dense or varlen K/V) */   \
-    ptr d_k;                                                                                      \
+#define FLASHPORT_ATTENTION_BUFFERS(ptr, cptr)                                                     \
+    size_t struct_size; /* sizeof the struct (the _INIT macros below set it) */                    \
+    cptr q;                                                                                        \
+    cptr k;                                                                                        \
+    cptr v;                                                                                        \
+    ptr o;                                                                                         \
+    ptr lse;            /* forward: optional output; backward: input, required */                  \
+    cptr sinks;         /* [heads_q] with desc.sinks */                                            \
+    cptr alibi_slopes;  /* [heads_q] or [batch, heads_q] by desc.alibi */                          \
+    cptr bias;          /* desc.bias.dtype, by desc.bias strides */                                \
+    cptr cu_seqlens_q;  /* int32 [batch + 1], non-decreasing, last <= total_q (q_varlen) */        \
+    cptr cu_seqlens_kv; /* int32 [batch + 1], last <= total_kv (FLASHPORT_KV_VARLEN) */            \
+    cptr seqlens_kv;    /* int32 [batch], each <= seq_kv (FLASHPORT_KV_PAGED) */                   \
+    cptr block_table;   /* int32 [batch, max_pages_per_seq]; entries past a sequence unread */     \
+    cptr q_descale;     /* f32, by desc.descale (FP8 only) */                                      \
+    cptr k_descale;                                                                                \
+    cptr v_descale;                                                                                \
+    cptr d_o; /* backward: dO, by the o strides */                                                 \
+    ptr d_q;  /* backward outputs, by the q, k and v strides (dense or varlen K/V) */              \
+    ptr d_k;                                                                                       \
     ptr d_v
 
 /* Buffers of a context, for flashport_attention_run and flashport_attention_backward. */
@@ -423,11 +429,13 @@ typedef struct flashport_attention_host_args {
 
 /* C initialisers with struct_size set and every buffer NULL (C++: value-initialise, then set
  * struct_size). */
-#define FLASHPORT_ATTENTION_ARGS_INIT {.struct_size = sizeof(flashport_attention_args)}
-#define FLASHPORT_ATTENTION_HOST_ARGS_INIT {.struct_size = sizeof(flashport_attention_host_args)}
+#define FLASHPORT_ATTENTION_ARGS_INIT                                                              \
+    { .struct_size = sizeof(flashport_attention_args) }
+#define FLASHPORT_ATTENTION_HOST_ARGS_INIT                                                         \
+    { .struct_size = sizeof(flashport_attention_host_args) }
 
-/* Which variant would run the descriptor's forward pass on ctx, and why; FLASHPORT_ERROR_UNSUPPORTED
- * with the reason (naming the missing feature) when none can. */
+/* Which variant would run the descriptor's forward pass on ctx, and why;
+ * FLASHPORT_ERROR_UNSUPPORTED with the reason (naming the missing feature) when none can. */
 FLASHPORT_API flashport_status flashport_attention_plan(flashport_context *ctx,
                                                         const flashport_attention_desc *d,
                                                         flashport_plan_info *out);
@@ -438,9 +446,9 @@ FLASHPORT_API flashport_status flashport_attention_run(flashport_context *ctx,
                                                        const flashport_attention_desc *d,
                                                        const flashport_attention_args *args);
 /* Synchronous forward pass on host arrays. */
-FLASHPORT_API flashport_status flashport_attention_run_host(flashport_context *ctx,
-                                                            const flashport_attention_desc *d,
-                                                            const flashport_attention_host_args *args);
+FLASHPORT_API flashport_status
+flashport_attention_run_host(flashport_context *ctx, const flashport_attention_desc *d,
+                             const flashport_attention_host_args *args);
 /* Backward pass: from Q, K, V, O, dO and the forward's LSE, writes dQ, dK and dV (the gradient
  * of sum(dO * O) with respect to Q, K, V; with GQA dK and dV sum over the query heads of a
  * group). No gradient reaches the bias, ALiBi slopes or sinks. Paged K/V is not differentiable
@@ -448,9 +456,9 @@ FLASHPORT_API flashport_status flashport_attention_run_host(flashport_context *c
 FLASHPORT_API flashport_status flashport_attention_backward(flashport_context *ctx,
                                                             const flashport_attention_desc *d,
                                                             const flashport_attention_args *args);
-FLASHPORT_API flashport_status flashport_attention_backward_host(
-    flashport_context *ctx, const flashport_attention_desc *d,
-    const flashport_attention_host_args *args);
+FLASHPORT_API flashport_status
+flashport_attention_backward_host(flashport_context *ctx, const flashport_attention_desc *d,
+                                  const flashport_attention_host_args *args);
 
 /* ---------------------------------------------------------------------------------------------
  * Measurement (used by flashport-bench)
@@ -466,16 +474,17 @@ FLASHPORT_API flashport_status flashport_timer_stop(flashport_timer *timer, doub
 /* Ceilings of the context's device, measured by the backend's micro-benchmarks; a figure the
  * backend cannot measure is 0. Rates count one fused multiply-add as 2 FLOPs. */
 typedef struct flashport_peaks {
-    double f32_fma_tflops;   /* whole device (CPU backends: one core, see fma_per_core) */
+    double f32_fma_tflops; /* whole device (CPU backends: one core, see fma_per_core) */
     double f32_fma_tflops_per_core;
-    double f16_mma_tflops;   /* tensor/matrix cores, f16 in, f32 accumulate */
+    double f16_mma_tflops; /* tensor/matrix cores, f16 in, f32 accumulate */
     double bf16_mma_tflops;
     double tf32_mma_tflops;
-    double copy_gbps;        /* device-to-device copy, bytes read + bytes written */
-    char method[256];        /* how each figure was measured */
+    double copy_gbps; /* device-to-device copy, bytes read + bytes written */
+    char method[256]; /* how each figure was measured */
 } flashport_peaks;
 
-FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx, flashport_peaks *out);
+FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx,
+                                                       flashport_peaks *out);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define FP_BACKEND_ABI 2
+#define FP_BACKEND_ABI          2
 #define FP_BACKEND_ENTRY_SYMBOL "flashport_backend_entry"
 
 enum fp_log_level { FP_LOG_ERROR = 0, FP_LOG_WARN = 1, FP_LOG_INFO = 2, FP_LOG_DEBUG = 3 };
@@ -60,8 +60,8 @@ typedef struct fp_host {
 /* Numerical class of a variant (flashport_precision): what conformance compares it against. */
 typedef flashport_precision fp_precision;
 #define FP_PRECISION_NATIVE FLASHPORT_PRECISION_NATIVE
-#define FP_PRECISION_TF32 FLASHPORT_PRECISION_TF32
-#define FP_PRECISION_F16 FLASHPORT_PRECISION_F16
+#define FP_PRECISION_TF32   FLASHPORT_PRECISION_TF32
+#define FP_PRECISION_F16    FLASHPORT_PRECISION_F16
 
 /* The problem as backends see it: validated, scale resolved, window normalised. */
 typedef flashport_attention_desc fp_problem;
@@ -70,18 +70,18 @@ typedef flashport_attention_desc fp_problem;
  * f32, f16 or bf16, GQA, any strides, Nq != Nkv and an optional LSE (which every variant
  * implements). */
 enum fp_feature {
-    FP_FEATURE_WINDOW = 1u << 0,   /* window_left or window_right other than causal */
+    FP_FEATURE_WINDOW = 1u << 0, /* window_left or window_right other than causal */
     FP_FEATURE_SOFTCAP = 1u << 1,
     FP_FEATURE_ALIBI = 1u << 2,
     FP_FEATURE_BIAS = 1u << 3,
     FP_FEATURE_SINKS = 1u << 4,
-    FP_FEATURE_VARLEN = 1u << 5,   /* packed Q (q_varlen) and packed K/V */
-    FP_FEATURE_PAGED = 1u << 6,    /* paged K/V, Q dense or packed */
-    FP_FEATURE_FP8 = 1u << 7,      /* FP8 Q/K/V with descales */
-    FP_FEATURE_BACKWARD = 1u << 8  /* the backward pass (fp_op FP_OP_BACKWARD) */
+    FP_FEATURE_VARLEN = 1u << 5,  /* packed Q (q_varlen) and packed K/V */
+    FP_FEATURE_PAGED = 1u << 6,   /* paged K/V, Q dense or packed */
+    FP_FEATURE_FP8 = 1u << 7,     /* FP8 Q/K/V with descales */
+    FP_FEATURE_BACKWARD = 1u << 8 /* the backward pass (fp_op FP_OP_BACKWARD) */
 };
 #define FP_FEATURES_NONE 0u /* dense forward attention only */
-#define FP_FEATURES_ALL 0x1ffu
+#define FP_FEATURES_ALL  0x1ffu
 #define FP_FEATURE_COUNT 9
 
 /* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). Inline
@@ -108,8 +108,11 @@ typedef struct fp_variant {
     const char *name;        /* stable, lowercase, what it does: "double_buffered" */
     const char *description; /* one line */
     fp_precision precision;
-    unsigned features;       /* fp_feature bits it implements (0: dense forward only) */
+    unsigned features; /* fp_feature bits it implements (0: dense forward only) */
 } fp_variant;
+
+/* Bytes a plan holds for the chosen kernel's parameters. */
+#define FP_PLAN_KERNEL_PARAMS_BYTES 64
 
 /* Filled by plan(), read by run(). */
 typedef struct fp_plan {
@@ -117,7 +120,13 @@ typedef struct fp_plan {
     fp_op op;               /* set by the core after plan() */
     char reason[256];       /* why this variant was chosen, or why the problem is unsupported */
     size_t workspace_bytes; /* device scratch run() allocates or uses */
-    int64_t param[8];       /* backend-private: tile shape, split count, ... */
+    /* Backend-private: the chosen kernel's parameters (tile shape, split count, ...). A backend
+     * copies one type of its own in and out (its parameter struct, or a union of its kernels'
+     * structs) and checks at compile time that it fits; the core only zeroes the bytes. */
+    union {
+        unsigned char bytes[FP_PLAN_KERNEL_PARAMS_BYTES];
+        max_align_t align;
+    } kernel_params;
 } fp_plan;
 
 /* Backend handles of the buffers of one call; members the problem does not use are NULL

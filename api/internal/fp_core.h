@@ -18,19 +18,21 @@ void fp_log(int level, const char *where, const char *fmt, ...)
     ;
 int fp_log_enabled(int level);
 
-/* registry.c: the backends known to this build, probed once on first use. */
+/* registry.c: the backends of backend_list.h, probed once on first use. */
 typedef struct fp_registry_entry {
     const char *name;
     const fp_backend *backend; /* NULL when the module could not be loaded */
     int probed;
     int device_count;
     int is_module;
+    fp_backend_entry_fn builtin_entry; /* built-in backends; NULL when left out of the build */
     char reason[512];
     char location[512];
 } fp_registry_entry;
 
 int fp_registry_count(void);
-fp_registry_entry *fp_registry_get(int index); /* probed */
+const char *fp_registry_names(void);                   /* "cuda, hip, ...", in registry order */
+fp_registry_entry *fp_registry_get(int index);         /* probed */
 fp_registry_entry *fp_registry_find(const char *name); /* probed; NULL when unknown */
 int fp_variant_index(const fp_backend *b, const char *name); /* -1 when unknown */
 
@@ -40,7 +42,8 @@ flashport_status fp_problem_check(const flashport_problem *p, const char *where)
 /* attention_desc.c: the v2 descriptor, which the v1 one converts into */
 void fp_problem_from_v1(const flashport_problem *p, fp_problem *out);
 /* Copies the caller's struct (checking struct_size) into a full fp_problem. */
-flashport_status fp_desc_load(const flashport_attention_desc *d, fp_problem *out, const char *where);
+flashport_status fp_desc_load(const flashport_attention_desc *d, fp_problem *out,
+                              const char *where);
 flashport_status fp_desc_check(const fp_problem *p, const char *where);
 /* Resolves scale 0 and spells the window as backends see it (fp_backend.h). */
 void fp_desc_normalise(fp_problem *p);
@@ -48,11 +51,25 @@ unsigned fp_problem_features(const fp_problem *p, fp_op op);
 
 /* Every buffer of a call, in the order of flashport_attention_args and fp_args. */
 typedef enum fp_slot {
-    FP_SLOT_Q, FP_SLOT_K, FP_SLOT_V, FP_SLOT_O, FP_SLOT_LSE,
-    FP_SLOT_SINKS, FP_SLOT_ALIBI, FP_SLOT_BIAS,
-    FP_SLOT_CU_SEQLENS_Q, FP_SLOT_CU_SEQLENS_KV, FP_SLOT_SEQLENS_KV, FP_SLOT_BLOCK_TABLE,
-    FP_SLOT_Q_DESCALE, FP_SLOT_K_DESCALE, FP_SLOT_V_DESCALE,
-    FP_SLOT_DO, FP_SLOT_DQ, FP_SLOT_DK, FP_SLOT_DV,
+    FP_SLOT_Q,
+    FP_SLOT_K,
+    FP_SLOT_V,
+    FP_SLOT_O,
+    FP_SLOT_LSE,
+    FP_SLOT_SINKS,
+    FP_SLOT_ALIBI,
+    FP_SLOT_BIAS,
+    FP_SLOT_CU_SEQLENS_Q,
+    FP_SLOT_CU_SEQLENS_KV,
+    FP_SLOT_SEQLENS_KV,
+    FP_SLOT_BLOCK_TABLE,
+    FP_SLOT_Q_DESCALE,
+    FP_SLOT_K_DESCALE,
+    FP_SLOT_V_DESCALE,
+    FP_SLOT_DO,
+    FP_SLOT_DQ,
+    FP_SLOT_DK,
+    FP_SLOT_DV,
     FP_SLOT_COUNT
 } fp_slot;
 

@@ -48,9 +48,9 @@ static inline uint16_t fp_f32_to_f16(float f) {
     uint32_t u = fp_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);          /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);         /* rounds to infinity */
-    if (a < 0x38800000u) {                                            /* subnormal or zero */
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to infinity */
+    if (a < 0x38800000u) {                                   /* subnormal or zero */
         /* Adding 0.5 (2^-1) aligns the f16 subnormal grid (2^-24) to the float's last bits,
          * so the FPU's own round-to-nearest-even does the rounding. */
         float v = fp_bits_f32(a) + 0.5f;

@@ -12,14 +12,15 @@
 #include "fp_core.h"
 
 /* Member offsets of the buffers of a call, by fp_slot, in each of the three structs. */
-#define SLOT_OFFSETS(T)                                                                           \
-    {offsetof(T, q),           offsetof(T, k),            offsetof(T, v),                         \
-     offsetof(T, o),           offsetof(T, lse),          offsetof(T, sinks),                     \
-     offsetof(T, alibi_slopes), offsetof(T, bias),        offsetof(T, cu_seqlens_q),              \
-     offsetof(T, cu_seqlens_kv), offsetof(T, seqlens_kv), offsetof(T, block_table),               \
-     offsetof(T, q_descale),   offsetof(T, k_descale),    offsetof(T, v_descale),                 \
-     offsetof(T, d_o),         offsetof(T, d_q),          offsetof(T, d_k),                       \
-     offsetof(T, d_v)}
+#define SLOT_OFFSETS(T)                                                                            \
+    {                                                                                              \
+        offsetof(T, q), offsetof(T, k), offsetof(T, v), offsetof(T, o), offsetof(T, lse),          \
+            offsetof(T, sinks), offsetof(T, alibi_slopes), offsetof(T, bias),                      \
+            offsetof(T, cu_seqlens_q), offsetof(T, cu_seqlens_kv), offsetof(T, seqlens_kv),        \
+            offsetof(T, block_table), offsetof(T, q_descale), offsetof(T, k_descale),              \
+            offsetof(T, v_descale), offsetof(T, d_o), offsetof(T, d_q), offsetof(T, d_k),          \
+            offsetof(T, d_v)                                                                       \
+    }
 static const size_t buffer_offsets[FP_SLOT_COUNT] = SLOT_OFFSETS(flashport_attention_args);
 static const size_t host_offsets[FP_SLOT_COUNT] = SLOT_OFFSETS(flashport_attention_host_args);
 static const size_t backend_offsets[FP_SLOT_COUNT] = SLOT_OFFSETS(fp_args);
@@ -98,24 +99,25 @@ static int features_covered(const fp_backend *b, unsigned features, int forced, 
         snprintf(plan->reason, sizeof plan->reason, "no %s kernel implements %s", b->name, names);
     } else {
         feature_list(features, names, sizeof names);
-        snprintf(plan->reason, sizeof plan->reason, "no %s kernel implements %s together",
-                 b->name, names);
+        snprintf(plan->reason, sizeof plan->reason, "no %s kernel implements %s together", b->name,
+                 names);
     }
     return 0;
 }
 
-static flashport_status make_plan(flashport_context *ctx, const fp_problem *p, fp_op op,
-                                  int forced, fp_plan *plan, const char *where) {
+static flashport_status make_plan(flashport_context *ctx, const fp_problem *p, fp_op op, int forced,
+                                  fp_plan *plan, const char *where) {
     memset(plan, 0, sizeof *plan);
     plan->variant = -1;
     const fp_backend *b = ctx->entry->backend;
     const char *name = ctx->entry->name;
     const unsigned features = fp_problem_features(p, op);
     flashport_status st = FLASHPORT_ERROR_UNSUPPORTED;
-    if (features_covered(b, features, forced, plan)) st = ctx->ops->plan(ctx->dev, p, op, forced, plan);
+    if (features_covered(b, features, forced, plan))
+        st = ctx->ops->plan(ctx->dev, p, op, forced, plan);
     if (st == FLASHPORT_ERROR_UNSUPPORTED)
-        return fp_error(st, where, "%s: %s%s unsupported: %s", name,
-                        forced >= 0 ? "kernel " : "", forced >= 0 ? p->kernel : "problem",
+        return fp_error(st, where, "%s: %s%s unsupported: %s", name, forced >= 0 ? "kernel " : "",
+                        forced >= 0 ? p->kernel : "problem",
                         plan->reason[0] ? plan->reason : "no variant accepts it");
     if (st) return st;
     if (plan->variant < 0 || plan->variant >= b->n_variants)
@@ -126,7 +128,8 @@ static flashport_status make_plan(flashport_context *ctx, const fp_problem *p, f
                         "%s planner chose %s, which lacks a feature of the problem", name,
                         b->variants[plan->variant].name);
     plan->op = op;
-    fp_log(FP_LOG_INFO, name, "%sB=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld %s%s: kernel %s (%s)",
+    fp_log(FP_LOG_INFO, name,
+           "%sB=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld %s%s: kernel %s (%s)",
            op == FP_OP_BACKWARD ? "backward " : "", (long long)p->batch, (long long)p->heads_q,
            (long long)p->heads_kv, (long long)p->seq_q, (long long)p->seq_kv,
            (long long)p->head_dim, flashport_dtype_name(p->dtype), p->causal ? " causal" : "",
@@ -337,8 +340,10 @@ FLASHPORT_API flashport_status flashport_attention_backward(flashport_context *c
     return run_args(ctx, d, args, FP_OP_BACKWARD, "flashport_attention_backward");
 }
 
-FLASHPORT_API flashport_status flashport_attention(flashport_context *ctx, const flashport_problem *p,
-                                                   const flashport_buffer *q, const flashport_buffer *k,
+FLASHPORT_API flashport_status flashport_attention(flashport_context *ctx,
+                                                   const flashport_problem *p,
+                                                   const flashport_buffer *q,
+                                                   const flashport_buffer *k,
                                                    const flashport_buffer *v, flashport_buffer *o,
                                                    flashport_buffer *lse) {
     static const char *where = "flashport_attention";
@@ -364,7 +369,8 @@ static flashport_status run_via_device(flashport_context *ctx, fp_problem *p, fp
         if (!host[s]) continue;
         bytes[s] = (size_t)fp_slot_need(p, op, (fp_slot)s).bytes;
         st = flashport_buffer_alloc(ctx, bytes[s] ? bytes[s] : 16, &bufs[s]);
-        if (st == FLASHPORT_OK && bytes[s]) st = flashport_buffer_upload(bufs[s], 0, host[s], bytes[s]);
+        if (st == FLASHPORT_OK && bytes[s])
+            st = flashport_buffer_upload(bufs[s], 0, host[s], bytes[s]);
     }
     if (st == FLASHPORT_OK)
         st = run_buffers(ctx, p, op, (const flashport_buffer *const *)bufs, where);
@@ -394,7 +400,8 @@ static flashport_status run_host(flashport_context *ctx, fp_problem *p, fp_op op
     for (int s = 0; s < FP_SLOT_COUNT; s++)
         if (is_table(s)) tables[s] = host[s];
     if ((st = fp_check_tables(p, tables, where))) return st;
-    if (!ctx->entry->backend->host_memory) st = run_via_device(ctx, p, op, host, where);
+    if (!ctx->entry->backend->host_memory)
+        st = run_via_device(ctx, p, op, host, where);
     else {
         /* Host-memory backends read and write the caller's arrays in place. */
         flashport_buffer wrapped[FP_SLOT_COUNT];
@@ -419,15 +426,15 @@ static flashport_status run_host_args(flashport_context *ctx, const flashport_at
     return st ? st : run_host(ctx, &p, op, host, where);
 }
 
-FLASHPORT_API flashport_status flashport_attention_run_host(flashport_context *ctx,
-                                                            const flashport_attention_desc *d,
-                                                            const flashport_attention_host_args *args) {
+FLASHPORT_API flashport_status
+flashport_attention_run_host(flashport_context *ctx, const flashport_attention_desc *d,
+                             const flashport_attention_host_args *args) {
     return run_host_args(ctx, d, args, FP_OP_FORWARD, "flashport_attention_run_host");
 }
 
-FLASHPORT_API flashport_status flashport_attention_backward_host(
-    flashport_context *ctx, const flashport_attention_desc *d,
-    const flashport_attention_host_args *args) {
+FLASHPORT_API flashport_status
+flashport_attention_backward_host(flashport_context *ctx, const flashport_attention_desc *d,
+                                  const flashport_attention_host_args *args) {
     return run_host_args(ctx, d, args, FP_OP_BACKWARD, "flashport_attention_backward_host");
 }
 

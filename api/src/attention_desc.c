@@ -18,8 +18,8 @@ FLASHPORT_API void flashport_attention_desc_init(flashport_attention_desc *d, fl
     flashport_problem p;
     flashport_problem_init(&p, dtype, batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout);
     fp_problem_from_v1(&p, d);
-    d->out_dtype = dtype == FLASHPORT_FP8_E4M3 || dtype == FLASHPORT_FP8_E5M2 ? FLASHPORT_BF16
-                                                                                : dtype;
+    d->out_dtype =
+        dtype == FLASHPORT_FP8_E4M3 || dtype == FLASHPORT_FP8_E5M2 ? FLASHPORT_BF16 : dtype;
     d->descale = dtype == FLASHPORT_FP8_E4M3 || dtype == FLASHPORT_FP8_E5M2
                      ? FLASHPORT_DESCALE_TENSOR
                      : FLASHPORT_DESCALE_NONE;
@@ -41,8 +41,9 @@ FLASHPORT_API void flashport_attention_desc_set_varlen(flashport_attention_desc 
     }
 }
 
-FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *d, int64_t num_pages,
-                                                      int64_t page_size, int64_t max_pages_per_seq,
+FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *d,
+                                                      int64_t num_pages, int64_t page_size,
+                                                      int64_t max_pages_per_seq,
                                                       flashport_layout layout) {
     if (!d) return;
     d->kv_layout = FLASHPORT_KV_PAGED;
@@ -51,8 +52,10 @@ FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *
     d->max_pages_per_seq = max_pages_per_seq;
     d->total_kv = 0;
     const int64_t hd = d->heads_kv * d->head_dim, rows = page_size * d->head_dim;
-    if (layout == FLASHPORT_LAYOUT_BNHD) d->k = (flashport_strides){page_size * hd, d->head_dim, hd};
-    else d->k = (flashport_strides){page_size * hd, rows, d->head_dim};
+    if (layout == FLASHPORT_LAYOUT_BNHD)
+        d->k = (flashport_strides){page_size * hd, d->head_dim, hd};
+    else
+        d->k = (flashport_strides){page_size * hd, rows, d->head_dim};
     d->v = d->k;
     const int64_t cap = page_size * max_pages_per_seq;
     if (d->seq_kv <= 0 || d->seq_kv > cap) d->seq_kv = cap;
@@ -78,7 +81,8 @@ void fp_problem_from_v1(const flashport_problem *p, fp_problem *out) {
     out->kernel = p->kernel;
 }
 
-flashport_status fp_desc_load(const flashport_attention_desc *d, fp_problem *out, const char *where) {
+flashport_status fp_desc_load(const flashport_attention_desc *d, fp_problem *out,
+                              const char *where) {
     if (!d) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "descriptor is NULL");
     if (d->struct_size < sizeof *out) {
         return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where,
@@ -198,8 +202,7 @@ static flashport_status check_sizes(const fp_problem *p, const char *where) {
 }
 
 static flashport_status check_dtypes(const fp_problem *p, const char *where) {
-    if (!is_float(p->dtype) && !is_fp8(p->dtype))
-        return BAD("unknown dtype %d", (int)p->dtype);
+    if (!is_float(p->dtype) && !is_fp8(p->dtype)) return BAD("unknown dtype %d", (int)p->dtype);
     if (is_fp8(p->dtype)) {
         if (!is_float(p->out_dtype))
             return BAD("out_dtype must be f32, f16 or bf16 for %s inputs (got %d)",
@@ -228,7 +231,8 @@ static flashport_status check_modifiers(const fp_problem *p, const char *where) 
     flashport_status st;
     if (!isfinite(p->scale)) return BAD("scale must be finite");
     if ((st = check_flag(p->causal, "causal", where))) return st;
-    if (p->window_left < -1) return BAD("window_left must be -1 or >= 0 (got %lld)", (long long)p->window_left);
+    if (p->window_left < -1)
+        return BAD("window_left must be -1 or >= 0 (got %lld)", (long long)p->window_left);
     if (p->window_right < -1)
         return BAD("window_right must be -1 or >= 0 (got %lld)", (long long)p->window_right);
     if (p->causal && p->window_right > 0)
@@ -262,7 +266,8 @@ static flashport_status check_layout(const fp_problem *p, const char *where) {
     flashport_status st;
     if ((st = check_flag(p->q_varlen, "q_varlen", where))) return st;
     if (p->q_varlen) {
-        if (p->total_q < 0) return BAD("total_q must be non-negative (got %lld)", (long long)p->total_q);
+        if (p->total_q < 0)
+            return BAD("total_q must be non-negative (got %lld)", (long long)p->total_q);
         if (p->q.batch != 0 || p->o.batch != 0)
             return BAD("q.batch and o.batch must be 0 with q_varlen (rows are addressed by "
                        "cu_seqlens_q and the seq stride)");
@@ -276,7 +281,8 @@ static flashport_status check_layout(const fp_problem *p, const char *where) {
     case FLASHPORT_KV_DENSE: break;
     case FLASHPORT_KV_VARLEN:
         if (!p->q_varlen) return BAD("kv_layout FLASHPORT_KV_VARLEN needs q_varlen = 1");
-        if (p->total_kv < 0) return BAD("total_kv must be non-negative (got %lld)", (long long)p->total_kv);
+        if (p->total_kv < 0)
+            return BAD("total_kv must be non-negative (got %lld)", (long long)p->total_kv);
         if (p->k.batch != 0 || p->v.batch != 0)
             return BAD("k.batch and v.batch must be 0 with FLASHPORT_KV_VARLEN");
         break;
@@ -348,7 +354,8 @@ void fp_desc_normalise(fp_problem *p) {
     p->window_right = p->causal ? -1 : right;
 }
 
-FLASHPORT_API flashport_status flashport_attention_desc_validate(const flashport_attention_desc *d) {
+FLASHPORT_API flashport_status
+flashport_attention_desc_validate(const flashport_attention_desc *d) {
     static const char *where = "flashport_attention_desc_validate";
     fp_problem p;
     flashport_status st = fp_desc_load(d, &p, where);
@@ -448,8 +455,8 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
     case FP_SLOT_ALIBI:
         if (p->alibi != FLASHPORT_ALIBI_NONE)
             u.use = FP_SLOT_REQUIRED,
-            elems = product(p->heads_q,
-                            p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? p->batch : 1, 1);
+            elems =
+                product(p->heads_q, p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? p->batch : 1, 1);
         break;
     case FP_SLOT_BIAS:
         if (p->bias.enabled) {
@@ -493,10 +500,24 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
 }
 
 const char *fp_slot_name(fp_slot slot) {
-    static const char *const names[FP_SLOT_COUNT] = {
-        "q",          "k",           "v",         "o",          "lse",
-        "sinks",      "alibi_slopes", "bias",     "cu_seqlens_q", "cu_seqlens_kv",
-        "seqlens_kv", "block_table", "q_descale", "k_descale",  "v_descale",
-        "d_o",        "d_q",         "d_k",       "d_v"};
+    static const char *const names[FP_SLOT_COUNT] = {"q",
+                                                     "k",
+                                                     "v",
+                                                     "o",
+                                                     "lse",
+                                                     "sinks",
+                                                     "alibi_slopes",
+                                                     "bias",
+                                                     "cu_seqlens_q",
+                                                     "cu_seqlens_kv",
+                                                     "seqlens_kv",
+                                                     "block_table",
+                                                     "q_descale",
+                                                     "k_descale",
+                                                     "v_descale",
+                                                     "d_o",
+                                                     "d_q",
+                                                     "d_k",
+                                                     "d_v"};
     return slot < FP_SLOT_COUNT ? names[slot] : "?";
 }

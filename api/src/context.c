@@ -18,7 +18,8 @@ struct flashport_timer {
 
 FLASHPORT_API flashport_status flashport_context_create(const char *spec, flashport_context **out) {
     if (!out)
-        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_context_create", "out is NULL");
+        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_context_create",
+                        "out is NULL");
     flashport_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, "flashport_context_create",
@@ -80,8 +81,10 @@ static flashport_status new_buffer(flashport_context *ctx, void *handle, size_t 
                                    flashport_buffer **out, const char *where) {
     flashport_buffer *b = calloc(1, sizeof *b);
     if (!b) {
-        if (wrapped && ctx->ops->buffer_unwrap) ctx->ops->buffer_unwrap(ctx->dev, handle);
-        else if (!wrapped) ctx->ops->buffer_free(ctx->dev, handle);
+        if (wrapped && ctx->ops->buffer_unwrap)
+            ctx->ops->buffer_unwrap(ctx->dev, handle);
+        else if (!wrapped)
+            ctx->ops->buffer_free(ctx->dev, handle);
         return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate a buffer record");
     }
     b->ctx = ctx;
@@ -120,8 +123,10 @@ FLASHPORT_API flashport_status flashport_buffer_wrap(flashport_context *ctx, voi
 FLASHPORT_API void flashport_buffer_free(flashport_buffer *buf) {
     if (!buf) return;
     flashport_context *ctx = buf->ctx;
-    if (!buf->wrapped) ctx->ops->buffer_free(ctx->dev, buf->handle);
-    else if (ctx->ops->buffer_unwrap) ctx->ops->buffer_unwrap(ctx->dev, buf->handle);
+    if (!buf->wrapped)
+        ctx->ops->buffer_free(ctx->dev, buf->handle);
+    else if (ctx->ops->buffer_unwrap)
+        ctx->ops->buffer_unwrap(ctx->dev, buf->handle);
     free(buf);
 }
 
@@ -155,13 +160,15 @@ FLASHPORT_API flashport_status flashport_buffer_download(const flashport_buffer 
 
 FLASHPORT_API flashport_status flashport_synchronize(flashport_context *ctx) {
     if (!ctx)
-        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_synchronize", "context is NULL");
+        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_synchronize",
+                        "context is NULL");
     return ctx->ops->synchronize(ctx->dev);
 }
 
 /* ---- measurement ---- */
 
-FLASHPORT_API flashport_status flashport_timer_start(flashport_context *ctx, flashport_timer **out) {
+FLASHPORT_API flashport_status flashport_timer_start(flashport_context *ctx,
+                                                     flashport_timer **out) {
     static const char *where = "flashport_timer_start";
     if (!ctx || !out) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "NULL argument");
     flashport_timer *t = calloc(1, sizeof *t);
@@ -201,7 +208,8 @@ FLASHPORT_API flashport_status flashport_timer_stop(flashport_timer *t, double *
     return st;
 }
 
-FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx, flashport_peaks *out) {
+FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx,
+                                                       flashport_peaks *out) {
     static const char *where = "flashport_measure_peaks";
     if (!ctx || !out) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "NULL argument");
     if (!ctx->ops->measure_peaks)

@@ -34,7 +34,7 @@ FLASHPORT_API void flashport_clear_error(void) { last_error[0] = '\0'; }
 
 FLASHPORT_API const char *flashport_version_string(void) {
 #define FP_STR2(x) #x
-#define FP_STR(x) FP_STR2(x)
+#define FP_STR(x)  FP_STR2(x)
     return FP_STR(FLASHPORT_VERSION_MAJOR) "." FP_STR(FLASHPORT_VERSION_MINOR) "." FP_STR(
         FLASHPORT_VERSION_PATCH);
 }

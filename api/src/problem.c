@@ -88,7 +88,7 @@ FLASHPORT_API int64_t flashport_problem_extent(const flashport_problem *p, char 
 
 FLASHPORT_API double flashport_problem_flops(const flashport_problem *p) {
     if (!p) return 0.0;
-    double f = 4.0 * (double)p->batch * (double)p->heads_q * (double)p->seq_q *
-               (double)p->seq_kv * (double)p->head_dim;
+    double f = 4.0 * (double)p->batch * (double)p->heads_q * (double)p->seq_q * (double)p->seq_kv *
+               (double)p->head_dim;
     return p->causal ? f / 2.0 : f;
 }

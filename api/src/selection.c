@@ -52,7 +52,8 @@ static flashport_status parse_spec(const char *spec, const char *origin, spec_en
         size_t len = strlen(item);
         int ok = len > 0 && len < sizeof e->name;
         for (size_t i = 0; ok && i < len; i++)
-            ok = islower((unsigned char)item[i]) || isdigit((unsigned char)item[i]) || item[i] == '_';
+            ok = islower((unsigned char)item[i]) || isdigit((unsigned char)item[i]) ||
+                 item[i] == '_';
         if (!ok)
             return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where,
                             "malformed %s '%s': '%s' is not a backend name (expected "
@@ -74,9 +75,8 @@ static flashport_status parse_spec(const char *spec, const char *origin, spec_en
                             "malformed %s '%s': 'auto' takes no device", origin, spec);
         if (strcmp(e->name, "auto") != 0 && !fp_registry_find(e->name))
             return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where,
-                            "%s '%s': unknown backend '%s' (known: auto, cuda, hip, opencl, "
-                            "cpu_simd, reference)",
-                            origin, spec, e->name);
+                            "%s '%s': unknown backend '%s' (known: auto, %s)", origin, spec,
+                            e->name, fp_registry_names());
         if (!comma) break;
         p = comma + 1;
     }
@@ -89,8 +89,8 @@ static void note(flashport_context *ctx, const char *fmt, const char *a, const c
 }
 
 /* Resolves the device part of an entry to an index; on failure writes the reason. */
-static flashport_status resolve_device(fp_registry_entry *e, const char *dev, int *index,
-                                       char *why, size_t why_len) {
+static flashport_status resolve_device(fp_registry_entry *e, const char *dev, int *index, char *why,
+                                       size_t why_len) {
     if (!dev[0]) {
         *index = 0;
         return FLASHPORT_OK;
@@ -192,9 +192,9 @@ flashport_status fp_select(const char *spec, flashport_context *ctx) {
                      why);
         }
     }
-    return fp_error(n == 1 && strcmp(list[0].name, "auto") != 0 ? last
-                                                                 : FLASHPORT_ERROR_BACKEND_UNAVAILABLE,
-                    where, "no entry of %s '%s' can be used: %s", origin, spec, failures);
+    return fp_error(
+        n == 1 && strcmp(list[0].name, "auto") != 0 ? last : FLASHPORT_ERROR_BACKEND_UNAVAILABLE,
+        where, "no entry of %s '%s' can be used: %s", origin, spec, failures);
 }
 
 flashport_status fp_select_queue(const char *spec, void *queue, flashport_context *ctx) {

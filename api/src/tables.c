@@ -40,9 +40,8 @@ static flashport_status check_cu(const char *name, const int32_t *cu, int64_t ba
 flashport_status fp_check_tables(const fp_problem *p, const int32_t *const tables[FP_SLOT_COUNT],
                                  const char *where) {
     flashport_status st;
-    if (tables[FP_SLOT_CU_SEQLENS_Q] &&
-        (st = check_cu("cu_seqlens_q", tables[FP_SLOT_CU_SEQLENS_Q], p->batch, p->total_q,
-                       p->seq_q, where)))
+    if (tables[FP_SLOT_CU_SEQLENS_Q] && (st = check_cu("cu_seqlens_q", tables[FP_SLOT_CU_SEQLENS_Q],
+                                                       p->batch, p->total_q, p->seq_q, where)))
         return st;
     if (tables[FP_SLOT_CU_SEQLENS_KV] &&
         (st = check_cu("cu_seqlens_kv", tables[FP_SLOT_CU_SEQLENS_KV], p->batch, p->total_kv,

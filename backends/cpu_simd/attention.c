@@ -16,7 +16,7 @@
  * keys at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the
  * source rows would be, so the bound only caps the scratch. */
 #define RING_BYTES ((int64_t)2 << 20)
-#define LOG2E 1.44269504088896340736
+#define LOG2E      1.44269504088896340736
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -60,9 +60,11 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
      * ring keeps CS_KEY_STEP free slots past them for a block's zero rows. */
     const int64_t right = p->causal ? 0 : p->window_right;
     int64_t reach = p->seq_kv;
-    if (p->window_left >= 0 && right >= 0) reach = min64(reach, t->queries + p->window_left + right);
+    if (p->window_left >= 0 && right >= 0)
+        reach = min64(reach, t->queries + p->window_left + right);
     const int64_t ring = max64(round_up(reach, CS_KEY_STEP), t->keys) + CS_KEY_STEP;
-    t->ring = (int)(ring * t->dq * 2 * (int64_t)sizeof(float) <= RING_BYTES ? ring : t->keys + CS_KEY_STEP);
+    const int fits = ring * t->dq * 2 * (int64_t)sizeof(float) <= RING_BYTES;
+    t->ring = (int)(fits ? ring : t->keys + CS_KEY_STEP);
     /* Packed sequences of total_q rows cut into tiles: each sequence adds at most one partial
      * tile. */
     t->max_tiles = p->q_varlen ? (p->total_q + p->batch * (t->queries - 1)) / t->queries
@@ -71,14 +73,14 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
 
 /* Byte offsets of one thread's scratch arrays, each on a cache line. */
 typedef struct scratch_layout {
-    size_t q, o, k, v, s, bias, m, l, alpha, lo, hi, key_lo, key_hi, slope, diag, bias_at,
-        group_lo, group_hi, total;
+    size_t q, o, k, v, s, bias, m, l, alpha, lo, hi, key_lo, key_hi, slope, diag, bias_at, group_lo,
+        group_hi, total;
 } scratch_layout;
 
 static scratch_layout layout_of(const cs_tiling *t) {
     scratch_layout L;
     size_t at = 0;
-#define PLACE(field, n, type) \
+#define PLACE(field, n, type)                                                                      \
     (L.field = at, at += (size_t)round_up((int64_t)(n) * (int64_t)sizeof(type), ALIGN_BYTES))
     PLACE(q, (int64_t)t->rows * t->dq, float);
     PLACE(o, (int64_t)t->rows * t->dq, float);
@@ -114,26 +116,15 @@ size_t cs_scratch_bytes(const cs_tiling *t) {
     return layout_of(t).total * (size_t)t->threads + (size_t)t->max_tiles * sizeof(tile_entry);
 }
 
-void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]) {
-    param[0] = t->heads;
-    param[1] = t->queries;
-    param[2] = t->rows;
-    param[3] = t->keys;
-    param[4] = t->dq;
-    param[5] = t->threads;
-    param[6] = t->max_tiles;
-    param[7] = t->ring;
+_Static_assert(sizeof(cs_tiling) <= FP_PLAN_KERNEL_PARAMS_BYTES,
+               "a plan holds the kernel parameters");
+
+void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan) {
+    memcpy(plan->kernel_params.bytes, t, sizeof *t);
 }
 
-void cs_tiling_from_params(const int64_t param[8], cs_tiling *t) {
-    t->heads = (int)param[0];
-    t->queries = (int)param[1];
-    t->rows = (int)param[2];
-    t->keys = (int)param[3];
-    t->dq = param[4];
-    t->threads = (int)param[5];
-    t->max_tiles = param[6];
-    t->ring = (int)param[7];
+void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t) {
+    memcpy(t, plan->kernel_params.bytes, sizeof *t);
 }
 
 /* Everything a tile needs to know about the call. */
@@ -210,7 +201,8 @@ static int64_t kv_rows(const call *c, const seq_view *s, int64_t kvh, int64_t j,
 /* Query or output row i of query head h (packed rows have batch stride 0). */
 static const void *q_row(const void *base, const flashport_strides *st, size_t esize,
                          const seq_view *s, int64_t h, int64_t i) {
-    return (const char *)base + (size_t)(s->b * st->batch + h * st->head + (s->q_row0 + i) * st->seq) * esize;
+    return (const char *)base +
+           (size_t)(s->b * st->batch + h * st->head + (s->q_row0 + i) * st->seq) * esize;
 }
 
 /* The FP8 descale of a row: the tensor's factor, or that of (batch, head, block of positions);
@@ -269,7 +261,8 @@ static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_
     const int64_t missing[2][2] = {{a, min64(ts->ring_lo, e)}, {max64(ts->ring_hi, a), e}};
     for (int i = 0; i < 2; ++i)
         for (int64_t j = missing[i][0]; j < missing[i][1];) {
-            const int64_t row = ring_row(ts, c->t, j), n = min64(missing[i][1] - j, c->t->ring - row);
+            const int64_t row = ring_row(ts, c->t, j),
+                          n = min64(missing[i][1] - j, c->t->ring - row);
             pack_kv(c, ts, s, kvh, j, n, row);
             j += n;
         }
@@ -352,10 +345,12 @@ static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
             for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * b[j * bd->key];
         } else if (bd->dtype == FLASHPORT_F16) {
             const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
+            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
+                out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
         } else {
             const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
+            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
+                out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
         }
     }
 }
@@ -378,7 +373,8 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     for (int r = 0; r < rows; ++r) {
         float *panel = ts->q + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
         if (r < real)
-            for (int64_t col = 0; col < dq; ++col) panel[col * CS_Q_PANEL] = rows_tmp[(int64_t)r * dq + col];
+            for (int64_t col = 0; col < dq; ++col)
+                panel[col * CS_Q_PANEL] = rows_tmp[(int64_t)r * dq + col];
         else
             for (int64_t col = 0; col < dq; ++col) panel[col * CS_Q_PANEL] = 0.0f;
     }
@@ -406,7 +402,8 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
         if (lse) {
             const int64_t at = p->q_varlen ? h * p->total_q + tp->s->q_row0 + i
                                            : (tp->s->b * p->heads_q + h) * p->seq_q + i;
-            lse[at] = denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
+            lse[at] =
+                denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
         }
     }
 }
@@ -485,7 +482,8 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
         tile_keys(p, s, next_i0, min64(t->queries, s->nq - next_i0), &lo, &hi);
         pf_lo = hi > k_hi ? max64(lo, k_hi) : lo;
         pf_n = max64(0, (hi > k_hi ? hi : min64(hi, k_lo)) - pf_lo);
-        pf_calls = max64(1, (k_hi - k_lo + t->keys - 1) / t->keys * ((real + CS_PV_ROWS - 1) / CS_PV_ROWS) *
+        pf_calls = max64(1, (k_hi - k_lo + t->keys - 1) / t->keys *
+                                ((real + CS_PV_ROWS - 1) / CS_PV_ROWS) *
                                 ((dq + CS_PV_COLS - 1) / CS_PV_COLS));
     }
     /* The tile's keys go into the ring all at once when they fit, else a block at a time. */
@@ -510,7 +508,8 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
         }
         ops->scores(ts->q, kb, p->head_dim, dq, score_rows, ts->lo, ts->hi, ts->s, rows);
         if (mods.slope)
-            for (int r = 0; r < real; ++r) ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
+            for (int r = 0; r < real; ++r)
+                ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
         if (mods.bias) gather_bias(c, ts, real, j0);
         ops->softmax(ts->s, rows, score_rows, ts->lo, ts->hi, &mods, ts->m, ts->l, ts->alpha);
         /* The group kernel takes the keys every real row of the group sees; a row's keys
@@ -531,7 +530,8 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
             for (int g = 0; g < real; g += CS_PV_ROWS) {
                 const int a = ts->group_lo[g / CS_PV_ROWS], e = ts->group_hi[g / CS_PV_ROWS];
                 ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, vb + (int64_t)a * dq + c0, dq,
-                             min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g, ts->o + (int64_t)g * dq + c0);
+                             min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g,
+                             ts->o + (int64_t)g * dq + c0);
                 if (pf_done < pf_n) {
                     const int64_t take = min64(pf_n - pf_done, (pf_n + pf_calls - 1) / pf_calls);
                     prefetch_keys(c, s, kvh, pf_lo + pf_done, take);
@@ -555,15 +555,25 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
 static tile_scratch scratch_of(const call *c, void *base, int thread) {
     char *b = (char *)base + (size_t)thread * c->L.total;
     tile_scratch ts = {
-        .q = (float *)(b + c->L.q), .o = (float *)(b + c->L.o), .k = (float *)(b + c->L.k),
-        .v = (float *)(b + c->L.v), .s = (float *)(b + c->L.s), .bias = (float *)(b + c->L.bias),
+        .q = (float *)(b + c->L.q),
+        .o = (float *)(b + c->L.o),
+        .k = (float *)(b + c->L.k),
+        .v = (float *)(b + c->L.v),
+        .s = (float *)(b + c->L.s),
+        .bias = (float *)(b + c->L.bias),
         .m = (float *)(b + c->L.m),
-        .l = (float *)(b + c->L.l), .alpha = (float *)(b + c->L.alpha),
-        .slope = (float *)(b + c->L.slope), .diag = (float *)(b + c->L.diag),
-        .lo = (int *)(b + c->L.lo), .hi = (int *)(b + c->L.hi),
-        .key_lo = (int64_t *)(b + c->L.key_lo), .key_hi = (int64_t *)(b + c->L.key_hi),
-        .bias_at = (int64_t *)(b + c->L.bias_at), .group_lo = (int *)(b + c->L.group_lo),
-        .group_hi = (int *)(b + c->L.group_hi), .ring_b = -1,
+        .l = (float *)(b + c->L.l),
+        .alpha = (float *)(b + c->L.alpha),
+        .slope = (float *)(b + c->L.slope),
+        .diag = (float *)(b + c->L.diag),
+        .lo = (int *)(b + c->L.lo),
+        .hi = (int *)(b + c->L.hi),
+        .key_lo = (int64_t *)(b + c->L.key_lo),
+        .key_hi = (int64_t *)(b + c->L.key_hi),
+        .bias_at = (int64_t *)(b + c->L.bias_at),
+        .group_lo = (int *)(b + c->L.group_lo),
+        .group_hi = (int *)(b + c->L.group_hi),
+        .ring_b = -1,
     };
     return ts;
 }
@@ -617,7 +627,8 @@ typedef struct work_list {
 static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_t it, int threads) {
     const tile_entry *e = &w->tiles[it % w->tiles_n];
     const int64_t rest = it / w->tiles_n, next = it + threads;
-    const tile_entry *n = next < w->items && next / w->tiles_n == rest ? &w->tiles[next % w->tiles_n] : NULL;
+    const tile_entry *n =
+        next < w->items && next / w->tiles_n == rest ? &w->tiles[next % w->tiles_n] : NULL;
     const seq_view s = seq_of(c, e->b);
     run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0,
              n && n->b == e->b ? n->i0 : -1);
@@ -626,8 +637,13 @@ static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_
 void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
                   const fp_args *args, void *scratch) {
     call c = {
-        .ops = ops, .t = t, .p = p, .a = args, .in_size = flashport_dtype_size(p->dtype),
-        .out_size = flashport_dtype_size(p->out_dtype), .group = p->heads_q / p->heads_kv,
+        .ops = ops,
+        .t = t,
+        .p = p,
+        .a = args,
+        .in_size = flashport_dtype_size(p->dtype),
+        .out_size = flashport_dtype_size(p->out_dtype),
+        .group = p->heads_q / p->heads_kv,
         .L = layout_of(t),
     };
     c.mods.scale2 = (float)(p->scale * LOG2E);

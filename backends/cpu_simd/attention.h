@@ -26,12 +26,12 @@
 #include "kernels/kernel_ops.h"
 
 typedef struct cs_tiling {
-    int heads;    /* query heads of one KV group in a tile */
-    int queries;  /* query positions in a tile */
-    int rows;     /* heads * queries rounded up to CS_PV_ROWS */
-    int keys;     /* keys per block, a multiple of CS_KEY_STEP */
-    int ring;     /* keys the K/V ring of a thread holds, a multiple of CS_KEY_STEP */
-    int64_t dq;   /* head_dim rounded up to CS_DIM_STEP */
+    int heads;   /* query heads of one KV group in a tile */
+    int queries; /* query positions in a tile */
+    int rows;    /* heads * queries rounded up to CS_PV_ROWS */
+    int keys;    /* keys per block, a multiple of CS_KEY_STEP */
+    int ring;    /* keys the K/V ring of a thread holds, a multiple of CS_KEY_STEP */
+    int64_t dq;  /* head_dim rounded up to CS_DIM_STEP */
     int threads;
     int64_t max_tiles; /* query tiles of every sequence together, at most */
 } cs_tiling;
@@ -42,9 +42,9 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t);
  * function of N^2. */
 size_t cs_scratch_bytes(const cs_tiling *t);
 
-/* Packs and unpacks the tiling in a plan's private parameters. */
-void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]);
-void cs_tiling_from_params(const int64_t param[8], cs_tiling *t);
+/* The tiling as a plan's kernel parameters: stored by the planner, read back by run(). */
+void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan);
+void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t);
 
 /* Runs the attention with the kernels of one path. scratch holds cs_scratch_bytes(t) bytes,
  * 64-byte aligned. */

@@ -42,7 +42,8 @@ static void chosen_path(char *buf, size_t len) {
 
 static flashport_status device_info(int device, flashport_device_info *out) {
     if (device != 0)
-        return cs_host->error(FLASHPORT_ERROR_NO_DEVICE, CS_NAME, "device_info: no device %d (only 0)", device);
+        return cs_host->error(FLASHPORT_ERROR_NO_DEVICE, CS_NAME,
+                              "device_info: no device %d (only 0)", device);
     const cs_cpu *cpu = cs_cpu_get();
     const cs_topology *topo = cs_topology_get();
     memset(out, 0, sizeof *out);
@@ -89,10 +90,10 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
     cs_device *d = dev;
     const cs_kernel_ops *ops = cs_variant_ops(pl->variant);
     if (!ops)
-        return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "run: plan names variant %d, which this build lacks",
-                              pl->variant);
+        return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME,
+                              "run: plan names variant %d, which this build lacks", pl->variant);
     cs_tiling t;
-    cs_tiling_from_params(pl->param, &t);
+    cs_tiling_from_plan(pl, &t);
     const size_t need = cs_scratch_bytes(&t);
     pthread_mutex_lock(&d->lock);
     if (need > d->scratch_bytes) {
@@ -100,8 +101,8 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         if (!grown) {
             pthread_mutex_unlock(&d->lock);
             return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
-                                  "run: out of host memory for %zu bytes of scratch (%d threads)", need,
-                                  t.threads);
+                                  "run: out of host memory for %zu bytes of scratch (%d threads)",
+                                  need, t.threads);
         }
         free(d->scratch);
         d->scratch = grown;
@@ -136,9 +137,11 @@ static const fp_device_ops device_ops = {
 
 static flashport_status open_device(int device, const fp_device_ops **ops, void **dev) {
     if (device != 0)
-        return cs_host->error(FLASHPORT_ERROR_NO_DEVICE, CS_NAME, "open: no device %d (only 0)", device);
+        return cs_host->error(FLASHPORT_ERROR_NO_DEVICE, CS_NAME, "open: no device %d (only 0)",
+                              device);
     cs_device *d = calloc(1, sizeof *d);
-    if (!d) return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME, "open: out of host memory");
+    if (!d)
+        return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME, "open: out of host memory");
     if (pthread_mutex_init(&d->lock, NULL) != 0) {
         free(d);
         return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "open: pthread_mutex_init failed");
@@ -147,8 +150,8 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     chosen_path(path, sizeof path);
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
-    cs_host->log(FP_LOG_INFO, CS_NAME, "%s: path %s, %d thread%s (%s)", cs_cpu_get()->model, path, threads,
-                 threads == 1 ? "" : "s", why_threads);
+    cs_host->log(FP_LOG_INFO, CS_NAME, "%s: path %s, %d thread%s (%s)", cs_cpu_get()->model, path,
+                 threads, threads == 1 ? "" : "s", why_threads);
     *ops = &device_ops;
     *dev = d;
     return FLASHPORT_OK;
@@ -158,12 +161,15 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
 #define CS_FEATURES (FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD)
 
 static const fp_variant variants[CS_VARIANT_COUNT] = {
-    [CS_VARIANT_AVX2] = {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16 and E5M2; needs those CPU features",
-                         FP_PRECISION_NATIVE, CS_FEATURES},
-    [CS_VARIANT_PORTABLE] = {"portable", "plain C tiles written for the compiler to vectorise; runs on any CPU",
+    [CS_VARIANT_AVX2] =
+        {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16 and E5M2; needs those CPU features",
+         FP_PRECISION_NATIVE, CS_FEATURES},
+    [CS_VARIANT_PORTABLE] = {"portable",
+                             "plain C tiles written for the compiler to vectorise; runs on any CPU",
                              FP_PRECISION_NATIVE, CS_FEATURES},
-    [CS_VARIANT_AVX512] = {"avx512", "AVX-512F 16-wide tiles on 32 registers, masked remainders; needs AVX-512F",
-                           FP_PRECISION_NATIVE, CS_FEATURES},
+    [CS_VARIANT_AVX512] =
+        {"avx512", "AVX-512F 16-wide tiles on 32 registers, masked remainders; needs AVX-512F",
+         FP_PRECISION_NATIVE, CS_FEATURES},
 };
 
 const char *cs_variant_name(int variant) {

@@ -55,9 +55,12 @@ static void detect_x86(cs_cpu *cpu) {
     memcpy(vendor + 4, &d, 4);
     memcpy(vendor + 8, &c, 4);
     vendor[12] = '\0';
-    if (strcmp(vendor, "GenuineIntel") == 0) snprintf(cpu->vendor, sizeof cpu->vendor, "Intel");
-    else if (strcmp(vendor, "AuthenticAMD") == 0) snprintf(cpu->vendor, sizeof cpu->vendor, "AMD");
-    else snprintf(cpu->vendor, sizeof cpu->vendor, "%s", vendor);
+    if (strcmp(vendor, "GenuineIntel") == 0)
+        snprintf(cpu->vendor, sizeof cpu->vendor, "Intel");
+    else if (strcmp(vendor, "AuthenticAMD") == 0)
+        snprintf(cpu->vendor, sizeof cpu->vendor, "AMD");
+    else
+        snprintf(cpu->vendor, sizeof cpu->vendor, "%s", vendor);
 
     __get_cpuid(1, &a, &b, &c, &d);
     const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
@@ -109,6 +112,8 @@ void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len) {
     snprintf(buf, len, "%s%s%s%s", cpu->avx2 ? "avx2," : "", cpu->fma ? "fma," : "",
              cpu->f16c ? "f16c," : "", cpu->avx512f ? "avx512f," : "");
     size_t n = strlen(buf);
-    if (n) buf[n - 1] = '\0';
-    else snprintf(buf, len, "none");
+    if (n)
+        buf[n - 1] = '\0';
+    else
+        snprintf(buf, len, "none");
 }

@@ -14,7 +14,7 @@
 #include "backend.h"
 #include "topology.h"
 
-#define REPEATS 5
+#define REPEATS    5
 #define COPY_BYTES ((size_t)64 << 20)
 
 static double now_s(void) {
@@ -84,7 +84,8 @@ static double copy_rate(int threads) {
             {
                 const size_t n = (size_t)omp_get_num_threads(), me = (size_t)omp_get_thread_num();
                 const size_t chunk = COPY_BYTES / n;
-                memcpy(dst + me * chunk, src + me * chunk, me + 1 == n ? COPY_BYTES - me * chunk : chunk);
+                memcpy(dst + me * chunk, src + me * chunk,
+                       me + 1 == n ? COPY_BYTES - me * chunk : chunk);
             }
 #else
             (void)threads;

@@ -9,8 +9,10 @@
 int cs_avx2_usable(int f16, const char **why) {
 #if defined(CS_HAVE_AVX2_KERNELS)
     const cs_cpu *cpu = cs_cpu_get();
-    if (!cpu->avx2) *why = "the CPU has no AVX2 (cpuid)";
-    else if (!cpu->fma) *why = "the CPU has no FMA (cpuid)";
+    if (!cpu->avx2)
+        *why = "the CPU has no AVX2 (cpuid)";
+    else if (!cpu->fma)
+        *why = "the CPU has no FMA (cpuid)";
     else if (f16 && !cpu->f16c)
         *why = "the CPU has no F16C for binary16 conversions (f16 data, FP8 E5M2 input) (cpuid)";
     else {
@@ -87,7 +89,8 @@ flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
     if (forced >= 0) {
         const char *why_not;
         if (!cs_usable(forced, f16, &why_not) || !cs_variant_ops(forced)) {
-            snprintf(out->reason, sizeof out->reason, "%s cannot run here: %s", cs_variant_name(forced), why_not);
+            snprintf(out->reason, sizeof out->reason, "%s cannot run here: %s",
+                     cs_variant_name(forced), why_not);
             return cs_host->error(FLASHPORT_ERROR_UNSUPPORTED, CS_NAME, "plan: %s", out->reason);
         }
         out->variant = forced;
@@ -104,7 +107,7 @@ flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
              cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, t.threads,
              t.threads == 1 ? "" : "s", why_threads);
     out->workspace_bytes = cs_scratch_bytes(&t);
-    cs_tiling_to_params(&t, out->param);
+    cs_tiling_to_plan(&t, out);
     cs_host->log(FP_LOG_DEBUG, CS_NAME, "plan: %s", out->reason);
     return FLASHPORT_OK;
 }

@@ -63,8 +63,10 @@ static void read_sysfs_caches(cs_topology *t) {
         if (fgets(text, sizeof text, f)) {
             char *end;
             size = strtoull(text, &end, 10);
-            if (*end == 'K') size <<= 10;
-            else if (*end == 'M') size <<= 20;
+            if (*end == 'K')
+                size <<= 10;
+            else if (*end == 'M')
+                size <<= 20;
         }
         fclose(f);
         if (level == 2) t->l2_bytes = size;
@@ -84,7 +86,8 @@ static int read_sysfs(cs_topology *t) {
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/core_id", cpu);
         long core = read_long(path);
         if (core < 0) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/physical_package_id", cpu);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/physical_package_id",
+                 cpu);
         long pkg = read_long(path);
         ++found;
         long key = (pkg < 0 ? 0 : pkg) * 1000000L + core;
@@ -122,9 +125,12 @@ const cs_topology *cs_topology_get(void) {
 }
 
 static void size_text(unsigned long long bytes, char *buf, size_t len) {
-    if (bytes == 0) snprintf(buf, len, "?");
-    else if (bytes % (1ull << 20) == 0) snprintf(buf, len, "%llu MiB", bytes >> 20);
-    else snprintf(buf, len, "%llu KiB", bytes >> 10);
+    if (bytes == 0)
+        snprintf(buf, len, "?");
+    else if (bytes % (1ull << 20) == 0)
+        snprintf(buf, len, "%llu MiB", bytes >> 20);
+    else
+        snprintf(buf, len, "%llu KiB", bytes >> 10);
 }
 
 void cs_topology_summary(const cs_topology *t, char *buf, size_t len) {

@@ -6,9 +6,9 @@
 #include <stddef.h>
 
 typedef struct cs_topology {
-    int packages, cores, pus; /* cores: physical cores; pus: hardware threads */
+    int packages, cores, pus;              /* cores: physical cores; pus: hardware threads */
     unsigned long long l2_bytes, l3_bytes; /* one cache instance; 0 when unknown */
-    const char *source;       /* "hwloc", "sysfs" or "cpu count" */
+    const char *source;                    /* "hwloc", "sysfs" or "cpu count" */
 } cs_topology;
 
 /* Read once; the same answer for the life of the process. */

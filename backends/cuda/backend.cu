@@ -39,8 +39,10 @@ static void format_bytes(char *out, size_t len, size_t bytes) {
         v /= 1024.0;
         u++;
     }
-    if (u == 0) snprintf(out, len, "%zu bytes", bytes);
-    else snprintf(out, len, "%.1f %s", v, unit[u]);
+    if (u == 0)
+        snprintf(out, len, "%zu bytes", bytes);
+    else
+        snprintf(out, len, "%.1f %s", v, unit[u]);
 }
 
 /* Turns a runtime error into a status: "cudaMalloc: out of memory, 4.0 GiB requested". */
@@ -52,10 +54,10 @@ static flashport_status gpu_failed(gpuError_t e, const char *call, const char *d
                        detail ? ", " : "", detail ? detail : "");
 }
 
-#define GPU_CHECK(expr, call)                                                                   \
-    do {                                                                                        \
-        gpuError_t gpu_check_e = (expr);                                                        \
-        if (gpu_check_e != gpuSuccess) return gpu_failed(gpu_check_e, call, NULL);              \
+#define GPU_CHECK(expr, call)                                                                      \
+    do {                                                                                           \
+        gpuError_t gpu_check_e = (expr);                                                           \
+        if (gpu_check_e != gpuSuccess) return gpu_failed(gpu_check_e, call, NULL);                 \
     } while (0)
 
 /* Teardown paths cannot return a status; they report through the log instead. */
@@ -83,10 +85,14 @@ static int probe(char *reason, size_t len) {
  * provide under the names vendors/ maps (their property structs differ between versions). */
 static flashport_status read_props(int device, fp_gpu_device_props *out) {
     static const gpuDeviceAttr_t wanted[] = {
-        gpuDevAttrComputeCapabilityMajor,        gpuDevAttrComputeCapabilityMinor,
-        gpuDevAttrMultiProcessorCount,           gpuDevAttrWarpSize,
-        gpuDevAttrMaxSharedMemoryPerBlockOptin,  gpuDevAttrMaxSharedMemoryPerMultiprocessor,
-        gpuDevAttrMaxRegistersPerMultiprocessor, gpuDevAttrMaxThreadsPerMultiProcessor,
+        gpuDevAttrComputeCapabilityMajor,
+        gpuDevAttrComputeCapabilityMinor,
+        gpuDevAttrMultiProcessorCount,
+        gpuDevAttrWarpSize,
+        gpuDevAttrMaxSharedMemoryPerBlockOptin,
+        gpuDevAttrMaxSharedMemoryPerMultiprocessor,
+        gpuDevAttrMaxRegistersPerMultiprocessor,
+        gpuDevAttrMaxThreadsPerMultiProcessor,
         gpuDevAttrL2CacheSize,
     };
     int v[sizeof wanted / sizeof wanted[0]];
@@ -158,8 +164,8 @@ struct device_scope {
         if (previous >= 0) gpu_log_failure(gpuSetDevice(previous), "SetDevice");
     }
 };
-#define SELECT(dev)                                                                             \
-    device_scope selected_device((dev)->index);                                                 \
+#define SELECT(dev)                                                                                \
+    device_scope selected_device((dev)->index);                                                    \
     GPU_CHECK(selected_device.error, "SetDevice")
 
 /* Memory of the context: queued on its stream where the device has memory pools, so that
@@ -223,9 +229,9 @@ static flashport_status buffer_upload(void *d, void *handle, size_t offset, cons
                                       size_t bytes) {
     gpu_device *dev = (gpu_device *)d;
     SELECT(dev);
-    GPU_CHECK(gpuMemcpyAsync((char *)handle + offset, src, bytes, gpuMemcpyHostToDevice,
-                             dev->stream),
-              "MemcpyAsync");
+    GPU_CHECK(
+        gpuMemcpyAsync((char *)handle + offset, src, bytes, gpuMemcpyHostToDevice, dev->stream),
+        "MemcpyAsync");
     GPU_CHECK(gpuStreamSynchronize(dev->stream), "StreamSynchronize");
     return FLASHPORT_OK;
 }
@@ -267,16 +273,16 @@ static flashport_status ensure_workspace(gpu_device *dev, size_t bytes) {
     return FLASHPORT_OK;
 }
 
-static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p,
-                            const fp_args *args) {
+static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p, const fp_args *args) {
     gpu_device *dev = (gpu_device *)d;
     const fp_gpu_kernel *k = fp_gpu_kernel_at(pl->variant);
-    if (!k)
-        return host->error(FLASHPORT_ERROR_INTERNAL, NAME, "run: no variant %d", pl->variant);
+    if (!k) return host->error(FLASHPORT_ERROR_INTERNAL, NAME, "run: no variant %d", pl->variant);
     SELECT(dev);
     flashport_status st = ensure_workspace(dev, pl->workspace_bytes);
     if (st) return st;
 
+    fp_gpu_kernel_params params;
+    memcpy(&params, pl->kernel_params.bytes, sizeof params);
     fp_gpu_launch L;
     L.p = *p;
     L.q = args->q;
@@ -285,7 +291,7 @@ static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p,
     L.o = args->o;
     L.lse = (float *)args->lse;
     L.workspace = pl->workspace_bytes ? dev->workspace : NULL;
-    L.param = pl->param;
+    L.params = &params;
     L.stream = dev->stream;
     L.props = &dev->props;
     const gpuError_t e = k->launch(&L);
@@ -407,9 +413,12 @@ static flashport_status open_device(int device, const fp_device_ops **o, void **
 static flashport_status open_queue(int *device, void *queue, const fp_device_ops **o, void **d) {
     gpuStream_t stream = (gpuStream_t)queue;
     int stream_device = -1;
-    if (!stream && *device >= 0) stream_device = *device; /* that device's legacy default stream */
-    else if (!stream) GPU_CHECK(gpuGetDevice(&stream_device), "GetDevice");
-    else GPU_CHECK(fp_gpu_stream_device(stream, &stream_device), FP_GPU_STREAM_DEVICE_CALL);
+    if (!stream && *device >= 0)
+        stream_device = *device; /* that device's legacy default stream */
+    else if (!stream)
+        GPU_CHECK(gpuGetDevice(&stream_device), "GetDevice");
+    else
+        GPU_CHECK(fp_gpu_stream_device(stream, &stream_device), FP_GPU_STREAM_DEVICE_CALL);
     if (*device >= 0 && *device != stream_device)
         return host->error(FLASHPORT_ERROR_MISMATCH, NAME,
                            "the stream belongs to device %d, the spec names device %d",

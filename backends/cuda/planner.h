@@ -11,7 +11,7 @@ const fp_gpu_kernel *fp_gpu_kernel_at(int index);
 /* Which variant runs p: `forced` >= 0 takes only that one; otherwise the preferred variant for
  * the dtype and grid, falling back along the ladder. FLASHPORT_ERROR_UNSUPPORTED with the
  * reason in out->reason when nothing can. */
-flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p,
-                             int forced, fp_plan *out);
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, int forced,
+                             fp_plan *out);
 
 #endif /* FP_CUDA_PLANNER_H */

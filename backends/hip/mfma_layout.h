@@ -25,13 +25,13 @@
 #define FP_HD static inline
 #endif
 
-#define FP_MFMA_WAVE 64   /* lanes of the wave an MFMA runs on (CDNA) */
-#define FP_MFMA_M 32      /* rows of A and D */
-#define FP_MFMA_N 32      /* columns of B and D */
-#define FP_MFMA_K 8       /* columns of A, rows of B */
-#define FP_MFMA_OPERAND 4 /* 16-bit values of A and of B per lane */
-#define FP_MFMA_ACC 16    /* f32 values of D per lane */
-#define FP_MFMA_PAD 8     /* 16-bit elements of padding per LDS row (16 bytes) */
+#define FP_MFMA_WAVE      64 /* lanes of the wave an MFMA runs on (CDNA) */
+#define FP_MFMA_M         32 /* rows of A and D */
+#define FP_MFMA_N         32 /* columns of B and D */
+#define FP_MFMA_K         8  /* columns of A, rows of B */
+#define FP_MFMA_OPERAND   4  /* 16-bit values of A and of B per lane */
+#define FP_MFMA_ACC       16 /* f32 values of D per lane */
+#define FP_MFMA_PAD       8  /* 16-bit elements of padding per LDS row (16 bytes) */
 #define FP_MFMA_ROW_LANES 32 /* lanes sharing one row of D: the width of row reductions */
 
 /* A operand: row and reduction index of value j of lane l. */

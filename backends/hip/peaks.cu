@@ -101,7 +101,8 @@ gpuError_t time_ms(gpuStream_t stream, F launch, float *ms, const char **call) {
 gpuError_t fp_gpu_measure_peaks(gpuStream_t stream, const fp_gpu_device_props *props,
                                 flashport_peaks *out, const char **call) {
     const int blocks = 4 * props->sm_count;
-    const int has_mfma = strncmp(props->arch, "gfx90a", 6) == 0 || strncmp(props->arch, "gfx940", 6) == 0;
+    const int has_mfma =
+        strncmp(props->arch, "gfx90a", 6) == 0 || strncmp(props->arch, "gfx940", 6) == 0;
     void *buf = nullptr;
     *call = "Malloc";
     gpuError_t e = gpuMalloc(&buf, 2 * COPY_BYTES);
@@ -109,40 +110,52 @@ gpuError_t fp_gpu_measure_peaks(gpuStream_t stream, const fp_gpu_device_props *p
     float *sink = (float *)buf;
     float ms = 0.0f;
 
-    e = time_ms(stream, [&] {
-        *call = "LaunchKernel (fma)";
-        fma_kernel<<<blocks, THREADS, 0, stream>>>(sink, 1.0f);
-        return gpuGetLastError();
-    }, &ms, call);
+    e = time_ms(
+        stream,
+        [&] {
+            *call = "LaunchKernel (fma)";
+            fma_kernel<<<blocks, THREADS, 0, stream>>>(sink, 1.0f);
+            return gpuGetLastError();
+        },
+        &ms, call);
     if (e == gpuSuccess) {
         const double flops = 2.0 * blocks * THREADS * FMA_CHAINS * (double)FMA_ITERS;
         out->f32_fma_tflops = flops / (ms * 1e-3) / 1e12;
         out->f32_fma_tflops_per_core = out->f32_fma_tflops / props->sm_count;
     }
-    const double mma_flops = 2.0 * 32 * 32 * 8 * (double)blocks * (THREADS / 64) * MMA_CHAINS *
-                             MMA_ITERS;
+    const double mma_flops =
+        2.0 * 32 * 32 * 8 * (double)blocks * (THREADS / 64) * MMA_CHAINS * MMA_ITERS;
     if (e == gpuSuccess && has_mfma) {
-        e = time_ms(stream, [&] {
-            *call = "LaunchKernel (mfma f16)";
-            mfma_kernel<false><<<blocks, THREADS, 0, stream>>>(sink, 1);
-            return gpuGetLastError();
-        }, &ms, call);
+        e = time_ms(
+            stream,
+            [&] {
+                *call = "LaunchKernel (mfma f16)";
+                mfma_kernel<false><<<blocks, THREADS, 0, stream>>>(sink, 1);
+                return gpuGetLastError();
+            },
+            &ms, call);
         if (e == gpuSuccess) out->f16_mma_tflops = mma_flops / (ms * 1e-3) / 1e12;
     }
     if (e == gpuSuccess && has_mfma) {
-        e = time_ms(stream, [&] {
-            *call = "LaunchKernel (mfma bf16)";
-            mfma_kernel<true><<<blocks, THREADS, 0, stream>>>(sink, 1);
-            return gpuGetLastError();
-        }, &ms, call);
+        e = time_ms(
+            stream,
+            [&] {
+                *call = "LaunchKernel (mfma bf16)";
+                mfma_kernel<true><<<blocks, THREADS, 0, stream>>>(sink, 1);
+                return gpuGetLastError();
+            },
+            &ms, call);
         if (e == gpuSuccess) out->bf16_mma_tflops = mma_flops / (ms * 1e-3) / 1e12;
     }
     if (e == gpuSuccess) {
-        e = time_ms(stream, [&] {
-            *call = "MemcpyAsync";
-            return gpuMemcpyAsync((char *)buf + COPY_BYTES, buf, COPY_BYTES,
-                                  gpuMemcpyDeviceToDevice, stream);
-        }, &ms, call);
+        e = time_ms(
+            stream,
+            [&] {
+                *call = "MemcpyAsync";
+                return gpuMemcpyAsync((char *)buf + COPY_BYTES, buf, COPY_BYTES,
+                                      gpuMemcpyDeviceToDevice, stream);
+            },
+            &ms, call);
         if (e == gpuSuccess) out->copy_gbps = 2.0 * COPY_BYTES / (ms * 1e-3) / 1e9;
     }
     const gpuError_t freed = gpuFree(buf);

@@ -5,17 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opencl_backend.h"
-
-const fp_host *fp_cl_host;
-
-flashport_status fp_cl_fail(cl_int err, const char *call) {
-    flashport_status st = FLASHPORT_ERROR_DEVICE;
-    if (err == CL_OUT_OF_HOST_MEMORY || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-        err == CL_OUT_OF_RESOURCES)
-        st = FLASHPORT_ERROR_OUT_OF_MEMORY;
-    return fp_cl_host->error(st, FP_CL_NAME, "%s: %s", call, fp_cl_error_name(err));
-}
+#include "backend.h"
+#include "device_context.h"
+#include "devices.h"
+#include "host.h"
+#include "kernel_list.h"
+#include "peaks.h"
+#include "planner.h"
+#include "program_cache.h"
 
 static cl_mem as_mem(const void *handle) { return (cl_mem)(void *)(uintptr_t)handle; }
 
@@ -32,8 +29,7 @@ static const char *type_name(cl_device_type t) {
 
 static flashport_status backend_device_info(int device, flashport_device_info *out) {
     const fp_cl_device_desc *d = fp_cl_device(device);
-    if (!d)
-        return fp_cl_host->error(FLASHPORT_ERROR_NO_DEVICE, FP_CL_NAME, "no device %d", device);
+    if (!d) return fp_cl_host->error(FLASHPORT_ERROR_NO_DEVICE, FP_CL_NAME, "no device %d", device);
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", d->name);
     snprintf(out->vendor, sizeof out->vendor, "%s", d->vendor);
@@ -139,7 +135,8 @@ static flashport_status cl_buffer_wrap(void *d, void *native, size_t bytes, void
     cl_context context = NULL;
     size_t size = 0;
     cl_int err = dev->cl->clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, NULL);
-    if (err == CL_SUCCESS) err = dev->cl->clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err == CL_SUCCESS)
+        err = dev->cl->clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
     if (err != CL_SUCCESS) return fp_cl_fail(err, "clGetMemObjectInfo (wrapped buffer)");
     if (context != dev->context)
         return fp_cl_host->error(FLASHPORT_ERROR_MISMATCH, FP_CL_NAME,
@@ -168,15 +165,14 @@ static flashport_status cl_plan(void *d, const fp_problem *p, fp_op op, int forc
     return fp_cl_plan(d, p, forced, out);
 }
 
-flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
-                              const size_t local[3], cl_event *event_out) {
+/* Queues a kernel over a 3-D range and keeps its event for running timers. */
+static flashport_status launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
+                               const size_t local[3]) {
     cl_event event = NULL;
     cl_int err = dev->cl->clEnqueueNDRangeKernel(dev->queue, kernel, 3, NULL, global, local, 0,
                                                  NULL, &event);
     if (err != CL_SUCCESS) return fp_cl_fail(err, "clEnqueueNDRangeKernel");
-    if (event_out) {
-        *event_out = event;
-    } else if (dev->timers_running) {
+    if (dev->timers_running) {
         if (!dev->first_event) {
             dev->first_event = event;
         } else {
@@ -193,29 +189,20 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
-    /* Both kernels take the same arguments; they differ in their grid's rows and slices. */
+    const fp_cl_kernel *variant = fp_cl_kernel_at(plan->variant);
+    if (!variant)
+        return fp_cl_host->error(FLASHPORT_ERROR_INTERNAL, FP_CL_NAME, "run: no variant %d",
+                                 plan->variant);
+    fp_cl_kernel_params params;
+    memcpy(&params, plan->kernel_params.bytes, sizeof params);
     char options[384];
-    const char *source, *name;
-    size_t threads, rows;
-    cl_int slices = 1;
-    if (plan->variant == FP_CL_VARIANT_NV_TF32X3) {
-        fp_cl_nv_tf32x3_options(dev->desc, plan, p, options, sizeof options);
-        source = fp_opencl_source_attention_nv_tf32x3;
-        name = "attention_nv_tf32x3";
-        threads = (size_t)plan->param[FP_CL_NV_WARPS] * 32;
-        rows = (size_t)(16 * plan->param[FP_CL_NV_WARPS] * plan->param[FP_CL_NV_M_TILES]);
-    } else {
-        int64_t t[FP_CL_TILE_KEYS];
-        fp_cl_tile_of_plan(plan, t);
-        fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
-        source = fp_opencl_source_attention_tiled;
-        name = "attention_tiled";
-        threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
-        rows = (size_t)t[FP_CL_P_BR];
-        slices = (cl_int)((p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV]);
-    }
+    variant->options(dev->desc, &params, p, options, sizeof options);
+    const fp_cl_launch_shape shape = variant->shape(&params, p);
+    const size_t threads = shape.threads, rows = shape.rows;
+    cl_int slices = shape.slices;
     cl_kernel kernel = NULL;
-    flashport_status st = fp_cl_get_kernel(dev, source, options, name, &kernel);
+    flashport_status st =
+        fp_cl_get_kernel(dev, variant->source, options, variant->entry_point, &kernel);
     if (st != FLASHPORT_OK) return st;
 
     size_t kernel_limit = 0;
@@ -228,6 +215,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
                                  "needs %zu (try a smaller FLASHPORT_OPENCL_TILE)",
                                  kernel_limit, threads);
 
+    /* Every kernel takes the same arguments (kernel_table.h). */
     cl_mem q = as_mem(a->q), k = as_mem(a->k), v = as_mem(a->v), o = as_mem(a->o);
     cl_mem lse = as_mem(a->lse);
     cl_int has_lse = lse != NULL;
@@ -241,11 +229,20 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
     struct {
         size_t size;
         const void *value;
-    } args[15 + 12] = {{sizeof q, &q},         {sizeof k, &k},           {sizeof v, &v},
-                       {sizeof o, &o},         {sizeof lse, &lse},       {sizeof has_lse, &has_lse},
-                       {sizeof nq, &nq},       {sizeof nkv, &nkv},       {sizeof dim, &dim},
-                       {sizeof heads_q, &heads_q}, {sizeof group, &group}, {sizeof slices, &slices},
-                       {sizeof causal, &causal}, {sizeof q_sign, &q_sign},
+    } args[15 + 12] = {{sizeof q, &q},
+                       {sizeof k, &k},
+                       {sizeof v, &v},
+                       {sizeof o, &o},
+                       {sizeof lse, &lse},
+                       {sizeof has_lse, &has_lse},
+                       {sizeof nq, &nq},
+                       {sizeof nkv, &nkv},
+                       {sizeof dim, &dim},
+                       {sizeof heads_q, &heads_q},
+                       {sizeof group, &group},
+                       {sizeof slices, &slices},
+                       {sizeof causal, &causal},
+                       {sizeof q_sign, &q_sign},
                        {sizeof scale_log2, &scale_log2}};
     for (int i = 0; i < 12; i++) {
         args[15 + i].size = sizeof strides[i];
@@ -258,7 +255,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
     size_t tiles = ((size_t)p->seq_q + rows - 1) / rows;
     size_t global[3] = {tiles * threads, (size_t)p->heads_q, (size_t)p->batch * (size_t)slices};
     size_t local[3] = {threads, 1, 1};
-    return fp_cl_launch(dev, kernel, global, local, NULL);
+    return launch(dev, kernel, global, local);
 }
 
 static flashport_status cl_synchronize(void *d) {
@@ -292,7 +289,8 @@ static flashport_status cl_timer_stop(void *d, void *timer, double *ms) {
         err = cl->clGetEventProfilingInfo(dev->first_event, CL_PROFILING_COMMAND_START,
                                           sizeof start, &start, NULL);
         if (err == CL_SUCCESS)
-            err = cl->clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+            err =
+                cl->clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
         if (err != CL_SUCCESS)
             st = fp_cl_fail(err, "clGetEventProfilingInfo");
         else
@@ -314,13 +312,13 @@ static flashport_status cl_measure_peaks_unprofiled(void *d, flashport_peaks *ou
                              "caller's queue was created without CL_QUEUE_PROFILING_ENABLE");
 }
 
-#define FP_CL_DEVICE_OPS(timer_start_fn, timer_stop_fn, measure_peaks_fn)                      \
-    {                                                                                          \
-        .close = cl_close, .buffer_alloc = cl_buffer_alloc, .buffer_free = cl_buffer_free,     \
-        .buffer_upload = cl_upload, .buffer_download = cl_download,                            \
-        .buffer_wrap = cl_buffer_wrap, .buffer_unwrap = cl_buffer_unwrap, .plan = cl_plan,     \
-        .run = cl_run, .synchronize = cl_synchronize, .timer_start = timer_start_fn,           \
-        .timer_stop = timer_stop_fn, .measure_peaks = measure_peaks_fn,                        \
+#define FP_CL_DEVICE_OPS(timer_start_fn, timer_stop_fn, measure_peaks_fn)                          \
+    {                                                                                              \
+        .close = cl_close, .buffer_alloc = cl_buffer_alloc, .buffer_free = cl_buffer_free,         \
+        .buffer_upload = cl_upload, .buffer_download = cl_download, .buffer_wrap = cl_buffer_wrap, \
+        .buffer_unwrap = cl_buffer_unwrap, .plan = cl_plan, .run = cl_run,                         \
+        .synchronize = cl_synchronize, .timer_start = timer_start_fn, .timer_stop = timer_stop_fn, \
+        .measure_peaks = measure_peaks_fn,                                                         \
     }
 
 static const fp_device_ops device_ops =
@@ -346,8 +344,8 @@ static flashport_status cl_open(int device, const fp_device_ops **ops, void **ou
         free(dev);
         return fp_cl_fail(err, "clCreateContext");
     }
-    dev->queue = dev->cl->clCreateCommandQueue(dev->context, desc->id, CL_QUEUE_PROFILING_ENABLE,
-                                               &err);
+    dev->queue =
+        dev->cl->clCreateCommandQueue(dev->context, desc->id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (!dev->queue || err != CL_SUCCESS) {
         dev->cl->clReleaseContext(dev->context);
         free(dev);
@@ -419,13 +417,17 @@ static flashport_status cl_open_queue(int *device, void *queue, const fp_device_
     return FLASHPORT_OK;
 }
 
+#define FP_CL_COUNT_ONE(name) +1
+static fp_variant variants[0 FP_CL_KERNELS(FP_CL_COUNT_ONE)];
+#undef FP_CL_COUNT_ONE
+
 static const fp_backend backend = {
     .abi = FP_BACKEND_ABI,
     .name = FP_CL_NAME,
     .kind = FLASHPORT_DEVICE_GPU,
     .host_memory = 0,
-    .variants = fp_cl_variants,
-    .n_variants = FP_CL_VARIANT_COUNT,
+    .variants = variants,
+    .n_variants = sizeof variants / sizeof variants[0],
     .probe = cl_probe,
     .device_info = backend_device_info,
     .find_device = cl_find_device,
@@ -435,5 +437,6 @@ static const fp_backend backend = {
 
 FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host *host) {
     fp_cl_host = host;
+    for (int i = 0; i < fp_cl_kernel_count(); i++) variants[i] = fp_cl_kernel_at(i)->info;
     return &backend;
 }

@@ -23,16 +23,16 @@ const fp_cl_api *fp_cl_load(char *reason, size_t reason_len) {
             load_state = -1;
         } else {
             load_state = 1;
-#define FP_CL_RESOLVE(fn)                                                                      \
-    if (load_state == 1) {                                                                     \
-        void *sym = dlsym(lib, #fn);                                                           \
-        if (!sym) {                                                                            \
-            snprintf(load_reason, sizeof load_reason,                                          \
-                     "the OpenCL ICD loader lacks %s (an OpenCL 1.2 loader is required)", #fn); \
-            load_state = -1;                                                                   \
-        } else {                                                                               \
-            memcpy(&api.fn, &sym, sizeof sym);                                                 \
-        }                                                                                      \
+#define FP_CL_RESOLVE(fn)                                                                          \
+    if (load_state == 1) {                                                                         \
+        void *sym = dlsym(lib, #fn);                                                               \
+        if (!sym) {                                                                                \
+            snprintf(load_reason, sizeof load_reason,                                              \
+                     "the OpenCL ICD loader lacks %s (an OpenCL 1.2 loader is required)", #fn);    \
+            load_state = -1;                                                                       \
+        } else {                                                                                   \
+            memcpy(&api.fn, &sym, sizeof sym);                                                     \
+        }                                                                                          \
     }
             FP_CL_FUNCTIONS(FP_CL_RESOLVE)
 #undef FP_CL_RESOLVE
@@ -46,9 +46,8 @@ const fp_cl_api *fp_cl_load(char *reason, size_t reason_len) {
 
 const char *fp_cl_error_name(cl_int err) {
     switch (err) {
-#define FP_CL_CASE(code) \
-    case code:           \
-        return #code;
+#define FP_CL_CASE(code)                                                                           \
+    case code: return #code;
         FP_CL_CASE(CL_DEVICE_NOT_FOUND)
         FP_CL_CASE(CL_DEVICE_NOT_AVAILABLE)
         FP_CL_CASE(CL_COMPILER_NOT_AVAILABLE)
@@ -90,8 +89,7 @@ const char *fp_cl_error_name(cl_int err) {
         FP_CL_CASE(CL_INVALID_BUFFER_SIZE)
         FP_CL_CASE(CL_INVALID_GLOBAL_WORK_SIZE)
 #undef FP_CL_CASE
-    case -1001:
-        return "CL_PLATFORM_NOT_FOUND_KHR";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
     default: {
         static _Thread_local char buf[32];
         snprintf(buf, sizeof buf, "OpenCL error %d", (int)err);

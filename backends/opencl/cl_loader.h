@@ -8,39 +8,39 @@
 
 #include <CL/cl.h>
 
-#define FP_CL_FUNCTIONS(X)         \
-    X(clGetPlatformIDs)            \
-    X(clGetPlatformInfo)           \
-    X(clGetDeviceIDs)              \
-    X(clGetDeviceInfo)             \
-    X(clCreateContext)             \
-    X(clRetainContext)             \
-    X(clReleaseContext)            \
-    X(clCreateCommandQueue)        \
-    X(clGetCommandQueueInfo)       \
-    X(clRetainCommandQueue)        \
-    X(clReleaseCommandQueue)       \
-    X(clCreateBuffer)              \
-    X(clRetainMemObject)           \
-    X(clReleaseMemObject)          \
-    X(clGetMemObjectInfo)          \
-    X(clEnqueueWriteBuffer)        \
-    X(clEnqueueReadBuffer)         \
-    X(clEnqueueCopyBuffer)         \
-    X(clCreateProgramWithSource)   \
-    X(clCreateProgramWithBinary)   \
-    X(clBuildProgram)              \
-    X(clGetProgramInfo)            \
-    X(clGetProgramBuildInfo)       \
-    X(clReleaseProgram)            \
-    X(clCreateKernel)              \
-    X(clReleaseKernel)             \
-    X(clSetKernelArg)              \
-    X(clGetKernelWorkGroupInfo)    \
-    X(clEnqueueNDRangeKernel)      \
-    X(clFinish)                    \
-    X(clWaitForEvents)             \
-    X(clGetEventProfilingInfo)     \
+#define FP_CL_FUNCTIONS(X)                                                                         \
+    X(clGetPlatformIDs)                                                                            \
+    X(clGetPlatformInfo)                                                                           \
+    X(clGetDeviceIDs)                                                                              \
+    X(clGetDeviceInfo)                                                                             \
+    X(clCreateContext)                                                                             \
+    X(clRetainContext)                                                                             \
+    X(clReleaseContext)                                                                            \
+    X(clCreateCommandQueue)                                                                        \
+    X(clGetCommandQueueInfo)                                                                       \
+    X(clRetainCommandQueue)                                                                        \
+    X(clReleaseCommandQueue)                                                                       \
+    X(clCreateBuffer)                                                                              \
+    X(clRetainMemObject)                                                                           \
+    X(clReleaseMemObject)                                                                          \
+    X(clGetMemObjectInfo)                                                                          \
+    X(clEnqueueWriteBuffer)                                                                        \
+    X(clEnqueueReadBuffer)                                                                         \
+    X(clEnqueueCopyBuffer)                                                                         \
+    X(clCreateProgramWithSource)                                                                   \
+    X(clCreateProgramWithBinary)                                                                   \
+    X(clBuildProgram)                                                                              \
+    X(clGetProgramInfo)                                                                            \
+    X(clGetProgramBuildInfo)                                                                       \
+    X(clReleaseProgram)                                                                            \
+    X(clCreateKernel)                                                                              \
+    X(clReleaseKernel)                                                                             \
+    X(clSetKernelArg)                                                                              \
+    X(clGetKernelWorkGroupInfo)                                                                    \
+    X(clEnqueueNDRangeKernel)                                                                      \
+    X(clFinish)                                                                                    \
+    X(clWaitForEvents)                                                                             \
+    X(clGetEventProfilingInfo)                                                                     \
     X(clReleaseEvent)
 
 typedef struct fp_cl_api {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opencl_backend.h"
+#include "devices.h"
 
 #define FP_CL_MAX_DEVICES 64
 /* cl_nv_device_attribute_query, spelled out: not every cl_ext.h has them. */
@@ -72,8 +72,8 @@ static void describe(const fp_cl_api *cl, cl_platform_id platform, cl_device_id 
     d->local_mem_dedicated = lmt == CL_LOCAL;
     cl->clGetDeviceInfo(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof d->max_work_group,
                         &d->max_work_group, NULL);
-    cl->clGetDeviceInfo(id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units,
-                        &d->compute_units, NULL);
+    cl->clGetDeviceInfo(id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units, &d->compute_units,
+                        NULL);
     cl->clGetDeviceInfo(id, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof d->clock_mhz, &d->clock_mhz,
                         NULL);
     cl->clGetDeviceInfo(id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT,
@@ -97,7 +97,8 @@ static void describe(const fp_cl_api *cl, cl_platform_id platform, cl_device_id 
     if (cl->clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS &&
         ext_len > 0) {
         char *ext = malloc(ext_len + 1);
-        if (ext && cl->clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
+        if (ext &&
+            cl->clGetDeviceInfo(id, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
             ext[ext_len] = '\0';
             d->has_fp16 = has_extension(ext, "cl_khr_fp16");
             d->has_intel_subgroups = has_extension(ext, "cl_intel_subgroups");

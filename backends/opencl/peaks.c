@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "opencl_backend.h"
+#include "host.h"
+#include "kernel_sources.h"
+#include "peaks.h"
+#include "program_cache.h"
 
 static flashport_status event_ms(fp_cl_dev *dev, cl_event event, double *ms) {
     const fp_cl_api *cl = dev->cl;
@@ -22,19 +25,20 @@ static flashport_status event_ms(fp_cl_dev *dev, cl_event event, double *ms) {
     return FLASHPORT_OK;
 }
 
-static flashport_status fma_rate(fp_cl_dev *dev, double *tflops, size_t *items_out, int *iters_out) {
+static flashport_status fma_rate(fp_cl_dev *dev, double *tflops, size_t *items_out,
+                                 int *iters_out) {
     const fp_cl_api *cl = dev->cl;
     cl_kernel kernel = NULL;
-    flashport_status st = fp_cl_get_kernel(dev, fp_opencl_source_peaks, "-cl-std=CL1.2",
-                                           "fma_chains", &kernel);
+    flashport_status st =
+        fp_cl_get_kernel(dev, fp_opencl_source_peaks, "-cl-std=CL1.2", "fma_chains", &kernel);
     if (st != FLASHPORT_OK) return st;
     size_t local = dev->desc->max_work_group < 256 ? dev->desc->max_work_group : 256;
     /* Enough work-items to fill every compute unit several times over. */
     size_t items = (size_t)dev->desc->compute_units * 2048;
     items = (items + local - 1) / local * local;
     cl_int err = CL_SUCCESS;
-    cl_mem out = cl->clCreateBuffer(dev->context, CL_MEM_WRITE_ONLY, items * sizeof(float), NULL,
-                                    &err);
+    cl_mem out =
+        cl->clCreateBuffer(dev->context, CL_MEM_WRITE_ONLY, items * sizeof(float), NULL, &err);
     if (!out || err != CL_SUCCESS) return fp_cl_fail(err, "clCreateBuffer");
     cl_float a = 0.999999f, b = 1e-6f;
     cl_int iters = 64;

@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "opencl_backend.h"
+#include "host.h"
+#include "program_cache.h"
 
 struct fp_cl_program_entry {
     const char *source; /* one of the embedded sources: compared by address */
@@ -85,7 +86,8 @@ static int cache_dir(char *buf, size_t len) {
 
 static char *disk_key(const fp_cl_device_desc *d, const char *source, const char *options) {
     char hash[17];
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a(source, 14695981039346656037ull));
+    snprintf(hash, sizeof hash, "%016llx",
+             (unsigned long long)fnv1a(source, 14695981039346656037ull));
     size_t len = strlen(d->name) + strlen(d->driver_version) + strlen(d->platform_name) +
                  strlen(d->platform_version) + strlen(options) + 128;
     char *key = malloc(len);
@@ -251,11 +253,13 @@ static flashport_status build_from_source(fp_cl_dev *dev, const char *source, co
     if (err != CL_SUCCESS) {
         /* Also at the info level: a caller may fall back to another kernel and not report the
          * error (the planner does for the NVIDIA tensor-core program). */
-        fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME, "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
+        fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME,
+                        "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
                         fp_cl_error_name(err), options, log ? log : "(unavailable)");
-        flashport_status st = fp_cl_host->error(
-            FLASHPORT_ERROR_DEVICE, FP_CL_NAME, "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
-            fp_cl_error_name(err), options, log ? log : "(unavailable)");
+        flashport_status st =
+            fp_cl_host->error(FLASHPORT_ERROR_DEVICE, FP_CL_NAME,
+                              "clBuildProgram: %s (options \"%s\"); compiler log:\n%s",
+                              fp_cl_error_name(err), options, log ? log : "(unavailable)");
         free(log);
         cl->clReleaseProgram(program);
         return st;

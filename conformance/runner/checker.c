@@ -15,10 +15,10 @@
  * inputs. Arithmetic never produces a signalling NaN, so an element that still holds the
  * pattern was not written, and a NaN a kernel computes is told apart from it. FP8 has no
  * signalling NaN; its gaps (inputs only) hold a NaN, so reading one shows up as NaN. */
-#define POISON_F32 0x7fbadbadu
-#define POISON_F16 0x7d5au
+#define POISON_F32  0x7fbadbadu
+#define POISON_F16  0x7d5au
 #define POISON_BF16 0x7f9bu
-#define POISON_FP8 0x7fu
+#define POISON_FP8  0x7fu
 
 const char *fc_verdict_name(fc_verdict v) {
     switch (v) {
@@ -34,10 +34,14 @@ static int is_fp8(flashport_dtype t) { return t == FLASHPORT_FP8_E4M3 || t == FL
 fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision) {
     const flashport_dtype t = is_fp8(c->dtype) ? c->out_dtype : c->dtype;
     fc_tolerance tol = {1e-5, 1e-4, 1e-5}; /* f32, exact products */
-    if (t == FLASHPORT_F16) tol = (fc_tolerance){2e-3, 0.0, 2e-3};
-    else if (t == FLASHPORT_BF16) tol = (fc_tolerance){1e-2, 0.0, 1e-2};
-    else if (precision == FLASHPORT_PRECISION_TF32) tol = (fc_tolerance){3e-3, 0.0, 3e-3};
-    else if (precision == FLASHPORT_PRECISION_F16) tol = (fc_tolerance){2e-3, 0.0, 2e-3};
+    if (t == FLASHPORT_F16)
+        tol = (fc_tolerance){2e-3, 0.0, 2e-3};
+    else if (t == FLASHPORT_BF16)
+        tol = (fc_tolerance){1e-2, 0.0, 1e-2};
+    else if (precision == FLASHPORT_PRECISION_TF32)
+        tol = (fc_tolerance){3e-3, 0.0, 3e-3};
+    else if (precision == FLASHPORT_PRECISION_F16)
+        tol = (fc_tolerance){2e-3, 0.0, 2e-3};
     /* The factor is for O only: LSE is judged relative to its own magnitude already. */
     tol.rel_l2 *= c->tol_factor;
     tol.max_abs *= c->tol_factor;
@@ -50,9 +54,12 @@ int fc_needs_recompute(const fc_case *c, flashport_precision precision) {
 
 void fc_poison(flashport_dtype dtype, void *base, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        if (dtype == FLASHPORT_F32) ((uint32_t *)base)[i] = POISON_F32;
-        else if (is_fp8(dtype)) ((uint8_t *)base)[i] = POISON_FP8;
-        else ((uint16_t *)base)[i] = dtype == FLASHPORT_F16 ? POISON_F16 : POISON_BF16;
+        if (dtype == FLASHPORT_F32)
+            ((uint32_t *)base)[i] = POISON_F32;
+        else if (is_fp8(dtype))
+            ((uint8_t *)base)[i] = POISON_FP8;
+        else
+            ((uint16_t *)base)[i] = dtype == FLASHPORT_F16 ? POISON_F16 : POISON_BF16;
     }
 }
 
@@ -84,8 +91,8 @@ void fc_desc(const fc_case *c, const char *kernel, flashport_attention_desc *d) 
             stride[i] = broadcast ? 0 : run;
             run *= broadcast ? 1 : full[i];
         }
-        d->bias = (flashport_bias_desc){1, c->bias_dtype, stride[0], stride[1], stride[2],
-                                        stride[3]};
+        d->bias =
+            (flashport_bias_desc){1, c->bias_dtype, stride[0], stride[1], stride[2], stride[3]};
     }
     d->sinks = c->sinks;
     if (c->q_varlen) {
@@ -239,7 +246,7 @@ static int execute(flashport_context *ctx, const fc_case *c, const flashport_att
     int ok = 1;
     for (int t = 0; t < 3 && ok; t++) {
         int64_t extent;
-        host[t] = staged[t] = stage_input(c, "qkv"[t], strides[t], f->data[t], &extent);
+        host[t] = staged[t] = stage_input(c, "qkv"[t], strides[t], f -> data[t], &extent);
         bytes[t] = (size_t)extent * element_size(c, (fc_slot)t);
         ok = staged[t] != NULL;
     }
@@ -286,7 +293,8 @@ static int execute(flashport_context *ctx, const fc_case *c, const flashport_att
     if (status == FLASHPORT_OK) {
         call = "flashport_buffer_download";
         status = flashport_buffer_download(buf[FC_O], 0, out->o, bytes[FC_O]);
-        if (status == FLASHPORT_OK) status = flashport_buffer_download(buf[FC_LSE], 0, out->lse, bytes[FC_LSE]);
+        if (status == FLASHPORT_OK)
+            status = flashport_buffer_download(buf[FC_LSE], 0, out->lse, bytes[FC_LSE]);
     }
     if (status != FLASHPORT_OK) {
         note(r, "%s: %s: %s", call, flashport_status_string(status), flashport_last_error());
@@ -389,8 +397,8 @@ static void judge_lse(int64_t n, int64_t rows, int64_t lo, int64_t hi, const flo
 }
 
 void fc_judge(const fc_case *c, const flashport_attention_desc *d, const int32_t *cu_seqlens_q,
-              const void *o, int64_t o_extent, const float *lse, int64_t n_lse,
-              const double *exp_o, const double *exp_lse, fc_result *r) {
+              const void *o, int64_t o_extent, const float *lse, int64_t n_lse, const double *exp_o,
+              const double *exp_lse, fc_result *r) {
     int64_t lse_unwritten = 0, lse_special = 0, lo, hi;
     used_rows(c, cu_seqlens_q, &lo, &hi);
     if (!judge_o(c, d, lo, hi, o, o_extent, exp_o, r)) return;
@@ -400,10 +408,14 @@ void fc_judge(const fc_case *c, const flashport_attention_desc *d, const int32_t
 
     if (r->unwritten) note(r, "%lld O elements not written", (long long)r->unwritten);
     if (lse_unwritten) note(r, "%lld LSE elements not written", (long long)lse_unwritten);
-    if (r->guard_hits) note(r, "%lld elements outside the outputs changed", (long long)r->guard_hits);
-    if (r->non_finite) note(r, "%lld NaN/inf where the expected value is finite", (long long)r->non_finite);
-    if (r->nan_missing) note(r, "%lld O elements not NaN where NaN is expected", (long long)r->nan_missing);
-    if (lse_special) note(r, "%lld LSE values differ from an expected NaN or -inf", (long long)lse_special);
+    if (r->guard_hits)
+        note(r, "%lld elements outside the outputs changed", (long long)r->guard_hits);
+    if (r->non_finite)
+        note(r, "%lld NaN/inf where the expected value is finite", (long long)r->non_finite);
+    if (r->nan_missing)
+        note(r, "%lld O elements not NaN where NaN is expected", (long long)r->nan_missing);
+    if (lse_special)
+        note(r, "%lld LSE values differ from an expected NaN or -inf", (long long)lse_special);
     if (r->rel_l2 > r->tol.rel_l2) note(r, "rel_l2 %.3g > %.3g", r->rel_l2, r->tol.rel_l2);
     if (r->tol.max_abs > 0.0 && r->max_abs > r->tol.max_abs)
         note(r, "max_abs %.3g > %.3g", r->max_abs, r->tol.max_abs);
@@ -461,8 +473,9 @@ static void judge_decline(flashport_context *ctx, const fc_case *c,
         if (flashport_attention_plan(ctx, &pd, &info) == FLASHPORT_OK) {
             char words[128];
             feature_words(asked, words, sizeof words);
-            note(r, "declined without naming a feature of the case (%s), yet plans the same "
-                    "problem without them",
+            note(r,
+                 "declined without naming a feature of the case (%s), yet plans the same "
+                 "problem without them",
                  words);
         } else {
             r->verdict = FC_UNSUPPORTED;
@@ -517,7 +530,7 @@ int fc_recompute(flashport_context *reference, const fc_case *c, const fc_fixtur
         ok = in[t] != NULL;
         for (size_t i = 0; ok && i < n; i++) {
             const float x = ((const float *)f->data[t])[i];
-            in[t][i] = precision == FLASHPORT_PRECISION_TF32 ? tensor_round_tf32(x)
+            in[t][i] = precision == FLASHPORT_PRECISION_TF32  ? tensor_round_tf32(x)
                        : precision == FLASHPORT_PRECISION_F16 ? tensor_round(FLASHPORT_F16, x)
                                                               : x;
         }
@@ -539,8 +552,8 @@ int fc_recompute(flashport_context *reference, const fc_case *c, const fc_fixtur
             for (int64_t h = 0; h < s.heads; h++)
                 for (int64_t n = 0; n < s.seq; n++)
                     for (int64_t k = 0; k < s.dim; k++)
-                        o_out[tensor_file_index(c->layout, s, b, h, n, k)] =
-                            tensor_load(c->out_dtype, out.o, tensor_strided_index(&d.o, b, h, n, k));
+                        o_out[tensor_file_index(c->layout, s, b, h, n, k)] = tensor_load(
+                            c->out_dtype, out.o, tensor_strided_index(&d.o, b, h, n, k));
         for (int64_t i = 0; i < out.n_lse; i++) lse_out[i] = out.lse[i];
     }
     outputs_free(&out);

@@ -33,14 +33,14 @@ int fc_needs_recompute(const fc_case *c, flashport_precision precision);
 typedef struct fc_result {
     fc_verdict verdict;
     char kernel_ran[64];
-    char detail[640];     /* why it failed or is unsupported; a summary when it passed */
+    char detail[640]; /* why it failed or is unsupported; a summary when it passed */
     double rel_l2, max_abs, lse_err;
     fc_tolerance tol;
-    int64_t unwritten;    /* output elements still holding the poison pattern */
-    int64_t guard_hits;   /* elements outside the output that changed */
-    int64_t non_finite;   /* NaN or inf where the expected value is finite */
-    int64_t nan_missing;  /* finite (or -inf) where the expected value is NaN */
-    double ms;            /* attention + synchronize, host clock (reported, never judged) */
+    int64_t unwritten;   /* output elements still holding the poison pattern */
+    int64_t guard_hits;  /* elements outside the output that changed */
+    int64_t non_finite;  /* NaN or inf where the expected value is finite */
+    int64_t nan_missing; /* finite (or -inf) where the expected value is NaN */
+    double ms;           /* attention + synchronize, host clock (reported, never judged) */
 } fc_result;
 
 /* Runs case c on ctx with the variant kernel (NULL: the planner's choice), inputs from f, and
@@ -49,8 +49,7 @@ typedef struct fc_result {
  * (as fp_feature_name spells it) when the variant plans the same problem without its features,
  * and must never name a feature the case does not use: otherwise it is a failure. */
 void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, const fc_fixture *f,
-              const double *expected_o, const double *expected_lse, fc_tolerance tol,
-              fc_result *r);
+              const double *expected_o, const double *expected_lse, fc_tolerance tol, fc_result *r);
 
 /* Elements after each output buffer that must stay untouched. */
 #define FC_GUARD_ELEMENTS 256
@@ -74,8 +73,8 @@ void fc_poison(flashport_dtype dtype, void *base, int64_t n);
  * the others (and their LSE) must stay untouched. Sets r's verdict, metrics and detail
  * against r->tol, which the caller sets first. */
 void fc_judge(const fc_case *c, const flashport_attention_desc *d, const int32_t *cu_seqlens_q,
-              const void *o, int64_t o_extent, const float *lse, int64_t n_lse,
-              const double *exp_o, const double *exp_lse, fc_result *r);
+              const void *o, int64_t o_extent, const float *lse, int64_t n_lse, const double *exp_o,
+              const double *exp_lse, fc_result *r);
 
 /* Expected O and LSE of case c for a variant of the given precision: the inputs rounded as the
  * variant rounds them, run on the reference context. o_out holds f->count[FC_O] values,

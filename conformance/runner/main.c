@@ -280,12 +280,14 @@ int main(int argc, char **argv) {
     o.data = FC_DEFAULT_DATA_DIR;
     const cli_option opts[] = {
         {"data", CLI_STRING, &o.data, "DIR", "fixture folder (default: the build tree's)", NULL},
-        {"backend", CLI_STRING, &o.backends, "LIST", "backend entries name[:device] (default: every available)", NULL},
+        {"backend", CLI_STRING, &o.backends, "LIST",
+         "backend entries name[:device] (default: every available)", NULL},
         {"kernel", CLI_STRING, &o.kernels, "LIST", "only these kernel variants", NULL},
         {"cases", CLI_STRING, &o.cases, "PATTERNS", "only cases matching a pattern", NULL},
         {"json", CLI_STRING, &o.json, "FILE", "write every result as JSON", NULL},
         {"junit", CLI_STRING, &o.junit, "FILE", "write a JUnit XML report", NULL},
-        {"list", CLI_FLAG, &o.list, NULL, "print the selected cases and columns, run nothing", NULL},
+        {"list", CLI_FLAG, &o.list, NULL, "print the selected cases and columns, run nothing",
+         NULL},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     cli_result parsed = cli_parse(tool, argc, argv, opts, n_opts);

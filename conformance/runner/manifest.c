@@ -74,7 +74,12 @@ static int parse_bias(const char *v, fc_case *c) {
 }
 
 typedef enum field_kind {
-    F_NAME, F_INT, F_FLAG, F_FLOAT, F_TOL, F_BIAS,
+    F_NAME,
+    F_INT,
+    F_FLAG,
+    F_FLOAT,
+    F_TOL,
+    F_BIAS,
     F_ENUM /* an enum member stored as int, by a list of names */
 } field_kind;
 
@@ -82,8 +87,8 @@ typedef struct field {
     const char *key;
     field_kind kind;
     size_t offset;
-    int64_t min;               /* F_INT */
-    const char *const *names;  /* F_ENUM */
+    int64_t min;              /* F_INT */
+    const char *const *names; /* F_ENUM */
 } field;
 
 #define AT(member) offsetof(fc_case, member)
@@ -194,8 +199,10 @@ int fc_manifest_load(const char *dir, fc_manifest *m, char *msg, size_t msg_len)
     snprintf(path, sizeof path, "%s/manifest.txt", dir);
     FILE *f = fopen(path, "r");
     if (!f)
-        return fail(msg, msg_len, "%s: cannot open: %s (generate the fixtures first: the "
-                    "conformance-data build target)", path, strerror(errno));
+        return fail(msg, msg_len,
+                    "%s: cannot open: %s (generate the fixtures first: the "
+                    "conformance-data build target)",
+                    path, strerror(errno));
     char line[2048];
     int lineno = 0, have_magic = 0, cap = 0, ok = 1;
     while (ok && fgets(line, sizeof line, f)) {
@@ -209,7 +216,8 @@ int fc_manifest_load(const char *dir, fc_manifest *m, char *msg, size_t msg_len)
         if (*p == '#' || *p == '\n' || *p == '\r' || *p == '\0') continue;
         if (!have_magic) {
             if (strncmp(p, MANIFEST_MAGIC, strlen(MANIFEST_MAGIC)) != 0 ||
-                strspn(p + strlen(MANIFEST_MAGIC), " \t\r\n") != strlen(p + strlen(MANIFEST_MAGIC))) {
+                strspn(p + strlen(MANIFEST_MAGIC), " \t\r\n") !=
+                    strlen(p + strlen(MANIFEST_MAGIC))) {
                 ok = fail(msg, msg_len, "%s:%d: expected '%s'", path, lineno, MANIFEST_MAGIC);
                 break;
             }
@@ -254,11 +262,21 @@ void fc_manifest_free(fc_manifest *m) {
 /* ---- fixtures ---- */
 
 const char *fc_slot_file(fc_slot s) {
-    static const char *const files[FC_SLOTS] = {
-        "q.npy",          "k.npy",          "v.npy",           "o.npy",
-        "lse.npy",        "sinks.npy",      "alibi_slopes.npy", "bias.npy",
-        "cu_seqlens_q.npy", "cu_seqlens_kv.npy", "seqlens_kv.npy", "block_table.npy",
-        "q_descale.npy",  "k_descale.npy",  "v_descale.npy"};
+    static const char *const files[FC_SLOTS] = {"q.npy",
+                                                "k.npy",
+                                                "v.npy",
+                                                "o.npy",
+                                                "lse.npy",
+                                                "sinks.npy",
+                                                "alibi_slopes.npy",
+                                                "bias.npy",
+                                                "cu_seqlens_q.npy",
+                                                "cu_seqlens_kv.npy",
+                                                "seqlens_kv.npy",
+                                                "block_table.npy",
+                                                "q_descale.npy",
+                                                "k_descale.npy",
+                                                "v_descale.npy"};
     return s < FC_SLOTS ? files[s] : "?";
 }
 
@@ -304,8 +322,10 @@ static array_spec spec_of(const fc_case *c, fc_slot s) {
         tensor_layout_dims(c->layout, fc_storage(c, "qkvo"[s]), a.dims);
         break;
     case FC_LSE:
-        if (c->q_varlen) a = (array_spec){1, EL_F64, FLASHPORT_F32, 2, {c->heads_q, c->total_q}};
-        else a = (array_spec){1, EL_F64, FLASHPORT_F32, 3, {c->batch, c->heads_q, c->seq_q}};
+        if (c->q_varlen)
+            a = (array_spec){1, EL_F64, FLASHPORT_F32, 2, {c->heads_q, c->total_q}};
+        else
+            a = (array_spec){1, EL_F64, FLASHPORT_F32, 3, {c->batch, c->heads_q, c->seq_q}};
         break;
     case FC_SINKS:
         a.used = c->sinks;
@@ -384,7 +404,8 @@ static int load_slot(const char *dir, const fc_case *c, fc_slot s, fc_fixture *f
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/%s/%s", dir, c->name, fc_slot_file(s));
     npy_array a;
-    if (npy_read(path, spec.rank, &a, err, sizeof err) != NPY_OK) return fail(msg, msg_len, "%s", err);
+    if (npy_read(path, spec.rank, &a, err, sizeof err) != NPY_OK)
+        return fail(msg, msg_len, "%s", err);
     const npy_dtype want = file_type(&spec);
     int ok = 1;
     if (a.dtype != want)
@@ -432,8 +453,10 @@ static int no_stray_files(const char *dir, const fc_case *c, char *msg, size_t m
         for (int s = 0; s < FC_SLOTS && !known; s++)
             known = spec_of(c, (fc_slot)s).used && strcmp(e->d_name, fc_slot_file((fc_slot)s)) == 0;
         if (!known)
-            ok = fail(msg, msg_len, "%s/%s: the manifest line of case %s does not use this array "
-                      "(a feature it leaves out?)", path, e->d_name, c->name);
+            ok = fail(msg, msg_len,
+                      "%s/%s: the manifest line of case %s does not use this array "
+                      "(a feature it leaves out?)",
+                      path, e->d_name, c->name);
     }
     closedir(d);
     return ok;

@@ -23,9 +23,9 @@ typedef struct fc_case {
     float scale;                       /* 0: 1/sqrt(head_dim) */
     float softcap;                     /* 0: off */
     flashport_alibi alibi;
-    int bias;                   /* 1: bias.npy, of bias_dtype, broadcast where bias_dims has '.' */
+    int bias; /* 1: bias.npy, of bias_dtype, broadcast where bias_dims has '.' */
     flashport_dtype bias_dtype;
-    char bias_dims[5];          /* "bhqk" with '.' for each broadcast dimension */
+    char bias_dims[5]; /* "bhqk" with '.' for each broadcast dimension */
     int sinks;
     int q_varlen;
     int64_t total_q;
@@ -45,8 +45,21 @@ typedef struct fc_manifest {
 
 /* The arrays of one call, in the order of the buffers of flashport_attention_args. */
 typedef enum fc_slot {
-    FC_Q, FC_K, FC_V, FC_O, FC_LSE, FC_SINKS, FC_ALIBI, FC_BIAS, FC_CU_SEQLENS_Q,
-    FC_CU_SEQLENS_KV, FC_SEQLENS_KV, FC_BLOCK_TABLE, FC_Q_DESCALE, FC_K_DESCALE, FC_V_DESCALE,
+    FC_Q,
+    FC_K,
+    FC_V,
+    FC_O,
+    FC_LSE,
+    FC_SINKS,
+    FC_ALIBI,
+    FC_BIAS,
+    FC_CU_SEQLENS_Q,
+    FC_CU_SEQLENS_KV,
+    FC_SEQLENS_KV,
+    FC_BLOCK_TABLE,
+    FC_Q_DESCALE,
+    FC_K_DESCALE,
+    FC_V_DESCALE,
     FC_SLOTS
 } fc_slot;
 

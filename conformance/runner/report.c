@@ -15,9 +15,12 @@ fc_counts fc_count(const fc_run *run) {
         if (!run->selected[c]) continue;
         for (int col = 0; col < run->n_columns; col++) {
             fc_verdict v = result_at(run, c, col)->verdict;
-            if (v == FC_PASS) n.pass++;
-            else if (v == FC_FAIL) n.fail++;
-            else n.unsupported++;
+            if (v == FC_PASS)
+                n.pass++;
+            else if (v == FC_FAIL)
+                n.fail++;
+            else
+                n.unsupported++;
         }
     }
     return n;
@@ -120,8 +123,9 @@ int fc_write_json(const char *path, const fc_run *run, char *msg, size_t msg_len
             cli_json_key(&j, "precision");
             cli_json_string(&j, fc_precision_name(run->columns[col].precision));
             cli_json_key(&j, "verdict");
-            cli_json_string(&j, r->verdict == FC_PASS ? "pass"
-                                : r->verdict == FC_FAIL ? "fail" : "unsupported");
+            cli_json_string(&j, r->verdict == FC_PASS   ? "pass"
+                                : r->verdict == FC_FAIL ? "fail"
+                                                        : "unsupported");
             cli_json_key(&j, "detail");
             cli_json_string(&j, r->detail);
             if (r->verdict != FC_UNSUPPORTED) {
@@ -171,8 +175,10 @@ int fc_write_junit(const char *path, const fc_run *run, char *msg, size_t msg_le
     const fc_manifest *m = run->manifest;
     fc_counts n = fc_count(run);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f, "<testsuites>\n<testsuite name=\"flashport-conformance\" tests=\"%d\" failures=\"%d\" "
-               "skipped=\"%d\">\n", n.pass + n.fail + n.unsupported, n.fail, n.unsupported);
+    fprintf(f,
+            "<testsuites>\n<testsuite name=\"flashport-conformance\" tests=\"%d\" failures=\"%d\" "
+            "skipped=\"%d\">\n",
+            n.pass + n.fail + n.unsupported, n.fail, n.unsupported);
     for (int col = 0; col < run->n_columns; col++) {
         for (int c = 0; c < m->n_cases; c++) {
             if (!run->selected[c]) continue;

@@ -23,8 +23,8 @@ typedef struct fc_run {
     const unsigned char *selected; /* per case: 1 when it ran */
     const fc_column *columns;
     int n_columns;
-    const fc_result *results;      /* [case * n_columns + column] */
-    const char *not_run;           /* backends left out and why, one per line ("" when none) */
+    const fc_result *results; /* [case * n_columns + column] */
+    const char *not_run;      /* backends left out and why, one per line ("" when none) */
 } fc_run;
 
 typedef struct fc_counts {

@@ -24,8 +24,8 @@ static int64_t naive_index(const flashport_strides *s, int64_t b, int64_t h, int
 }
 
 /* o: [B, Hq, Nq, d] doubles; lse: [B, Hq, Nq]. Rows with no visible key: O = 0, LSE = -inf. */
-static void naive_attention(const flashport_problem *p, const void *q, const void *k,
-                            const void *v, double *o, double *lse) {
+static void naive_attention(const flashport_problem *p, const void *q, const void *k, const void *v,
+                            double *o, double *lse) {
     const int64_t d = p->head_dim, group = p->heads_q / p->heads_kv;
     const double scale = p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)d);
     double *s = malloc(sizeof(double) * (size_t)p->seq_kv);
@@ -61,7 +61,8 @@ static void naive_attention(const flashport_problem *p, const void *q, const voi
                     const double e = exp(s[j] - m);
                     sum += e;
                     for (int64_t c = 0; c < d; ++c)
-                        orow[c] += e * naive_load(v, p->dtype, naive_index(&p->v, b, h / group, j) + c);
+                        orow[c] +=
+                            e * naive_load(v, p->dtype, naive_index(&p->v, b, h / group, j) + c);
                 }
                 for (int64_t c = 0; c < d; ++c) orow[c] /= sum;
                 lse[row] = m + log(sum);

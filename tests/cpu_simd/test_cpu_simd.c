@@ -1,9 +1,9 @@
 /*
  * cpu_simd against a double-precision attention written here (naive_attention.h), on the kernel
- * path named on the command line (portable, avx2 or avx512): small odd shapes, causal with Nq != Nkv, GQA and MQA, odd head dims, both
- * layouts and strides with gaps, f16 and bf16, NaN in K or V, logits near +-1000, several
- * thread counts. Every output element is checked, and the gaps between output rows must keep
- * their poison.
+ * path named on the command line (portable, avx2 or avx512): small odd shapes, causal with Nq !=
+ * Nkv, GQA and MQA, odd head dims, both layouts and strides with gaps, f16 and bf16, NaN in K or V,
+ * logits near +-1000, several thread counts. Every output element is checked, and the gaps between
+ * output rows must keep their poison.
  *
  * A path the planner refuses exits 77 (ctest: skipped), but only when the compiler's own cpuid
  * check, or the build, agrees that the path cannot run here; a refusal on a CPU that has the
@@ -62,7 +62,7 @@ static const test_case cases[] = {
 };
 
 /* Keys where the NaN cases put their NaN (kv head 0, batch 0). */
-#define NAN_KEY 5
+#define NAN_KEY      5
 #define HIDDEN_V_KEY 30
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -72,17 +72,22 @@ static double uniform(void) { /* [-1, 1) */
 }
 
 static void store(void *base, flashport_dtype dt, int64_t index, double x) {
-    if (dt == FLASHPORT_F32) ((float *)base)[index] = (float)x;
-    else if (dt == FLASHPORT_F16) ((uint16_t *)base)[index] = fp_f32_to_f16((float)x);
-    else ((uint16_t *)base)[index] = fp_f32_to_bf16((float)x);
+    if (dt == FLASHPORT_F32)
+        ((float *)base)[index] = (float)x;
+    else if (dt == FLASHPORT_F16)
+        ((uint16_t *)base)[index] = fp_f32_to_f16((float)x);
+    else
+        ((uint16_t *)base)[index] = fp_f32_to_bf16((float)x);
 }
 
 /* Strides of one tensor of `heads` heads for the case's layout. */
 static flashport_strides strides_of(const test_case *tc, int64_t heads, int64_t seq) {
     const int64_t d = tc->head_dim;
     flashport_strides s;
-    if (tc->layout == BHND) s = (flashport_strides){heads * seq * d, seq * d, d};
-    else if (tc->layout == BNHD) s = (flashport_strides){seq * heads * d, d, heads * d};
+    if (tc->layout == BHND)
+        s = (flashport_strides){heads * seq * d, seq * d, d};
+    else if (tc->layout == BNHD)
+        s = (flashport_strides){seq * heads * d, d, heads * d};
     else { /* rows d + 5 apart, heads and batches with extra gaps */
         s.seq = d + 5;
         s.head = seq * s.seq + 7;
@@ -132,8 +137,7 @@ static void make_tensors(const test_case *tc, tensors *t) {
         store(t->k, p->dtype, i, amp * uniform());
         store(t->v, p->dtype, i, uniform());
     }
-    if (tc->special == NAN_IN_K)
-        store(t->k, p->dtype, naive_index(&p->k, 0, 0, NAN_KEY) + 3, NAN);
+    if (tc->special == NAN_IN_K) store(t->k, p->dtype, naive_index(&p->k, 0, 0, NAN_KEY) + 3, NAN);
     if (tc->special == NAN_IN_HIDDEN_V)
         store(t->v, p->dtype, naive_index(&p->v, 0, 0, HIDDEN_V_KEY) + 1, NAN);
     const int64_t rows = p->batch * p->heads_q * p->seq_q;
@@ -172,7 +176,8 @@ static int run_case(flashport_context *ctx, const test_case *tc, const tensors *
     int failures = 0;
     const flashport_status st = flashport_attention_host(ctx, &run, t->q, t->k, t->v, o, lse);
     if (st != FLASHPORT_OK) {
-        printf("FAIL %s [%s]: %s: %s\n", tc->name, kernel, flashport_status_string(st), flashport_last_error());
+        printf("FAIL %s [%s]: %s: %s\n", tc->name, kernel, flashport_status_string(st),
+               flashport_last_error());
         free(o);
         free(lse);
         return 1;
@@ -213,7 +218,8 @@ static int run_case(flashport_context *ctx, const test_case *tc, const tensors *
     int64_t gap_changed = 0;
     for (int64_t e = 0; e < t->no; ++e)
         if (!touched[e])
-            for (size_t byte = 0; byte < es; ++byte) gap_changed += o[(size_t)e * es + byte] != 0x7b;
+            for (size_t byte = 0; byte < es; ++byte)
+                gap_changed += o[(size_t)e * es + byte] != 0x7b;
     free(touched);
 
     const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
@@ -247,9 +253,11 @@ static int check_plans(flashport_context *ctx) {
         printf("FAIL plan: %s\n", flashport_last_error());
         return 1;
     }
-    printf("plan (auto): %s: %s; scratch %zu bytes\n", info.kernel, info.reason, info.workspace_bytes);
+    printf("plan (auto): %s: %s; scratch %zu bytes\n", info.kernel, info.reason,
+           info.workspace_bytes);
     if (info.workspace_bytes >= ((size_t)64 << 20)) {
-        printf("FAIL plan: N = 65536 needs %zu bytes of scratch (limit 64 MiB)\n", info.workspace_bytes);
+        printf("FAIL plan: N = 65536 needs %zu bytes of scratch (limit 64 MiB)\n",
+               info.workspace_bytes);
         ++failures;
     }
     if (strcmp(info.kernel, "avx512") != 0 && strcmp(info.kernel, "avx2") != 0 &&
@@ -275,7 +283,8 @@ static int path_expected(const char *path, const char **why) {
     if (strcmp(path, "avx2") == 0) {
 #if defined(CS_TEST_BUILT_AVX2)
         *why = "CPU lacks AVX2, FMA or F16C";
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
 #else
         *why = "this build has no AVX2 kernels";
         return 0;
@@ -309,7 +318,8 @@ int main(int argc, char **argv) {
     }
     flashport_device_info dev;
     if (flashport_context_device_info(ctx, &dev) == FLASHPORT_OK)
-        printf("device: %s (%s), %d cores; %s\n", dev.name, dev.vendor, dev.compute_units, dev.details);
+        printf("device: %s (%s), %d cores; %s\n", dev.name, dev.vendor, dev.compute_units,
+               dev.details);
 
     int failures = check_plans(ctx);
     /* Can the path run here? f16 input: the AVX2 path needs F16C for it. */
@@ -327,18 +337,21 @@ int main(int argc, char **argv) {
                    info.reason);
             return 1;
         }
-        printf("SKIP: %s path cannot run here (%s; the planner agrees: %s)\n", path, why_not, info.reason);
+        printf("SKIP: %s path cannot run here (%s; the planner agrees: %s)\n", path, why_not,
+               info.reason);
         return failures ? 1 : EXIT_SKIP;
     }
     if (!expected) {
-        printf("FAIL: the planner accepts %s where the CPU or build lacks it (%s)\n", path, why_not);
+        printf("FAIL: the planner accepts %s where the CPU or build lacks it (%s)\n", path,
+               why_not);
         ++failures;
     }
     /* The planner's own choice is the widest path that runs: avx512 wherever it can. */
     probe.kernel = NULL;
-    if (strcmp(path, "avx512") == 0 &&
-        (flashport_plan(ctx, &probe, &info) != FLASHPORT_OK || strcmp(info.kernel, "avx512") != 0)) {
-        printf("FAIL: avx512 runs here but the planner's own choice is '%s' (%s)\n", info.kernel, info.reason);
+    if (strcmp(path, "avx512") == 0 && (flashport_plan(ctx, &probe, &info) != FLASHPORT_OK ||
+                                        strcmp(info.kernel, "avx512") != 0)) {
+        printf("FAIL: avx512 runs here but the planner's own choice is '%s' (%s)\n", info.kernel,
+               info.reason);
         ++failures;
     }
 

@@ -45,7 +45,9 @@ static uint32_t next_u32(void) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     return (uint32_t)(rng >> 33);
 }
-static int64_t pick(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u32() % (uint32_t)(hi - lo + 1)); }
+static int64_t pick(int64_t lo, int64_t hi) {
+    return lo + (int64_t)(next_u32() % (uint32_t)(hi - lo + 1));
+}
 static double uniform(double lo, double hi) { return lo + (hi - lo) * (next_u32() / 4294967296.0); }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -88,23 +90,23 @@ typedef struct spec {
     int64_t batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
     flashport_layout layout;
     float scale;
-    int row_gaps;                  /* packed rows with unused elements after each */
+    int row_gaps; /* packed rows with unused elements after each */
     int64_t page_size;
     flashport_layout page_layout;
-    int64_t zero_kv_from;          /* sequences from this one on have no keys (paged) */
+    int64_t zero_kv_from; /* sequences from this one on have no keys (paged) */
     int causal;
     int64_t window_left, window_right;
     float softcap;
     flashport_alibi alibi;
-    int bias_shape;                /* 0 full, 1 [1,1,Nq,Nkv], 2 [B,1,1,Nkv], 3 keys-major */
+    int bias_shape; /* 0 full, 1 [1,1,Nq,Nkv], 2 [B,1,1,Nkv], 3 keys-major */
     flashport_dtype bias_dtype;
-    int bias_masked_batch;         /* -1, or a batch whose bias is -inf everywhere */
+    int bias_masked_batch; /* -1, or a batch whose bias is -inf everywhere */
     flashport_descale descale;
     int64_t descale_block;
-    int nan_tensor;                /* 0, or 'k' / 'v': a NaN in key nan_key of sequence 0, head 0 */
+    int nan_tensor; /* 0, or 'k' / 'v': a NaN in key nan_key of sequence 0, head 0 */
     int64_t nan_key;
-    int nan_sink;                  /* head 0's sink is NaN */
-    int nan_rows;                  /* 1: some outputs must come out NaN and some not; -1: none */
+    int nan_sink; /* head 0's sink is NaN */
+    int nan_rows; /* 1: some outputs must come out NaN and some not; -1: none */
 } spec;
 
 static spec random_spec(unsigned f, int big) {
@@ -121,8 +123,9 @@ static spec random_spec(unsigned f, int big) {
     s.seq_q = big ? pick(97, 200) : pick(1, 40);
     s.seq_kv = big ? pick(129, 400) : pick(1, 90);
     const int64_t kind = pick(0, 5);
-    s.dtype = f & F_FP8 ? (kind % 2 ? FLASHPORT_FP8_E4M3 : FLASHPORT_FP8_E5M2)
-              : kind < 3 ? floats[kind] : FLASHPORT_F32;
+    s.dtype = f & F_FP8  ? (kind % 2 ? FLASHPORT_FP8_E4M3 : FLASHPORT_FP8_E5M2)
+              : kind < 3 ? floats[kind]
+                         : FLASHPORT_F32;
     s.out_dtype = f & F_FP8 ? floats[pick(0, 2)] : s.dtype;
     s.layout = pick(0, 1) ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND;
     s.scale = pick(0, 3) == 0 ? (float)uniform(0.05, 0.5) : 0.0f;
@@ -161,7 +164,8 @@ typedef struct seq {
     int64_t nq, nkv, q0, k0;
 } seq;
 
-static seq seq_of(const flashport_attention_desc *d, const flashport_attention_host_args *a, int64_t b) {
+static seq seq_of(const flashport_attention_desc *d, const flashport_attention_host_args *a,
+                  int64_t b) {
     seq s = {d->seq_q, d->seq_kv, 0, 0};
     if (d->q_varlen) {
         const int32_t *cu = (const int32_t *)a->cu_seqlens_q;
@@ -185,9 +189,11 @@ static int64_t q_index(const flashport_strides *st, const seq *s, int64_t b, int
 
 /* Element index of key (or value) j of KV head h of sequence b. */
 static int64_t kv_index(const flashport_attention_desc *d, const flashport_attention_host_args *a,
-                        const flashport_strides *st, const seq *s, int64_t b, int64_t h, int64_t j) {
+                        const flashport_strides *st, const seq *s, int64_t b, int64_t h,
+                        int64_t j) {
     if (d->kv_layout == FLASHPORT_KV_PAGED) {
-        const int32_t page = ((const int32_t *)a->block_table)[b * d->max_pages_per_seq + j / d->page_size];
+        const int32_t page =
+            ((const int32_t *)a->block_table)[b * d->max_pages_per_seq + j / d->page_size];
         return page * st->batch + h * st->head + (j % d->page_size) * st->seq;
     }
     return b * st->batch + h * st->head + (s->k0 + j) * st->seq;
@@ -231,7 +237,8 @@ static int32_t *random_offsets(int64_t batch, int64_t longest, int64_t *total) {
 }
 
 /* The elements a tensor's strides reach. */
-static int64_t reach(const flashport_strides *st, int64_t outer, int64_t heads, int64_t rows, int64_t dim) {
+static int64_t reach(const flashport_strides *st, int64_t outer, int64_t heads, int64_t rows,
+                     int64_t dim) {
     if (outer == 0 || rows == 0) return 0;
     return (outer - 1) * st->batch + (heads - 1) * st->head + (rows - 1) * st->seq + dim;
 }
@@ -278,7 +285,8 @@ static void build(const spec *s, problem *p) {
         for (int64_t b = 0; b < batch; ++b) {
             p->lens[b] = (int32_t)(b >= s->zero_kv_from ? 0 : b == 0 ? nkv : pick(0, nkv));
             for (int64_t j = 0; j < per_seq; ++j) /* entries past a sequence are never read */
-                p->table[b * per_seq + j] = j < ceil_div(p->lens[b], page) ? order[b * per_seq + j] : -7;
+                p->table[b * per_seq + j] =
+                    j < ceil_div(p->lens[b], page) ? order[b * per_seq + j] : -7;
         }
         free(order);
     }
@@ -309,13 +317,15 @@ static void build(const spec *s, problem *p) {
         for (int64_t i = 0; i < n; ++i)
             store(p->bias, bd->dtype, i, pick(0, 19) == 0 ? -INFINITY : uniform(-2.0, 2.0));
         if (s->bias_masked_batch >= 0)
-            for (int64_t j = 0; j < nkv; ++j) store(p->bias, bd->dtype, s->bias_masked_batch * bd->batch + j, -INFINITY);
+            for (int64_t j = 0; j < nkv; ++j)
+                store(p->bias, bd->dtype, s->bias_masked_batch * bd->batch + j, -INFINITY);
         p->a.bias = p->bias;
     }
     if (f & F_SINKS) {
         d->sinks = 1;
         p->sinks = malloc(sizeof(float) * (size_t)hq);
-        for (int64_t h = 0; h < hq; ++h) p->sinks[h] = (float)(pick(0, 4) == 0 ? uniform(5.0, 30.0) : uniform(-3.0, 3.0));
+        for (int64_t h = 0; h < hq; ++h)
+            p->sinks[h] = (float)(pick(0, 4) == 0 ? uniform(5.0, 30.0) : uniform(-3.0, 3.0));
         if (s->nan_sink) p->sinks[0] = NAN;
         p->a.sinks = p->sinks;
     }
@@ -324,7 +334,9 @@ static void build(const spec *s, problem *p) {
     if (s->descale != FLASHPORT_DESCALE_NONE)
         for (int t = 0; t < 3; ++t) {
             const int64_t heads = t == 0 ? hq : hkv, len = t == 0 ? d->seq_q : d->seq_kv;
-            const int64_t n = s->descale == FLASHPORT_DESCALE_TENSOR ? 1 : batch * heads * ceil_div(len, s->descale_block);
+            const int64_t n = s->descale == FLASHPORT_DESCALE_TENSOR
+                                  ? 1
+                                  : batch * heads * ceil_div(len, s->descale_block);
             p->descales[t] = malloc(sizeof(float) * (size_t)n);
             for (int64_t i = 0; i < n; ++i) p->descales[t][i] = (float)uniform(0.25, 2.0);
         }
@@ -332,11 +344,19 @@ static void build(const spec *s, problem *p) {
     p->a.k_descale = p->descales[1];
     p->a.v_descale = p->descales[2];
 
-    const int paged = d->kv_layout == FLASHPORT_KV_PAGED, packed_kv = d->kv_layout == FLASHPORT_KV_VARLEN;
+    const int paged = d->kv_layout == FLASHPORT_KV_PAGED,
+              packed_kv = d->kv_layout == FLASHPORT_KV_VARLEN;
     p->q_elems = reach(&d->q, d->q_varlen ? 1 : batch, hq, d->q_varlen ? total_q : nq, dim);
     p->o_elems = p->q_elems;
-    p->kv_elems = reach(&d->k, paged ? d->num_pages : packed_kv ? 1 : batch, hkv,
-                        paged ? d->page_size : packed_kv ? total_kv : nkv, dim);
+    p->kv_elems = reach(&d->k,
+                        paged       ? d->num_pages
+                        : packed_kv ? 1
+                                    : batch,
+                        hkv,
+                        paged       ? d->page_size
+                        : packed_kv ? total_kv
+                                    : nkv,
+                        dim);
     p->lse_elems = hq * (d->q_varlen ? total_q : batch * nq);
     const size_t es = flashport_dtype_size(s->dtype);
     p->q = malloc(es * (size_t)(p->q_elems + 1));
@@ -355,14 +375,16 @@ static void build(const spec *s, problem *p) {
     if (s->nan_tensor) {
         const seq sq = seq_of(d, &p->a, 0);
         const flashport_strides *st = s->nan_tensor == 'k' ? &d->k : &d->v;
-        store(s->nan_tensor == 'k' ? p->k : p->v, s->dtype, kv_index(d, &p->a, st, &sq, 0, 0, s->nan_key), NAN);
+        store(s->nan_tensor == 'k' ? p->k : p->v, s->dtype,
+              kv_index(d, &p->a, st, &sq, 0, 0, s->nan_key), NAN);
     }
 
     const flashport_dtype coarse = s->out_dtype == FLASHPORT_F32 ? s->dtype : s->out_dtype;
     p->tolerance = coarse == FLASHPORT_BF16 ? 1e-2 : coarse == FLASHPORT_F16 ? 2e-3 : 1e-5;
-    int used = snprintf(p->name, sizeof p->name, "%s->%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld",
-                        flashport_dtype_name(s->dtype), flashport_dtype_name(s->out_dtype), (long long)batch,
-                        (long long)hq, (long long)hkv, (long long)nq, (long long)nkv, (long long)dim);
+    int used = snprintf(
+        p->name, sizeof p->name, "%s->%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld",
+        flashport_dtype_name(s->dtype), flashport_dtype_name(s->out_dtype), (long long)batch,
+        (long long)hq, (long long)hkv, (long long)nq, (long long)nkv, (long long)dim);
     for (int i = 0; i < 8; ++i) {
         if (!(f & (1u << i))) continue;
         used += snprintf(p->name + used, sizeof p->name - (size_t)used, " %s", feature_names[i]);
@@ -370,7 +392,8 @@ static void build(const spec *s, problem *p) {
             used += snprintf(p->name + used, sizeof p->name - (size_t)used, "(%lld,%lld)",
                              (long long)s->window_left, (long long)s->window_right);
         if (1u << i == F_PAGED)
-            used += snprintf(p->name + used, sizeof p->name - (size_t)used, "(%lld)", (long long)s->page_size);
+            used += snprintf(p->name + used, sizeof p->name - (size_t)used, "(%lld)",
+                             (long long)s->page_size);
     }
     if (s->causal) snprintf(p->name + used, sizeof p->name - (size_t)used, " causal");
 }
@@ -384,9 +407,10 @@ typedef struct outputs {
 } outputs;
 
 #define POISON_BYTE 0x7b
-#define POISON_LSE 12345.0f
+#define POISON_LSE  12345.0f
 
-static flashport_status run(flashport_context *ctx, const problem *p, const char *kernel, outputs *out) {
+static flashport_status run(flashport_context *ctx, const problem *p, const char *kernel,
+                            outputs *out) {
     const size_t es = flashport_dtype_size(p->d.out_dtype);
     out->o = malloc(es * (size_t)(p->o_elems + 1));
     out->lse = malloc(sizeof(float) * (size_t)(p->lse_elems + 1));
@@ -419,7 +443,8 @@ static void written_sets(const problem *p, char *o, char *lse) {
         for (int64_t h = 0; h < d->heads_q; ++h)
             for (int64_t i = 0; i < s.nq; ++i) {
                 memset(o + q_index(&d->o, &s, b, h, i), 1, (size_t)d->head_dim);
-                lse[d->q_varlen ? h * d->total_q + s.q0 + i : (b * d->heads_q + h) * d->seq_q + i] = 1;
+                lse[d->q_varlen ? h * d->total_q + s.q0 + i : (b * d->heads_q + h) * d->seq_q + i] =
+                    1;
             }
     }
 }
@@ -439,13 +464,16 @@ static int compare(flashport_context *ctx, flashport_context *ref, const problem
     }
     const flashport_dtype dt = p->d.out_dtype;
     const size_t es = flashport_dtype_size(dt);
-    char *o_written = calloc((size_t)p->o_elems + 1, 1), *lse_written = calloc((size_t)p->lse_elems + 1, 1);
+    char *o_written = calloc((size_t)p->o_elems + 1, 1),
+         *lse_written = calloc((size_t)p->lse_elems + 1, 1);
     written_sets(p, o_written, lse_written);
     double err2 = 0.0, ref2 = 0.0, max_abs = 0.0, max_ref = 0.0, max_lse = 0.0;
-    int64_t nan_mismatch = 0, nan_elems = 0, finite_elems = 0, poison = 0, bad_lse = 0, zero_rows_wrong = 0;
+    int64_t nan_mismatch = 0, nan_elems = 0, finite_elems = 0, poison = 0, bad_lse = 0,
+            zero_rows_wrong = 0;
     for (int64_t i = 0; i < p->o_elems; ++i) {
         if (!o_written[i]) {
-            for (size_t byte = 0; byte < es; ++byte) poison += got.o[(size_t)i * es + byte] != POISON_BYTE;
+            for (size_t byte = 0; byte < es; ++byte)
+                poison += got.o[(size_t)i * es + byte] != POISON_BYTE;
             continue;
         }
         const double g = load_out(got.o, dt, i), w = load_out(want.o, dt, i);
@@ -469,7 +497,8 @@ static int compare(flashport_context *ctx, flashport_context *ref, const problem
         }
         if (isnan(w) || isnan(g) || isinf(w) || isinf(g)) {
             if (!(isnan(w) && isnan(g)) && w != g) {
-                if (verbose && bad_lse < 3) printf("  lse %lld: got %g want %g\n", (long long)r, g, w);
+                if (verbose && bad_lse < 3)
+                    printf("  lse %lld: got %g want %g\n", (long long)r, g, w);
                 ++bad_lse;
             }
         } else if (fabs(g - w) / fmax(1.0, fabs(w)) > max_lse) {
@@ -482,7 +511,8 @@ static int compare(flashport_context *ctx, flashport_context *ref, const problem
     free_outputs(&want);
     const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
     /* The NaN cases must leave some elements finite, or they would not test containment. */
-    const int nan_wrong = nan_rows > 0 ? nan_elems == 0 || finite_elems == 0 : nan_rows < 0 && nan_elems > 0;
+    const int nan_wrong =
+        nan_rows > 0 ? nan_elems == 0 || finite_elems == 0 : nan_rows < 0 && nan_elems > 0;
     const int failures = (rel > p->tolerance) + (max_abs > 10 * p->tolerance * fmax(1.0, max_ref)) +
                          (max_lse > 1e-4) + (nan_mismatch != 0) + (poison != 0) + (bad_lse != 0) +
                          (zero_rows_wrong != 0) + nan_wrong;
@@ -624,7 +654,8 @@ int main(int argc, char **argv) {
             failures += check(ctx, ref, &s, kernel, 0);
             ++cases;
         }
-    printf("%d random cases (every combination of 8 features), %d failed checks\n", cases, failures);
+    printf("%d random cases (every combination of 8 features), %d failed checks\n", cases,
+           failures);
     failures += edge_cases(ctx, ref, kernel);
     flashport_context_destroy(ref);
     flashport_context_destroy(ctx);

@@ -14,10 +14,20 @@
 #include "fp_half.h"
 
 static const char *const canonical_order[] = {
-    "naive_tiled",     "smem_tiled",      "register_tiled",          "wide_register_tile",
-    "float4_loads",    "transposed_smem", "double_buffered",         "wmma_f16",
-    "tensor_core_mma", "tensor_core_mma_split_kv", "fa2_f32",        "fa2_f32_split_kv",
-    "tensor_core_tf32x3", "tensor_core_tf32x3_wide",
+    "naive_tiled",
+    "smem_tiled",
+    "register_tiled",
+    "wide_register_tile",
+    "float4_loads",
+    "transposed_smem",
+    "double_buffered",
+    "wmma_f16",
+    "tensor_core_mma",
+    "tensor_core_mma_split_kv",
+    "fa2_f32",
+    "fa2_f32_split_kv",
+    "tensor_core_tf32x3",
+    "tensor_core_tf32x3_wide",
 };
 #define N_CANONICAL (int)(sizeof canonical_order / sizeof canonical_order[0])
 
@@ -94,9 +104,12 @@ static float rand_unit(void) {
 static void fill(void *x, int64_t n, flashport_dtype dt) {
     for (int64_t i = 0; i < n; i++) {
         float v = rand_unit();
-        if (dt == FLASHPORT_F32) ((float *)x)[i] = v;
-        else if (dt == FLASHPORT_F16) ((uint16_t *)x)[i] = fp_f32_to_f16(v);
-        else ((uint16_t *)x)[i] = fp_f32_to_bf16(v);
+        if (dt == FLASHPORT_F32)
+            ((float *)x)[i] = v;
+        else if (dt == FLASHPORT_F16)
+            ((uint16_t *)x)[i] = fp_f32_to_f16(v);
+        else
+            ((uint16_t *)x)[i] = fp_f32_to_bf16(v);
     }
 }
 
@@ -193,8 +206,8 @@ static void check_device(void) {
 
     /* cudaMallocAsync where the device has memory pools, else cudaMalloc. */
     flashport_buffer *huge = NULL;
-    CHECK_STATUS(flashport_buffer_alloc(ctx, (size_t)1 << 50, &huge),
-                 FLASHPORT_ERROR_OUT_OF_MEMORY, "cudaMalloc");
+    CHECK_STATUS(flashport_buffer_alloc(ctx, (size_t)1 << 50, &huge), FLASHPORT_ERROR_OUT_OF_MEMORY,
+                 "cudaMalloc");
     CHECK(message_has("requested"));
 
     flashport_problem p;

@@ -73,8 +73,7 @@ static float host_q[Q_N], host_k[KV_N], host_v[KV_N];
 
 static void problem(flashport_problem *p, int split_kv) {
     if (split_kv) {
-        flashport_problem_init(p, FLASHPORT_F32, 1, HQ, HKV, 1, split_kv, D,
-                               FLASHPORT_LAYOUT_BHND);
+        flashport_problem_init(p, FLASHPORT_F32, 1, HQ, HKV, 1, split_kv, D, FLASHPORT_LAYOUT_BHND);
         p->kernel = "fa2_f32_split_kv";
     } else {
         flashport_problem_init(p, FLASHPORT_F32, B, HQ, HKV, NQ, NKV, D, FLASHPORT_LAYOUT_BHND);
@@ -97,8 +96,8 @@ static void reference(const flashport_problem *p, float *o, float *lse) {
     any.kernel = NULL;
     flashport_context *ref = NULL;
     CHECK_STATUS(flashport_context_create("reference", &ref), FLASHPORT_OK, NULL);
-    CHECK_STATUS(flashport_attention_host(ref, &any, host_q, host_k, host_v, o, lse),
-                 FLASHPORT_OK, NULL);
+    CHECK_STATUS(flashport_attention_host(ref, &any, host_q, host_k, host_v, o, lse), FLASHPORT_OK,
+                 NULL);
     flashport_context_destroy(ref);
 }
 
@@ -252,14 +251,16 @@ int main(void) {
         CHECK(still_running(other));
     } else {
         printf("no memory pools on device %d: allocations synchronise the device, the spinning "
-               "stream is not checked\n", device);
+               "stream is not checked\n",
+               device);
     }
     produce<<<64, 256, 0, stream>>>(d.q, d.k, d.v, Q_N, KV_N, 0);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaStreamSynchronize(stream));
     CUDA_OK(cudaStreamQuery(stream));
     printf("checked with another stream busy: main flow, split-KV workspace growth, timer "
-           "(%.1f ms), synchronize, destroy\n", ms);
+           "(%.1f ms), synchronize, destroy\n",
+           ms);
 
     /* A NULL queue: the legacy default stream (PyTorch's default), ordered with the caller's
      * work there. The producer's delay would show as NaN inputs if flashport ran elsewhere. */
@@ -279,9 +280,9 @@ int main(void) {
     /* Two GPUs: the stream decides the device, and the caller's current device is kept. */
     if (n_devices >= 2) {
         const int second = device == 0 ? 1 : 0;
-        CHECK_STATUS(flashport_context_create_on_queue(second == 1 ? "cuda:1" : "cuda:0", stream,
-                                                       &ctx),
-                     FLASHPORT_ERROR_MISMATCH, "the stream belongs to device");
+        CHECK_STATUS(
+            flashport_context_create_on_queue(second == 1 ? "cuda:1" : "cuda:0", stream, &ctx),
+            FLASHPORT_ERROR_MISMATCH, "the stream belongs to device");
         CUDA_OK(cudaSetDevice(second));
         ctx = NULL;
         CHECK_STATUS(flashport_context_create_on_queue("cuda", stream, &ctx), FLASHPORT_OK, NULL);

@@ -14,10 +14,10 @@
 
 #include <vector>
 
-#include "kernels/naive_tiled.cu"
-#include "kernels/register_tiled.cu"
-#include "kernels/smem_tiled.cu"
-#include "kernels/wide_register_tile.cu"
+#include "kernels/ladder/naive_tiled.cu"
+#include "kernels/ladder/register_tiled.cu"
+#include "kernels/ladder/smem_tiled.cu"
+#include "kernels/ladder/wide_register_tile.cu"
 #include "planner.cu"
 
 #include "check.h"
@@ -75,8 +75,10 @@ static float uniform(void) {
 }
 
 static void put(std::vector<uint8_t> &x, int64_t i, flashport_dtype dt, float v) {
-    if (dt == FLASHPORT_F32) ((float *)x.data())[i] = v;
-    else ((uint16_t *)x.data())[i] = dt == FLASHPORT_F16 ? fp_f32_to_f16(v) : fp_f32_to_bf16(v);
+    if (dt == FLASHPORT_F32)
+        ((float *)x.data())[i] = v;
+    else
+        ((uint16_t *)x.data())[i] = dt == FLASHPORT_F16 ? fp_f32_to_f16(v) : fp_f32_to_bf16(v);
 }
 
 static double get(const std::vector<uint8_t> &x, int64_t i, flashport_dtype dt) {
@@ -106,9 +108,9 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     if (s.nan_in == 'k') put(k, p.k.seq * (s.nkv - 1) + s.d - 1, s.dtype, NAN);
     if (s.nan_in == 'v') put(v, p.v.seq * (s.nkv - 1), s.dtype, NAN); /* hidden from early rows */
 
-    int64_t param[8] = {0};
+    fp_gpu_kernel_params params = {};
     char why[256];
-    if (!kernel->supports(&p, NULL, param, why, sizeof why)) {
+    if (!kernel->supports(&p, NULL, &params, why, sizeof why)) {
         fprintf(stderr, "%s declines a shape it should take: %s\n", kernel->info.name, why);
         return 0;
     }
@@ -119,7 +121,7 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     L.v = v.data();
     L.o = o.data() + GUARD * es;
     L.lse = lse.data() + GUARD;
-    L.param = param;
+    L.params = &params;
     if (kernel->launch(&L) != gpuSuccess || fp_emu_errors()) return 0;
     flashport_attention_host_args ref_args{};
     ref_args.struct_size = sizeof ref_args;
@@ -174,7 +176,8 @@ static void check_planner(void) {
     props.sm_count = 132;
     props.warp_size = 32;
     fp_problem p;
-    flashport_attention_desc_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024, FLASHPORT_LAYOUT_BHND);
+    flashport_attention_desc_init(&p, FLASHPORT_F32, 1, 1, 1, 1024, 1024, 1024,
+                                  FLASHPORT_LAYOUT_BHND);
     p.scale = 1.0f / 32.0f;
     fp_plan plan = {};
     CHECK(fp_gpu_kernel_count() == 4);
@@ -190,7 +193,8 @@ static void check_planner(void) {
     CHECK(fp_gpu_plan(&props, &p, 0, &plan) == FLASHPORT_OK && plan.variant == 0);
     CHECK(strcmp(plan.reason, "requested by name") == 0);
 
-    flashport_attention_desc_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64, FLASHPORT_LAYOUT_BHND);
+    flashport_attention_desc_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64,
+                                  FLASHPORT_LAYOUT_BHND);
     CHECK(fp_gpu_plan(&props, &p, 1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
     CHECK(strstr(plan.reason, "exceeds the grid limit") != NULL);
     CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);

@@ -31,14 +31,13 @@ extern const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv;
 
 static int failures;
 
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    cudaGetErrorString(e_));                                                   \
-            exit(2);                                                                           \
-        }                                                                                      \
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 struct shape {
@@ -49,17 +48,14 @@ struct shape {
     int nan_v_key; /* >= 0: V[.., key, 0] = NaN in every head */
 };
 
-static float to_f32(flashport_dtype t, uint16_t x)
-{
+static float to_f32(flashport_dtype t, uint16_t x) {
     return t == FLASHPORT_F16 ? fp_f16_to_f32(x) : fp_bf16_to_f32(x);
 }
-static uint16_t from_f32(flashport_dtype t, float x)
-{
+static uint16_t from_f32(flashport_dtype t, float x) {
     return t == FLASHPORT_F16 ? fp_f32_to_f16(x) : fp_f32_to_bf16(x);
 }
 
-static void strides_for(const shape &s, int heads, int n, flashport_strides *st)
-{
+static void strides_for(const shape &s, int heads, int n, flashport_strides *st) {
     const int64_t row = s.d + s.seq_pad;
     if (s.layout == FLASHPORT_LAYOUT_BHND) {
         st->seq = row;
@@ -73,16 +69,14 @@ static void strides_for(const shape &s, int heads, int n, flashport_strides *st)
 }
 
 /* Elements the strides reach, up to the end of the last row. */
-static int64_t extent(const flashport_strides &st, int b, int h, int n, int d)
-{
+static int64_t extent(const flashport_strides &st, int b, int h, int n, int d) {
     return (b - 1) * st.batch + (h - 1) * st.head + (n - 1) * st.seq + d;
 }
 
 /* softmax(scale Q K^T) V per row in double, bottom-right causal; empty rows O = 0, LSE = -inf. */
 static void reference(const shape &s, const fp_problem &p, const std::vector<float> &q,
                       const std::vector<float> &k, const std::vector<float> &v,
-                      std::vector<double> &o, std::vector<double> &lse)
-{
+                      std::vector<double> &o, std::vector<double> &lse) {
     const int group = s.hq / s.hkv;
     std::vector<double> w(s.nkv);
     for (int b = 0; b < s.b; ++b)
@@ -92,13 +86,11 @@ static void reference(const shape &s, const fp_problem &p, const std::vector<flo
                 const int hk = h / group;
                 double mx = -INFINITY;
                 int last = s.causal ? i + (s.nkv - s.nq) : s.nkv - 1;
-                if (last > s.nkv - 1)
-                    last = s.nkv - 1;
+                if (last > s.nkv - 1) last = s.nkv - 1;
                 for (int j = 0; j <= last; ++j) {
                     const float *kr = &k[b * p.k.batch + hk * p.k.head + j * p.k.seq];
                     double dot = 0.0;
-                    for (int c = 0; c < s.d; ++c)
-                        dot += (double)qr[c] * kr[c];
+                    for (int c = 0; c < s.d; ++c) dot += (double)qr[c] * kr[c];
                     w[j] = dot * p.scale;
                     if (w[j] > mx) /* a NaN score still reaches the sum through exp */
                         mx = w[j];
@@ -120,8 +112,7 @@ static void reference(const shape &s, const fp_problem &p, const std::vector<flo
 }
 
 /* Tile configurations compiled for the head dim d is padded to. */
-static int config_count(int d)
-{
+static int config_count(int d) {
     const int padded = d <= 64 ? 64 : (d <= 128 ? 128 : 256);
     int n = 0;
 #define COUNT_CONFIG(cd, ...) n += (cd) == padded;
@@ -130,8 +121,7 @@ static int config_count(int d)
     return n;
 }
 
-static void run_shape(const shape &s, const fp_gpu_device_props &props)
-{
+static void run_shape(const shape &s, const fp_gpu_device_props &props) {
     fp_problem p;
     memset(&p, 0, sizeof p);
     p.window_left = p.window_right = -1;
@@ -188,33 +178,28 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
         snprintf(config_text, sizeof config_text, "%d", config);
         setenv(FP_TC_CONFIG_ENV, config_text, 1);
         for (int mode : modes) {
-            int64_t param[8] = {0};
+            fp_gpu_kernel_params params = {};
             char why[256] = "";
             fp_gpu_launch L;
             memset(&L, 0, sizeof L);
-            L.p = p, L.q = dq, L.k = dk, L.v = dv, L.o = dout, L.lse = dlse, L.param = param;
+            L.p = p, L.q = dq, L.k = dk, L.v = dv, L.o = dout, L.lse = dlse, L.params = &params;
             L.props = &props;
             const char *name = mode < 0 ? "tensor_core_mma" : "tensor_core_mma_split_kv";
             const fp_gpu_kernel *kern =
                 mode < 0 ? &fp_kernel_tensor_core_mma : &fp_kernel_tensor_core_mma_split_kv;
             if (mode > 1) {
                 int chosen = -1;
-                if (!fp_tc_forward_support(&p, &props, &chosen, why, sizeof why))
-                    continue;
-                const int tile = fp_tc_block_keys(s.d, chosen);
-                param[2] = chosen;
-                param[1] = ((s.nkv + mode - 1) / mode + tile - 1) / tile * tile;
-                param[0] = (s.nkv + param[1] - 1) / param[1];
-                if (param[0] < 2)
-                    continue;
-            } else if (!kern->supports(&p, &props, param, why, sizeof why)) {
+                if (!fp_tc_forward_support(&p, &props, &chosen, why, sizeof why)) continue;
+                params.split_kv = fp_split_kv_share(&p, mode, fp_tc_block_keys(s.d, chosen));
+                params.split_kv.tile.config = chosen;
+                if (params.split_kv.splits < 2) continue;
+            } else if (!kern->supports(&p, &props, &params, why, sizeof why)) {
                 printf("  %-26s config %d unsupported: %s\n", name, config, why);
                 continue;
             }
-            const size_t ws = kern->workspace ? kern->workspace(&p, param) : 0;
+            const size_t ws = kern->workspace ? kern->workspace(&p, &params) : 0;
             void *dws = NULL;
-            if (ws)
-                CUDA_OK(cudaMalloc(&dws, ws));
+            if (ws) CUDA_OK(cudaMalloc(&dws, ws));
             L.workspace = dws;
             CUDA_OK(cudaMemset(dout, 0xff, nq_el * 2)); /* NaN poison */
             CUDA_OK(cudaMemset(dlse, 0xff, rows * sizeof(float)));
@@ -224,8 +209,7 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
             std::vector<float> lse(rows);
             CUDA_OK(cudaMemcpy(o16.data(), dout, nq_el * 2, cudaMemcpyDeviceToHost));
             CUDA_OK(cudaMemcpy(lse.data(), dlse, rows * sizeof(float), cudaMemcpyDeviceToHost));
-            if (dws)
-                CUDA_OK(cudaFree(dws));
+            if (dws) CUDA_OK(cudaFree(dws));
 
             double err2 = 0, ref2 = 0, max_abs = 0, lse_max = 0;
             int64_t bad_nan = 0;
@@ -241,16 +225,14 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
                                 ++bad_nan;
                                 continue;
                             }
-                            if (isnan(want))
-                                continue;
+                            if (isnan(want)) continue;
                             err2 += (got - want) * (got - want);
                             ref2 += want * want;
                             max_abs = fmax(max_abs, fabs(got - want));
                         }
                         const double lw = lse_ref[row], lg = lse[row];
                         if (isinf(lw) || isnan(lw)) {
-                            if (!(lg == lw || (isnan(lw) && isnan(lg))))
-                                ++bad_nan;
+                            if (!(lg == lw || (isnan(lw) && isnan(lg)))) ++bad_nan;
                         } else {
                             lse_max = fmax(lse_max, fabs(lg - lw));
                         }
@@ -258,11 +240,10 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
             const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
             const double tol = s.dtype == FLASHPORT_F16 ? 2e-3 : 1e-2;
             const int ok = rel <= tol && bad_nan == 0 && lse_max <= 1e-2;
-            if (!ok)
-                ++failures;
-            printf("  %-26s config %d splits %-3lld rel_l2 %.2e max_abs %.2e lse_err %.2e "
+            if (!ok) ++failures;
+            printf("  %-26s config %d splits %-3d rel_l2 %.2e max_abs %.2e lse_err %.2e "
                    "nan_mismatch %lld %s\n",
-                   name, config, mode < 0 ? 0LL : (long long)param[0], rel, max_abs, lse_max,
+                   name, config, mode < 0 ? 0 : params.split_kv.splits, rel, max_abs, lse_max,
                    (long long)bad_nan, ok ? "ok" : "FAIL");
         }
     }
@@ -275,8 +256,7 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
 
 /* A FLASHPORT_CUDA_TC_CONFIG that names no config of the head dim makes both variants decline,
  * saying so; unset, they take the default. */
-static void check_config_env(const fp_gpu_device_props &props)
-{
+static void check_config_env(const fp_gpu_device_props &props) {
     fp_problem p;
     memset(&p, 0, sizeof p);
     p.window_left = p.window_right = -1;
@@ -293,29 +273,28 @@ static void check_config_env(const fp_gpu_device_props &props)
     const char *const bad[] = {count_text, "-1", "1x", " 1", "99999999999999999999"};
     for (const char *value : bad) {
         setenv(FP_TC_CONFIG_ENV, value, 1);
-        int64_t param[8] = {0};
+        fp_gpu_kernel_params params = {};
         char why[256] = "";
-        const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, param, why, sizeof why);
+        const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, &params, why, sizeof why);
         const int named = strstr(why, FP_TC_CONFIG_ENV) != NULL;
-        if (yes || !named)
-            ++failures;
+        if (yes || !named) ++failures;
         printf("%s=\"%s\": %s (%s)\n", FP_TC_CONFIG_ENV, value,
-               yes ? "accepted, FAIL" : named ? "declined, ok" : "declined without naming it, FAIL",
+               yes     ? "accepted, FAIL"
+               : named ? "declined, ok"
+                       : "declined without naming it, FAIL",
                why);
     }
     unsetenv(FP_TC_CONFIG_ENV);
-    int64_t param[8] = {0};
+    fp_gpu_kernel_params params = {};
     char why[256] = "";
-    const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, param, why, sizeof why);
-    if (!yes || param[0] != FP_TC_DEFAULT_CONFIG_D128)
-        ++failures;
-    printf("%s unset: config %lld for d=128, default %d: %s\n", FP_TC_CONFIG_ENV,
-           (long long)param[0], FP_TC_DEFAULT_CONFIG_D128,
-           yes && param[0] == FP_TC_DEFAULT_CONFIG_D128 ? "ok" : "FAIL");
+    const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, &params, why, sizeof why);
+    if (!yes || params.tile.config != FP_TC_DEFAULT_CONFIG_D128) ++failures;
+    printf("%s unset: config %d for d=128, default %d: %s\n", FP_TC_CONFIG_ENV, params.tile.config,
+           FP_TC_DEFAULT_CONFIG_D128,
+           yes && params.tile.config == FP_TC_DEFAULT_CONFIG_D128 ? "ok" : "FAIL");
 }
 
-int main(void)
-{
+int main(void) {
     cudaDeviceProp dp;
     CUDA_OK(cudaGetDeviceProperties(&dp, 0));
     fp_gpu_device_props props;
@@ -348,7 +327,7 @@ int main(void)
         {FLASHPORT_F16, 1, 1, 1, 1, 4096, 128, 0, H, 0, -1},  /* decode */
         {FLASHPORT_BF16, 2, 8, 1, 1, 3000, 64, 1, N, 0, -1},  /* decode, MQA */
         {FLASHPORT_F16, 1, 1, 1, 1024, 1024, 64, 1, H, 0, -1},
-        {FLASHPORT_F16, 1, 2, 2, 64, 64, 64, 0, H, 0, 10},    /* NaN in V: every row */
+        {FLASHPORT_F16, 1, 2, 2, 64, 64, 64, 0, H, 0, 10}, /* NaN in V: every row */
     };
     for (const shape &s : shapes) {
         printf("%s B=%d Hq=%d Hkv=%d Nq=%d Nkv=%d d=%d%s %s%s%s\n",

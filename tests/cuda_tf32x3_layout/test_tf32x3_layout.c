@@ -24,23 +24,19 @@ enum { MAX_ROWS = 256, MAX_D = 256, MAX_KEYS = 128 };
 
 /* a[lane][0..3], b[lane][0..1]: a0 = A[g][c], a1 = A[g+8][c], a2 = A[g][c+4], a3 = A[g+8][c+4];
  * b0 = B[c][g], b1 = B[c+4][g]; c[lane][i] = C[g + 8 (i >= 2)][2c + i % 2]. */
-static void model_mma(double c[LANES][4], const double a[LANES][4], const double b[LANES][2])
-{
+static void model_mma(double c[LANES][4], const double a[LANES][4], const double b[LANES][2]) {
     double A[16][8], B[8][8];
     for (int lane = 0; lane < LANES; ++lane) {
         const int group = lane >> 2, tig = lane & 3;
-        for (int i = 0; i < 4; ++i)
-            A[group + (i & 1 ? 8 : 0)][tig + (i >= 2 ? 4 : 0)] = a[lane][i];
-        for (int i = 0; i < 2; ++i)
-            B[tig + 4 * i][group] = b[lane][i];
+        for (int i = 0; i < 4; ++i) A[group + (i & 1 ? 8 : 0)][tig + (i >= 2 ? 4 : 0)] = a[lane][i];
+        for (int i = 0; i < 2; ++i) B[tig + 4 * i][group] = b[lane][i];
     }
     for (int lane = 0; lane < LANES; ++lane) {
         const int group = lane >> 2, tig = lane & 3;
         for (int i = 0; i < 4; ++i) {
             const int row = group + (i >= 2 ? 8 : 0), col = 2 * tig + (i & 1);
             double sum = 0.0;
-            for (int k = 0; k < 8; ++k)
-                sum += A[row][k] * B[k][col];
+            for (int k = 0; k < 8; ++k) sum += A[row][k] * B[k][col];
             c[lane][i] += sum;
         }
     }
@@ -50,8 +46,7 @@ static void model_mma(double c[LANES][4], const double a[LANES][4], const double
 
 /* A 16-byte shared load is served 8 lanes at a time; each such quarter must touch 8 different
  * 16-byte bank groups (offsets in floats, each 16-byte aligned). */
-static void expect_conflict_free(const int off[LANES], const char *what, int d)
-{
+static void expect_conflict_free(const int off[LANES], const char *what, int d) {
     for (int q = 0; q < 4; ++q) {
         int seen = 0;
         for (int i = 0; i < 8; ++i) {
@@ -65,8 +60,7 @@ static void expect_conflict_free(const int off[LANES], const char *what, int d)
 
 /* The 16-row slice from row `row0` of a block with `rows` query rows: S over `keys` keys,
  * P = f(S) from the accumulators, O = P V, all as the kernel does it. */
-static void replay_warp(int d, int rows, int keys, int row0)
-{
+static void replay_warp(int d, int rows, int keys, int row0) {
     const int cpr = d / 4, groups = d / 32;
     static int sq[MAX_ROWS * MAX_D], sk[MAX_KEYS * MAX_D], sv[MAX_KEYS * MAX_D];
     static double s[MAX_KEYS / 8][LANES][4], o[MAX_D / 8][LANES][4];
@@ -90,8 +84,7 @@ static void replay_warp(int d, int rows, int keys, int row0)
                 for (int lane = 0; lane < LANES; ++lane) {
                     off[lane] = fp_tf32_swizzle(row0 + (lane >> 2) + 8 * r,
                                                 fp_tf32_qk_chunk(lane, u, half), cpr);
-                    for (int e = 0; e < 4; ++e)
-                        got[lane][half][r][e] = sq[off[lane] + e];
+                    for (int e = 0; e < 4; ++e) got[lane][half][r][e] = sq[off[lane] + e];
                 }
                 expect_conflict_free(off, r ? "Q rows g+8" : "Q rows g", d);
             }
@@ -99,15 +92,14 @@ static void replay_warp(int d, int rows, int keys, int row0)
         for (int j = 0; j < 4; ++j) {
             const int half = j / 2, step = j % 2;
             for (int lane = 0; lane < LANES; ++lane) {
-                off[lane] = row0 * d + fp_tf32_q_frag_lane(lane, d) +
-                            fp_tf32_q_frag_offset(0, u, j, d);
+                off[lane] =
+                    row0 * d + fp_tf32_q_frag_lane(lane, d) + fp_tf32_q_frag_offset(0, u, j, d);
                 const int row = off[lane] / d - row0, col = off[lane] % d - 32 * u;
                 EXPECT(row >= 0 && row < 16 && col >= 0 && col < 32 && !written[row][col],
                        "Q fragment order d=%d lane %d u %d j %d: offset %d", d, lane, u, j,
                        off[lane]);
                 if (row >= 0 && row < 16 && col >= 0 && col < 32) {
-                    for (int e = 0; e < 4; ++e)
-                        written[row][col + e] = 1;
+                    for (int e = 0; e < 4; ++e) written[row][col + e] = 1;
                 }
                 for (int e = 0; e < 4; ++e)
                     sq_frag[off[lane] + e] = got[lane][half][e & 1][2 * step + e / 2];
@@ -153,8 +145,8 @@ static void replay_warp(int d, int rows, int keys, int row0)
                 double want = 0.0;
                 for (int col = 0; col < d; ++col)
                     want += (double)value(1, row0 + row, col) * value(2, key, col);
-                EXPECT(s[nt][lane][r] == want, "S d=%d row0 %d lane %d tile %d reg %d: %g != %g",
-                       d, row0, lane, nt, r, s[nt][lane][r], want);
+                EXPECT(s[nt][lane][r] == want, "S d=%d row0 %d lane %d tile %d reg %d: %g != %g", d,
+                       row0, lane, nt, r, s[nt][lane][r], want);
                 /* A stand-in for exp2 that keeps values small and exact. */
                 const int p = ((int)s[nt][lane][r] % 5 + 5) % 5 - 2;
                 s[nt][lane][r] = p;
@@ -164,8 +156,7 @@ static void replay_warp(int d, int rows, int keys, int row0)
     int off_v0[LANES], off_v1[LANES];
     for (int t = 0; t < keys / 8; ++t) {
         for (int lane = 0; lane < LANES; ++lane)
-            for (int r = 0; r < 4; ++r)
-                a[lane][r] = s[t][lane][fp_tf32_p_acc_reg(r)];
+            for (int r = 0; r < 4; ++r) a[lane][r] = s[t][lane][fp_tf32_p_acc_reg(r)];
         for (int w = 0; w < groups; ++w) {
             for (int lane = 0; lane < LANES; ++lane) {
                 const int row0 = 8 * t + fp_tf32_pv_key(lane, 0);
@@ -194,10 +185,9 @@ static void replay_warp(int d, int rows, int keys, int row0)
             for (int r = 0; r < 4; ++r) {
                 const int row = fp_tf32_acc_row(lane, r), col = fp_tf32_o_col(lane, dt, r);
                 double want = 0.0;
-                for (int key = 0; key < keys; ++key)
-                    want += p_full[row][key] * value(3, key, col);
-                EXPECT(o[dt][lane][r] == want, "O d=%d row0 %d lane %d tile %d reg %d: %g != %g",
-                       d, row0, lane, dt, r, o[dt][lane][r], want);
+                for (int key = 0; key < keys; ++key) want += p_full[row][key] * value(3, key, col);
+                EXPECT(o[dt][lane][r] == want, "O d=%d row0 %d lane %d tile %d reg %d: %g != %g", d,
+                       row0, lane, dt, r, o[dt][lane][r], want);
                 /* The epilogue stores registers 2i + e of n-tiles 4w .. 4w + 3 as four
                  * consecutive columns from o_col(4w, 2i) + 4e. */
                 EXPECT(col == fp_tf32_o_col(lane, dt - dt % 4, r & 2) + 4 * (r & 1) + dt % 4,
@@ -209,8 +199,7 @@ static void replay_warp(int d, int rows, int keys, int row0)
         for (int dt = 0; dt < d / 8; ++dt)
             for (int lane = 0; lane < LANES; ++lane)
                 for (int r = 0; r < 4; ++r)
-                    if (fp_tf32_acc_row(lane, r) == row)
-                        seen[fp_tf32_o_col(lane, dt, r)]++;
+                    if (fp_tf32_acc_row(lane, r) == row) seen[fp_tf32_o_col(lane, dt, r)]++;
         for (int col = 0; col < d; ++col)
             EXPECT(seen[col] == 1, "O d=%d row %d col %d held %d times", d, row, col, seen[col]);
     }
@@ -221,22 +210,19 @@ static void replay_warp(int d, int rows, int keys, int row0)
 struct tile_config {
     int d, index, warps, m_tiles, bc, stages, min_blocks;
 };
-#define AS_TILE_CONFIG(d, index, warps, m_tiles, bc, stages, min_blocks)                       \
+#define AS_TILE_CONFIG(d, index, warps, m_tiles, bc, stages, min_blocks)                           \
     {d, index, warps, m_tiles, bc, stages, min_blocks},
 static const struct tile_config configs[] = {FP_TF32X3_CONFIG_LIST(AS_TILE_CONFIG)};
 #undef AS_TILE_CONFIG
 static const int n_configs = (int)(sizeof configs / sizeof configs[0]);
 
-static int config_exists(int d, int index)
-{
+static int config_exists(int d, int index) {
     for (int i = 0; i < n_configs; ++i)
-        if (configs[i].d == d && configs[i].index == index)
-            return 1;
+        if (configs[i].d == d && configs[i].index == index) return 1;
     return 0;
 }
 
-static void check_config(const struct tile_config *c)
-{
+static void check_config(const struct tile_config *c) {
     const int rows = 16 * c->warps * c->m_tiles, threads = 32 * c->warps;
     const long smem = 4L * c->d * (rows + (long)c->stages * 2 * c->bc);
     EXPECT(c->d % 32 == 0 && c->d <= MAX_D, "config d=%d: not a multiple of 32", c->d);
@@ -255,10 +241,8 @@ static void check_config(const struct tile_config *c)
     for (int i = 0; i < n_configs; ++i)
         same += configs[i].d == c->d && configs[i].index == c->index;
     EXPECT(same == 1, "config d=%d #%d listed %d times", c->d, c->index, same);
-    check_loader(rows, c->d, threads, 4, fp_tf32_load_row, fp_tf32_load_chunk,
-                 fp_tf32_swizzle);
-    check_loader(c->bc, c->d, threads, 4, fp_tf32_load_row, fp_tf32_load_chunk,
-                 fp_tf32_swizzle);
+    check_loader(rows, c->d, threads, 4, fp_tf32_load_row, fp_tf32_load_chunk, fp_tf32_swizzle);
+    check_loader(c->bc, c->d, threads, 4, fp_tf32_load_row, fp_tf32_load_chunk, fp_tf32_swizzle);
     for (int w = 0; w < c->warps; ++w)
         for (int slice = 0; slice < c->m_tiles; ++slice)
             replay_warp(c->d, rows, c->bc, 16 * (w * c->m_tiles + slice));
@@ -267,9 +251,8 @@ static void check_config(const struct tile_config *c)
 /* ---- the split ---------------------------------------------------------------------------- */
 
 /* What the tensor core may make of an f32 operand, at worst: its 13 low bits dropped. This is
- * also how the kernel makes big (tf32x3/ptx.cuh); small = x - big is exact in f32. */
-static float tf32_truncate(float x)
-{
+ * also how the kernel makes big (tf32x3/tf32_split.cuh); small = x - big is exact in f32. */
+static float tf32_truncate(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
     u &= 0xffffe000u;
@@ -279,16 +262,14 @@ static float tf32_truncate(float x)
 }
 
 static uint32_t rng = 12345u;
-static float uniform(void)
-{
+static float uniform(void) {
     rng = rng * 1664525u + 1013904223u;
     return (float)(rng >> 8) / 16777216.0f * 2.0f - 1.0f;
 }
 
 /* big + small is x exactly and big + tf32(small) within 2^-20 of it; a 3xTF32 dot product
  * (products exact, accumulated in f32) stays near a plain f32 one against double. */
-static void check_split(void)
-{
+static void check_split(void) {
     for (int i = 0; i < 100000; ++i) {
         const float x = uniform() * ldexpf(1.0f, (i % 41) - 20);
         const float big = tf32_truncate(x), small = x - big;
@@ -327,24 +308,21 @@ static void check_split(void)
     EXPECT(worst_3x <= 4.0 * worst_f32 && worst_3x < 1e-6,
            "3xTF32 dot product error %.3g vs f32 %.3g (relative to sum |a b|)", worst_3x,
            worst_f32);
-    printf("test_tf32x3_layout: 3xTF32 dot error %.3g, f32 %.3g (of sum |a b|, N = %d)\n",
-           worst_3x, worst_f32, N);
+    printf("test_tf32x3_layout: 3xTF32 dot error %.3g, f32 %.3g (of sum |a b|, N = %d)\n", worst_3x,
+           worst_f32, N);
 }
 
 /* One mma k-step as the model takes it: 8 exact products of the operands' tf32 parts, summed
  * with the accumulator and rounded to f32 once. */
-static float mma_step(float acc, const float *a, const float *b, int n)
-{
+static float mma_step(float acc, const float *a, const float *b, int n) {
     double sum = acc;
-    for (int i = 0; i < n; ++i)
-        sum += (double)a[i] * b[i];
+    for (int i = 0; i < n; ++i) sum += (double)a[i] * b[i];
     return (float)sum;
 }
 
 /* acc + a . b over n (a multiple of 8) the 3xTF32 way, in the kernel's order: per k-step of 8,
  * the small*big term, then big*small, then big*big. */
-static float acc_3xtf32(float acc, const float *a, const float *b, int n)
-{
+static float acc_3xtf32(float acc, const float *a, const float *b, int n) {
     for (int k = 0; k < n; k += 8) {
         float ab[8], as[8], bb[8], bs[8];
         for (int i = 0; i < 8; ++i) {
@@ -363,8 +341,7 @@ static float acc_3xtf32(float acc, const float *a, const float *b, int n)
 /* A model of the kernel's arithmetic on whole attention problems (f32 state, exp2 with the
  * scale folded in, online softmax over key tiles of 32, 3xTF32 products, division at the end)
  * against double precision, judged by the f32 tolerances (relative L2 1e-5, max abs 1e-4). */
-static void check_attention_accuracy(int n, int d, float scale, float spread)
-{
+static void check_attention_accuracy(int n, int d, float scale, float spread) {
     enum { BC = 32, MAX_N = 512 };
     static float q[MAX_N][MAX_D], k[MAX_N][MAX_D], vt[MAX_D][MAX_N];
     for (int i = 0; i < n; ++i)
@@ -386,29 +363,24 @@ static void check_attention_accuracy(int n, int d, float scale, float spread)
             const float alpha = exp2f(m - mx);
             m = mx;
             l *= alpha;
-            for (int c = 0; c < d; ++c)
-                o[c] *= alpha;
+            for (int c = 0; c < d; ++c) o[c] *= alpha;
             for (int j = 0; j < BC; ++j) {
                 s[j] = exp2f(s[j] - mx);
                 l += s[j];
             }
-            for (int c = 0; c < d; ++c)
-                o[c] = acc_3xtf32(o[c], s, &vt[c][kb], BC);
+            for (int c = 0; c < d; ++c) o[c] = acc_3xtf32(o[c], s, &vt[c][kb], BC);
         }
         double w[MAX_N], mxd = -INFINITY, sum = 0.0;
         for (int j = 0; j < n; ++j) {
             double dot = 0.0;
-            for (int c = 0; c < d; ++c)
-                dot += (double)q[i][c] * k[j][c];
+            for (int c = 0; c < d; ++c) dot += (double)q[i][c] * k[j][c];
             w[j] = dot * scale;
             mxd = w[j] > mxd ? w[j] : mxd;
         }
-        for (int j = 0; j < n; ++j)
-            sum += w[j] = exp(w[j] - mxd);
+        for (int j = 0; j < n; ++j) sum += w[j] = exp(w[j] - mxd);
         for (int c = 0; c < d; ++c) {
             double want = 0.0;
-            for (int j = 0; j < n; ++j)
-                want += w[j] * vt[c][j];
+            for (int j = 0; j < n; ++j) want += w[j] * vt[c][j];
             want /= sum;
             const double got = o[c] / l, e = fabs(got - want);
             err2 += e * e;
@@ -424,13 +396,11 @@ static void check_attention_accuracy(int n, int d, float scale, float spread)
            n, d, rel_l2, max_abs);
 }
 
-int main(void)
-{
+int main(void) {
     EXPECT(config_exists(64, FP_TF32X3_DEFAULT_CONFIG_D64), "no default config for d=64");
     EXPECT(config_exists(128, FP_TF32X3_DEFAULT_CONFIG_D128), "no default config for d=128");
     EXPECT(config_exists(256, FP_TF32X3_DEFAULT_CONFIG_D256), "no default config for d=256");
-    for (int i = 0; i < n_configs; ++i)
-        check_config(&configs[i]);
+    for (int i = 0; i < n_configs; ++i) check_config(&configs[i]);
     check_split();
     check_attention_accuracy(256, 64, 0.125f, 1.0f);
     check_attention_accuracy(256, 128, 0.0883883476f, 1.0f);

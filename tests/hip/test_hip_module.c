@@ -87,9 +87,12 @@ static float rand_unit(void) {
 static void fill(void *x, int64_t n, flashport_dtype dt) {
     for (int64_t i = 0; i < n; i++) {
         const float v = rand_unit();
-        if (dt == FLASHPORT_F32) ((float *)x)[i] = v;
-        else if (dt == FLASHPORT_F16) ((uint16_t *)x)[i] = fp_f32_to_f16(v);
-        else ((uint16_t *)x)[i] = fp_f32_to_bf16(v);
+        if (dt == FLASHPORT_F32)
+            ((float *)x)[i] = v;
+        else if (dt == FLASHPORT_F16)
+            ((uint16_t *)x)[i] = fp_f32_to_f16(v);
+        else
+            ((uint16_t *)x)[i] = fp_f32_to_bf16(v);
     }
 }
 

@@ -111,7 +111,8 @@ static void check_generic_reduction(void) {
             }
             for (int l = 0; l < wave; l++) {
                 int expect = 0;
-                for (int m = l / width * width; m < (l / width + 1) * width; m++) expect += m * m + 1;
+                for (int m = l / width * width; m < (l / width + 1) * width; m++)
+                    expect += m * m + 1;
                 ok &= v[l] == expect;
             }
             CHECK(ok);
@@ -127,7 +128,8 @@ static void check_lds_offsets(void) {
         for (int j = 0; j < FP_MFMA_OPERAND; j++) {
             for (int t = 0; t < d_tile / FP_MFMA_K; t++) {
                 const int off = fp_mfma_k_offset(d_tile, l, t, j);
-                const int key = off / fp_mfma_k_stride(d_tile), dim = off % fp_mfma_k_stride(d_tile);
+                const int key = off / fp_mfma_k_stride(d_tile),
+                          dim = off % fp_mfma_k_stride(d_tile);
                 ok &= off >= 0 && off < k_elems && key == fp_mfma_b_col(l) &&
                       dim == FP_MFMA_K * t + fp_mfma_b_k(l, j) && dim < d_tile;
             }
@@ -187,7 +189,8 @@ static void check_attention_tile(void) {
         float s[W][FP_MFMA_ACC] = {{0}}, b[W][FP_MFMA_OPERAND];
         for (int t = 0; t < D / FP_MFMA_K; t++) {
             for (int l = 0; l < W; l++)
-                for (int j = 0; j < FP_MFMA_OPERAND; j++) b[l][j] = k_s[fp_mfma_k_offset(D, l, t, j)];
+                for (int j = 0; j < FP_MFMA_OPERAND; j++)
+                    b[l][j] = k_s[fp_mfma_k_offset(D, l, t, j)];
             mfma(s, qa[t], b);
         }
         for (int r = 0; r < FP_MFMA_ACC; r++) {
@@ -195,7 +198,8 @@ static void check_attention_tile(void) {
             for (int l = 0; l < W; l++) mx[l] = s[l][r] * scale;
             for (int st = 0; st < FP_MFMA_ROW_REDUCE_STEPS; st++) {
                 float n[W];
-                for (int l = 0; l < W; l++) n[l] = fmaxf(mx[l], mx[l ^ fp_mfma_row_reduce_mask(st)]);
+                for (int l = 0; l < W; l++)
+                    n[l] = fmaxf(mx[l], mx[l ^ fp_mfma_row_reduce_mask(st)]);
                 memcpy(mx, n, sizeof mx);
             }
             for (int l = 0; l < W; l++) {
@@ -217,10 +221,12 @@ static void check_attention_tile(void) {
         for (int ks = 0; ks < FP_MFMA_N / FP_MFMA_K; ks++) {
             float pa[W][FP_MFMA_OPERAND];
             for (int l = 0; l < W; l++)
-                for (int j = 0; j < FP_MFMA_OPERAND; j++) pa[l][j] = p_s[fp_mfma_p_load_offset(l, ks, j)];
+                for (int j = 0; j < FP_MFMA_OPERAND; j++)
+                    pa[l][j] = p_s[fp_mfma_p_load_offset(l, ks, j)];
             for (int n = 0; n < D / FP_MFMA_N; n++) {
                 for (int l = 0; l < W; l++)
-                    for (int j = 0; j < FP_MFMA_OPERAND; j++) b[l][j] = vt_s[fp_mfma_vt_offset(l, n, ks, j)];
+                    for (int j = 0; j < FP_MFMA_OPERAND; j++)
+                        b[l][j] = vt_s[fp_mfma_vt_offset(l, n, ks, j)];
                 mfma(o[n], pa, b);
             }
         }

@@ -134,7 +134,8 @@ int main(int argc, char **argv) {
      * and explained. */
     setenv("FLASHPORT_OPENCL_KERNEL", "tiled", 1);
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_OK, NULL);
-    CHECK(strcmp(plan.kernel, "tiled") == 0 && strstr(plan.reason, "br=") && plan.workspace_bytes == 0);
+    CHECK(strcmp(plan.kernel, "tiled") == 0 && strstr(plan.reason, "br=") &&
+          plan.workspace_bytes == 0);
     printf("plan: %s\n", plan.reason);
     setenv("FLASHPORT_OPENCL_TILE", "br=32,tm=2", 1);
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_OK, NULL);

@@ -11,22 +11,23 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opencl_backend.h"
+#include "backend.h"
+#include "program_cache.h"
 
 static int failures, checks;
 static char last_message[8192];
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        checks++;                                                                    \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
     } while (0)
 
-static flashport_status record_error(flashport_status status, const char *backend,
-                                     const char *fmt, ...) {
+static flashport_status record_error(flashport_status status, const char *backend, const char *fmt,
+                                     ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = snprintf(last_message, sizeof last_message, "%s: ", backend);

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "opencl_backend.h"
+#include "cl_loader.h"
 
 enum { B = 2, HQ = 4, HKV = 2, NQ = 37, NKV = 53, D = 32 };
 enum { Q_N = B * HQ * NQ * D, KV_N = B * HKV * NKV * D, LSE_N = B * HQ * NQ };
@@ -240,16 +240,16 @@ int main(void) {
     CHECK(queue_references(queue) == references);
     timers(queue, 0);
 
-    cl_command_queue profiled = cl->clCreateCommandQueue(context, ids[0], CL_QUEUE_PROFILING_ENABLE,
-                                                         &err);
+    cl_command_queue profiled =
+        cl->clCreateCommandQueue(context, ids[0], CL_QUEUE_PROFILING_ENABLE, &err);
     CHECK(profiled && err == CL_SUCCESS);
     if (profiled) {
         timers(profiled, 1);
         cl->clReleaseCommandQueue(profiled);
     }
 
-    cl_command_queue unordered = cl->clCreateCommandQueue(
-        context, ids[0], CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    cl_command_queue unordered =
+        cl->clCreateCommandQueue(context, ids[0], CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
     if (unordered) {
         flashport_context *ctx = NULL;
         CHECK_STATUS(flashport_context_create_on_queue("opencl", unordered, &ctx),

@@ -32,8 +32,8 @@ static cli_result parse(parsed *p, int argc, const char **argv) {
 
 static void test_parse(void) {
     parsed p;
-    const char *ok[] = {"t", "--flag", "--name", "x y", "--count=-12", "--ratio", "2.5e-3",
-                        "--colour=green"};
+    const char *ok[] = {"t",           "--flag",  "--name", "x y",
+                        "--count=-12", "--ratio", "2.5e-3", "--colour=green"};
     CHECK(parse(&p, 8, ok) == CLI_PARSED);
     CHECK(p.flag == 1 && strcmp(p.name, "x y") == 0 && p.count == -12 && p.ratio == 2.5e-3 &&
           p.colour == 1);
@@ -43,9 +43,9 @@ static void test_parse(void) {
 
     fprintf(stderr, "(the next lines are expected errors)\n");
     const char *bad[][3] = {
-        {"t", "--count", "12x"},  {"t", "--ratio", "nan"},  {"t", "--colour", "blue"},
-        {"t", "--unknown", "1"},  {"t", "--flag=1", NULL},  {"t", "positional", NULL},
-        {"t", "--count", NULL},   {"t", "--ratio", "1e999"}, {"t", "--", NULL},
+        {"t", "--count", "12x"}, {"t", "--ratio", "nan"},   {"t", "--colour", "blue"},
+        {"t", "--unknown", "1"}, {"t", "--flag=1", NULL},   {"t", "positional", NULL},
+        {"t", "--count", NULL},  {"t", "--ratio", "1e999"}, {"t", "--", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int argc = bad[i][2] ? 3 : 2;
@@ -59,7 +59,16 @@ static void test_ints(void) {
     CHECK(cli_parse_ints("-1,-1,7", v, 3) && v[0] == -1 && v[1] == -1 && v[2] == 7);
     CHECK(cli_parse_ints("12", v, 1) && v[0] == 12);
     /* anything but exactly n integers leaves the output alone */
-    const char *bad[] = {"", "3", "3,", ",3", "3,4,5", "a,b", "3, 4", " 3,4", "+3,4", "3,4x",
+    const char *bad[] = {"",
+                         "3",
+                         "3,",
+                         ",3",
+                         "3,4,5",
+                         "a,b",
+                         "3, 4",
+                         " 3,4",
+                         "+3,4",
+                         "3,4x",
                          "99999999999999999999,1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t w[2] = {5, 5};
@@ -112,15 +121,16 @@ static void test_tensor(void) {
     CHECK(tensor_file_index(FLASHPORT_LAYOUT_BNHD, s, 1, 2, 3, 4) == ((1 * 5 + 3) * 3 + 2) * 7 + 4);
     /* padded strides agree with the contiguous index when pad is 0 */
     flashport_strides st = tensor_padded_strides(FLASHPORT_LAYOUT_BNHD, s, 0);
-    CHECK(tensor_strided_index(&st, 1, 2, 3, 4) == tensor_file_index(FLASHPORT_LAYOUT_BNHD, s, 1, 2, 3, 4));
+    CHECK(tensor_strided_index(&st, 1, 2, 3, 4) ==
+          tensor_file_index(FLASHPORT_LAYOUT_BNHD, s, 1, 2, 3, 4));
     st = tensor_padded_strides(FLASHPORT_LAYOUT_BHND, s, 3);
     CHECK(st.seq == 10 && st.head == 50 && st.batch == 150);
 
     /* tf32 keeps 10 mantissa bits, rounding to nearest even */
     CHECK(tensor_round_tf32(1.0f + 0x1p-10f) == 1.0f + 0x1p-10f);
-    CHECK(tensor_round_tf32(1.0f + 0x1p-11f) == 1.0f);              /* tie, to even */
+    CHECK(tensor_round_tf32(1.0f + 0x1p-11f) == 1.0f); /* tie, to even */
     CHECK(tensor_round_tf32(1.0f + 0x1p-11f + 0x1p-20f) == 1.0f + 0x1p-10f);
-    CHECK(tensor_round_tf32(1.0f + 0x3p-11f) == 1.0f + 0x2p-10f);   /* tie, to even (up) */
+    CHECK(tensor_round_tf32(1.0f + 0x3p-11f) == 1.0f + 0x2p-10f); /* tie, to even (up) */
     CHECK(isinf(tensor_round_tf32(INFINITY)) && isnan(tensor_round_tf32(NAN)));
 
     uint16_t h[1];

@@ -210,7 +210,8 @@ static void test_tolerances(void) {
     CHECK(t.rel_l2 == 1e-5 && t.max_abs == 1e-4);
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_TF32).rel_l2 == 3e-3);
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_F16).rel_l2 == 2e-3);
-    CHECK(fc_needs_recompute(&c, FLASHPORT_PRECISION_F16) && !fc_needs_recompute(&c, FLASHPORT_PRECISION_NATIVE));
+    CHECK(fc_needs_recompute(&c, FLASHPORT_PRECISION_F16) &&
+          !fc_needs_recompute(&c, FLASHPORT_PRECISION_NATIVE));
     c.dtype = FLASHPORT_BF16;
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_F16).rel_l2 == 1e-2);
     CHECK(!fc_needs_recompute(&c, FLASHPORT_PRECISION_TF32));
@@ -251,7 +252,8 @@ static void test_recompute(void) {
     c.seq_kv = M;
     c.head_dim = D;
     float q[N * D], k[M * D], v[M * D], rq[N * D], rk[M * D], rv[M * D];
-    for (int i = 0; i < N * D; i++) rq[i] = tensor_round(FLASHPORT_F16, q[i] = 1.0f / (float)(i + 3));
+    for (int i = 0; i < N * D; i++)
+        rq[i] = tensor_round(FLASHPORT_F16, q[i] = 1.0f / (float)(i + 3));
     for (int i = 0; i < M * D; i++) {
         rk[i] = tensor_round(FLASHPORT_F16, k[i] = (float)sin(i * 1.7) * 1.37f);
         rv[i] = tensor_round(FLASHPORT_F16, v[i] = (float)cos(i * 0.9) / 3.0f);

@@ -118,7 +118,8 @@ static void test_round_trip(void) {
     npy_free(&a);
     /* a byte has no byte order: '<u1' reads as NumPy's '|u1' */
     write_raw("u8_little.npy", 1, "{'descr': '<u1', 'fortran_order': False, 'shape': (3,)}", u8, 3);
-    CHECK(npy_read(path_of("u8_little.npy"), 1, &a, msg, sizeof msg) == NPY_OK && a.dtype == NPY_U8);
+    CHECK(npy_read(path_of("u8_little.npy"), 1, &a, msg, sizeof msg) == NPY_OK &&
+          a.dtype == NPY_U8);
     npy_free(&a);
 
     /* version 2.0 headers (4-byte length), keys in another order, double quotes */
@@ -151,8 +152,8 @@ static void test_malformed(void) {
     expect_error("not_dict.npy", -1, NPY_ERROR_HEADER, "'{'");
     write_raw("no_shape.npy", 1, "{'descr': '<f4', 'fortran_order': False}", data, sizeof data);
     expect_error("no_shape.npy", -1, NPY_ERROR_HEADER, "'shape'");
-    write_raw("extra_key.npy", 1,
-              "{'descr': '<f4', 'fortran_order': False, 'shape': (8,), 'x': 1}", data, sizeof data);
+    write_raw("extra_key.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (8,), 'x': 1}",
+              data, sizeof data);
     expect_error("extra_key.npy", -1, NPY_ERROR_HEADER, "'x'");
     write_raw("twice.npy", 1,
               "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (8,)}", data,
@@ -168,8 +169,8 @@ static void test_malformed(void) {
               sizeof data);
     expect_error("unclosed.npy", -1, NPY_ERROR_HEADER, "expected");
 
-    write_raw("big_endian.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (8,)}",
-              data, sizeof data);
+    write_raw("big_endian.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (8,)}", data,
+              sizeof data);
     expect_error("big_endian.npy", -1, NPY_ERROR_DTYPE, ">f4");
     write_raw("int64.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,)}", data,
               sizeof data);
@@ -189,8 +190,8 @@ static void test_malformed(void) {
               "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,8)}", data,
               sizeof data);
     expect_error("rank9.npy", -1, NPY_ERROR_RANK, "rank above 8");
-    write_raw("negative.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 4)}",
-              data, sizeof data);
+    write_raw("negative.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 4)}", data,
+              sizeof data);
     expect_error("negative.npy", -1, NPY_ERROR_SHAPE, "negative");
     write_raw("overflow.npy", 1,
               "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", data,

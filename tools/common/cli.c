@@ -15,9 +15,7 @@ static int set_value(const char *tool, const cli_option *o, const char *value) {
     char *end = NULL;
     switch (o->kind) {
     case CLI_FLAG: return 1;
-    case CLI_STRING:
-        *(const char **)o->target = value;
-        return 1;
+    case CLI_STRING: *(const char **)o->target = value; return 1;
     case CLI_INT: {
         errno = 0;
         long long v = strtoll(value, &end, 10);
@@ -177,8 +175,10 @@ static void json_quoted(FILE *f, const char *s) {
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
         }
     }
     fputc('"', f);
@@ -203,8 +203,10 @@ void cli_json_int(cli_json *j, int64_t v) {
 
 void cli_json_double(cli_json *j, double v) {
     json_value_prefix(j);
-    if (isfinite(v)) fprintf(j->f, "%.9g", v);
-    else fputs("null", j->f);
+    if (isfinite(v))
+        fprintf(j->f, "%.9g", v);
+    else
+        fputs("null", j->f);
 }
 
 void cli_json_bool(cli_json *j, int v) {
@@ -227,8 +229,10 @@ void cli_xml_escape(FILE *f, const char *s) {
         case '\'': fputs("&apos;", f); break;
         default:
             /* Control characters other than tab and newline are not allowed in XML 1.0. */
-            if (*p < 0x20 && *p != '\t' && *p != '\n') fputc('?', f);
-            else fputc(*p, f);
+            if (*p < 0x20 && *p != '\t' && *p != '\n')
+                fputc('?', f);
+            else
+                fputc(*p, f);
         }
     }
 }

@@ -27,7 +27,7 @@ typedef enum cli_kind {
 } cli_kind;
 
 typedef struct cli_option {
-    const char *name;  /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     cli_kind kind;
     void *target;
     const char *value_name; /* shown in --help, e.g. "FILE" */

@@ -204,10 +204,12 @@ static npy_status parse_header(const char *text, size_t len, npy_array *out, con
             if (r == -2)
                 return fail(NPY_ERROR_RANK, msg, msg_len, path, "rank above %d", NPY_MAX_RANK);
             if (r == 0)
-                return fail(NPY_ERROR_HEADER, msg, msg_len, path, "'shape' is not a tuple of integers");
+                return fail(NPY_ERROR_HEADER, msg, msg_len, path,
+                            "'shape' is not a tuple of integers");
             have_shape = 1;
         } else {
-            return fail(NPY_ERROR_HEADER, msg, msg_len, path, "unexpected or repeated key '%s'", key);
+            return fail(NPY_ERROR_HEADER, msg, msg_len, path, "unexpected or repeated key '%s'",
+                        key);
         }
         if (expect_char(&h, ',')) continue;
         if (expect_char(&h, '}')) break;
@@ -218,12 +220,18 @@ static npy_status parse_header(const char *text, size_t len, npy_array *out, con
         return fail(NPY_ERROR_HEADER, msg, msg_len, path, "text after the header dictionary");
     if (!have_descr || !have_order || !have_shape)
         return fail(NPY_ERROR_HEADER, msg, msg_len, path, "missing %s",
-                    !have_descr ? "'descr'" : !have_order ? "'fortran_order'" : "'shape'");
+                    !have_descr   ? "'descr'"
+                    : !have_order ? "'fortran_order'"
+                                  : "'shape'");
 
-    if (strcmp(descr, "<f2") == 0) out->dtype = NPY_F16;
-    else if (strcmp(descr, "<f4") == 0) out->dtype = NPY_F32;
-    else if (strcmp(descr, "<f8") == 0) out->dtype = NPY_F64;
-    else if (strcmp(descr, "<i4") == 0) out->dtype = NPY_I32;
+    if (strcmp(descr, "<f2") == 0)
+        out->dtype = NPY_F16;
+    else if (strcmp(descr, "<f4") == 0)
+        out->dtype = NPY_F32;
+    else if (strcmp(descr, "<f8") == 0)
+        out->dtype = NPY_F64;
+    else if (strcmp(descr, "<i4") == 0)
+        out->dtype = NPY_I32;
     /* One byte has no byte order: NumPy writes '|u1', and '<u1' or '>u1' mean the same. */
     else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0 || strcmp(descr, ">u1") == 0)
         out->dtype = NPY_U8;
@@ -270,9 +278,10 @@ npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, 
     unsigned char pre[12];
     size_t got = fread(pre, 1, 8, f);
     if (got < 6 || memcmp(pre, npy_magic, 6) != 0) {
-        st = got < 6 && memcmp(pre, npy_magic, got) == 0
-                 ? fail(NPY_ERROR_TRUNCATED, msg, msg_len, path, "file ends inside the magic string")
-                 : fail(NPY_ERROR_MAGIC, msg, msg_len, path, "missing the \\x93NUMPY magic string");
+        st =
+            got < 6 && memcmp(pre, npy_magic, got) == 0
+                ? fail(NPY_ERROR_TRUNCATED, msg, msg_len, path, "file ends inside the magic string")
+                : fail(NPY_ERROR_MAGIC, msg, msg_len, path, "missing the \\x93NUMPY magic string");
         goto done;
     }
     if (got < 8) {
@@ -316,8 +325,8 @@ npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, 
     if (want_rank >= 0 && a.rank != want_rank) {
         char shape[160];
         format_shape(&a, shape, sizeof shape);
-        st = fail(NPY_ERROR_RANK, msg, msg_len, path, "expected rank %d, got rank %d %s",
-                  want_rank, a.rank, shape);
+        st = fail(NPY_ERROR_RANK, msg, msg_len, path, "expected rank %d, got rank %d %s", want_rank,
+                  a.rank, shape);
         goto done;
     }
 
@@ -335,8 +344,8 @@ npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, 
         goto done;
     }
     if (fgetc(f) != EOF) {
-        st = fail(NPY_ERROR_TRAILING, msg, msg_len, path, "file is longer than its %zu bytes of data",
-                  bytes);
+        st = fail(NPY_ERROR_TRAILING, msg, msg_len, path,
+                  "file is longer than its %zu bytes of data", bytes);
         goto done;
     }
     *out = a;
@@ -361,8 +370,8 @@ npy_status npy_write(const char *path, npy_dtype dtype, int rank, const int64_t 
         return fail(NPY_ERROR_DTYPE, msg, msg_len, path, "this writer needs a little-endian host");
 
     char dict[512];
-    size_t n = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                                descr);
+    size_t n = (size_t)snprintf(dict, sizeof dict,
+                                "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     size_t count = 1, size = npy_dtype_size(dtype);
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0) return fail(NPY_ERROR_SHAPE, msg, msg_len, path, "negative dimension");
@@ -383,7 +392,15 @@ npy_status npy_write(const char *path, npy_dtype dtype, int rank, const int64_t 
 
     FILE *f = fopen(path, "wb");
     if (!f) return fail(NPY_ERROR_IO, msg, msg_len, path, "cannot create: %s", strerror(errno));
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(header_len & 0xff),
+    unsigned char pre[10] = {0x93,
+                             'N',
+                             'U',
+                             'M',
+                             'P',
+                             'Y',
+                             1,
+                             0,
+                             (unsigned char)(header_len & 0xff),
                              (unsigned char)(header_len >> 8)};
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, n, f) == n;
     for (size_t i = n; ok && i + 1 < header_len; i++) ok = fputc(' ', f) != EOF;

@@ -17,16 +17,16 @@
 
 typedef enum npy_status {
     NPY_OK = 0,
-    NPY_ERROR_IO,          /* cannot open, read or write the file */
-    NPY_ERROR_MAGIC,       /* not a .npy file (magic string missing) */
-    NPY_ERROR_VERSION,     /* a format version this reader does not know */
-    NPY_ERROR_HEADER,      /* the header dictionary is malformed or incomplete */
-    NPY_ERROR_DTYPE,       /* dtype other than little-endian f2/f4/f8/i4, or u1 */
-    NPY_ERROR_ORDER,       /* Fortran order */
-    NPY_ERROR_RANK,        /* rank differs from the one asked for, or above NPY_MAX_RANK */
-    NPY_ERROR_SHAPE,       /* negative dimension, or a size that overflows */
-    NPY_ERROR_TRUNCATED,   /* the file ends before the header or the data does */
-    NPY_ERROR_TRAILING,    /* bytes after the data */
+    NPY_ERROR_IO,        /* cannot open, read or write the file */
+    NPY_ERROR_MAGIC,     /* not a .npy file (magic string missing) */
+    NPY_ERROR_VERSION,   /* a format version this reader does not know */
+    NPY_ERROR_HEADER,    /* the header dictionary is malformed or incomplete */
+    NPY_ERROR_DTYPE,     /* dtype other than little-endian f2/f4/f8/i4, or u1 */
+    NPY_ERROR_ORDER,     /* Fortran order */
+    NPY_ERROR_RANK,      /* rank differs from the one asked for, or above NPY_MAX_RANK */
+    NPY_ERROR_SHAPE,     /* negative dimension, or a size that overflows */
+    NPY_ERROR_TRUNCATED, /* the file ends before the header or the data does */
+    NPY_ERROR_TRAILING,  /* bytes after the data */
     NPY_ERROR_NO_MEMORY
 } npy_status;
 

@@ -8,7 +8,7 @@
 #include "kernel_ops.h"
 
 #define CHAINS 12
-#define LANES 8
+#define LANES  8
 
 double cs_fma_peak_portable(int64_t iterations) {
     float acc[CHAINS][LANES];

@@ -21,15 +21,18 @@
 
 #include "flashport.h"
 
-#define CS_DIM_STEP 8    /* one AVX register of float32 (AVX-512 masks off the other half) */
-#define CS_ROW_STEP 16   /* rows handled together by the score and softmax kernels: one
-                            AVX-512 register, two AVX2 registers */
-#define CS_Q_PANEL 48    /* rows of a Q panel: three registers of rows in the AVX-512 score
-                            micro-kernel, two groups of three in the AVX2 one */
-#define CS_PV_ROWS 6     /* rows of the O += P V micro-kernel */
-#define CS_KEY_STEP 16   /* key blocks are multiples of this; every path's score micro-kernel
-                            takes a number of keys that divides it */
-#define CS_PV_COLS 32    /* columns of O per pass over a V block: the strip of V stays in L1 */
+#define CS_DIM_STEP 8 /* one AVX register of float32 (AVX-512 masks off the other half) */
+#define CS_ROW_STEP                                                                                \
+    16 /* rows handled together by the score and softmax kernels: one                              \
+          AVX-512 register, two AVX2 registers */
+#define CS_Q_PANEL                                                                                 \
+    48               /* rows of a Q panel: three registers of rows in the AVX-512 score            \
+                        micro-kernel, two groups of three in the AVX2 one */
+#define CS_PV_ROWS 6 /* rows of the O += P V micro-kernel */
+#define CS_KEY_STEP                                                                                \
+    16                /* key blocks are multiples of this; every path's score micro-kernel         \
+                         takes a number of keys that divides it */
+#define CS_PV_COLS 32 /* columns of O per pass over a V block: the strip of V stays in L1 */
 /* The score kernel sums the head dimension in chunks of this many columns, each chunk in
  * fresh registers, then adds the chunk to the score: a dominant component then meets only a
  * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
@@ -50,7 +53,7 @@ typedef struct cs_score_mods {
     float cap_in, cap_out; /* cap_out = 0: no softcap */
     const float *slope;    /* NULL: no ALiBi */
     const float *diag;
-    const float *bias;     /* NULL: no bias */
+    const float *bias; /* NULL: no bias */
 } cs_score_mods;
 
 typedef struct cs_kernel_ops {
@@ -67,8 +70,8 @@ typedef struct cs_kernel_ops {
      * pays where ranges move along the rows, as a window's do over a tile's positions); k has
      * zero rows past the block's keys up to a multiple of CS_KEY_STEP; only the first d
      * columns are read; sums in chunks of CS_SCORE_CHUNK columns. */
-    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
-                   const int *lo, const int *hi, float *st, int64_t ldst);
+    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, const int *lo,
+                   const int *hi, float *st, int64_t ldst);
     /* Online-softmax step for rows r < rows (a multiple of CS_ROW_STEP), row r seeing keys
      * lo[r] <= j < hi[r] of the block, with the scores taken as the base-2 logits t of mods
      * (t = scale2 * st without modifiers, scale2 = scale * log2 e so that 2^t is e^(scale * s)):
@@ -82,8 +85,8 @@ typedef struct cs_kernel_ops {
     /* For CS_PV_ROWS rows r and columns c < cols (a multiple of CS_DIM_STEP):
      * o_r[c] = alpha[r] * o_r[c] + sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of v and o are
      * dq floats apart. */
-    void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
-                    int keys, const float *alpha, float *o);
+    void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols, int keys,
+                    const float *alpha, float *o);
     /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row outside its
      * group's common range). */
     void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,

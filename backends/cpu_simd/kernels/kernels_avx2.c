@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SIMD_NAME avx2
+#define SIMD_NAME     avx2
 #define SIMD_NAME_STR "avx2"
-#define SIMD_LANES 8
+#define SIMD_LANES    8
 /* 3 x 4 accumulators of the score tile: 12 of the 16 registers, the rest for Q and K. */
 #define SIMD_SCORE_KEYS 4
 
@@ -32,16 +32,21 @@ static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf vf_fmsub(vf a, vf b, vf c) { return _mm256_fmsub_ps(a, b, c); }
-static inline vf vf_round(vf x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf vf_round(vf x) {
+    return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 /* 2^n written straight into the exponent bits. */
 static inline vf vf_scale2(vf p, vf n) {
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 static inline vf vf_abs(vf x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 static inline float vf_first(vf x) { return _mm256_cvtss_f32(x); }
 
-static inline vf vf_from_f16(const uint16_t *s) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s)); }
+static inline vf vf_from_f16(const uint16_t *s) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s));
+}
 static inline vf vf_from_bf16(const uint16_t *s) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
@@ -66,7 +71,8 @@ static inline vf vf_from_e4m3(const uint8_t *s) {
 }
 /* E5M2 is the upper byte of a binary16: F16C converts it. */
 static inline vf vf_from_e5m2(const uint8_t *s) {
-    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)s)), 8));
+    return _mm256_cvtph_ps(
+        _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)s)), 8));
 }
 
 /* AVX2 has no masked float load that is cheap and exact for every lane count, and O and V
@@ -90,13 +96,17 @@ static inline void vf_store_lanes(float *p, vf x, vlanes n) {
 }
 
 static inline vi vi_loadu(const int *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline vmask vi_gt(vi a, int b) { return _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(b))); }
+static inline vmask vi_gt(vi a, int b) {
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(b)));
+}
 static inline vmask vf_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 static inline vmask vf_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 static inline vmask vf_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vmask vmask_or(vmask a, vmask b) { return _mm256_or_ps(a, b); }
 static inline vmask vmask_andnot(vmask a, vmask b) { return _mm256_andnot_ps(a, b); }
-static inline vf vf_select(vmask m, vf if_true, vf if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
+static inline vf vf_select(vmask m, vf if_true, vf if_false) {
+    return _mm256_blendv_ps(if_false, if_true, m);
+}
 static inline vf vf_keep(vmask m, vf x) { return _mm256_and_ps(m, x); }
 static inline vf vf_drop(vmask m, vf x) { return _mm256_andnot_ps(m, x); }
 

@@ -9,9 +9,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#define SIMD_NAME avx512
+#define SIMD_NAME     avx512
 #define SIMD_NAME_STR "avx512"
-#define SIMD_LANES 16
+#define SIMD_LANES    16
 /* 3 x 8 accumulators of the score tile: 24 of the 32 registers, the rest for Q and K. Twice
  * the keys of the AVX2 tile, so each Q load feeds twice the FMAs. */
 #define SIMD_SCORE_KEYS 8
@@ -34,13 +34,17 @@ static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf vf_fmsub(vf a, vf b, vf c) { return _mm512_fmsub_ps(a, b, c); }
-static inline vf vf_round(vf x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf vf_round(vf x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 /* vscalefps: p * 2^n in one instruction. */
 static inline vf vf_scale2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
 static inline vf vf_abs(vf x) { return _mm512_abs_ps(x); }
 static inline float vf_first(vf x) { return _mm512_cvtss_f32(x); }
 
-static inline vf vf_from_f16(const uint16_t *s) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)s)); }
+static inline vf vf_from_f16(const uint16_t *s) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)s));
+}
 static inline vf vf_from_bf16(const uint16_t *s) {
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
@@ -56,19 +60,24 @@ static inline vf vf_from_e4m3(const uint8_t *s) {
     const __m512 normal = _mm512_castsi512_ps(
         _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
     const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(0x1p-9f));
-    __m512 v = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), normal, subnormal);
-    v = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), v, _mm512_set1_ps(NAN));
+    __m512 v =
+        _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), normal, subnormal);
+    v = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), v,
+                             _mm512_set1_ps(NAN));
     const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
 }
 /* E5M2 is the upper byte of a binary16: vcvtph2ps converts it. */
 static inline vf vf_from_e5m2(const uint8_t *s) {
-    const __m512i w = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)s)), 8);
+    const __m512i w =
+        _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)s)), 8);
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
 }
 
 /* Masked loads and stores neither read nor write the lanes past n (no fault either). */
-static inline vlanes vlanes_first(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u); }
+static inline vlanes vlanes_first(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+}
 static inline vf vf_load_lanes(const float *p, vlanes n) { return _mm512_maskz_loadu_ps(n, p); }
 static inline void vf_store_lanes(float *p, vf x, vlanes n) { _mm512_mask_storeu_ps(p, n, x); }
 
@@ -79,7 +88,9 @@ static inline vmask vf_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_
 static inline vmask vf_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vmask vmask_or(vmask a, vmask b) { return _mm512_kor(a, b); }
 static inline vmask vmask_andnot(vmask a, vmask b) { return _mm512_kandn(a, b); }
-static inline vf vf_select(vmask m, vf if_true, vf if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+static inline vf vf_select(vmask m, vf if_true, vf if_false) {
+    return _mm512_mask_blend_ps(m, if_false, if_true);
+}
 static inline vf vf_keep(vmask m, vf x) { return _mm512_maskz_mov_ps(m, x); }
 static inline vf vf_drop(vmask m, vf x) { return _mm512_maskz_mov_ps(_mm512_knot(m), x); }
 

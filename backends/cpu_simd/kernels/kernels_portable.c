@@ -116,14 +116,17 @@ static inline float exp2_portable(float x) {
 static inline float tanh_portable(float y) {
     const float x = y > CS_TANH_CLAMP ? CS_TANH_CLAMP : y < -CS_TANH_CLAMP ? -CS_TANH_CLAMP : y;
     const float x2 = x * x;
-    const float p = (((CS_TANH_P4 * x2 + CS_TANH_P3) * x2 + CS_TANH_P2) * x2 + CS_TANH_P1) * x2 + CS_TANH_P0;
-    const float q = (((CS_TANH_Q4 * x2 + CS_TANH_Q3) * x2 + CS_TANH_Q2) * x2 + CS_TANH_Q1) * x2 + CS_TANH_Q0;
+    const float p =
+        (((CS_TANH_P4 * x2 + CS_TANH_P3) * x2 + CS_TANH_P2) * x2 + CS_TANH_P1) * x2 + CS_TANH_P0;
+    const float q =
+        (((CS_TANH_Q4 * x2 + CS_TANH_Q3) * x2 + CS_TANH_Q2) * x2 + CS_TANH_Q1) * x2 + CS_TANH_Q0;
     return x * p / q;
 }
 
 /* The base-2 logit of one score (cs_score_mods) of row r at key j. */
 static inline float logit_portable(float s, const cs_score_mods *mods, int64_t ldst, int r, int j) {
-    float t = mods->cap_out != 0.0f ? mods->cap_out * tanh_portable(s * mods->cap_in) : s * mods->scale2;
+    float t =
+        mods->cap_out != 0.0f ? mods->cap_out * tanh_portable(s * mods->cap_in) : s * mods->scale2;
     if (mods->slope) t += -mods->slope[r] * fabsf(mods->diag[r] - (float)j);
     if (mods->bias) t += mods->bias[j * ldst + r];
     return t;
@@ -157,12 +160,15 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *lo, c
             /* Scores that are all -inf so far give probabilities 2^(-inf - 0) = 0. */
             m_sub[i] = m_new[i] == -INFINITY ? 0.0f : m_new[i];
             /* A row that saw nothing in this block keeps its accumulator as it is. */
-            alpha[r + i] = lo[r + i] >= hi[r + i] ? 1.0f : mo == -INFINITY ? 0.0f : exp2_portable(mo - m_new[i]);
+            alpha[r + i] = lo[r + i] >= hi[r + i] ? 1.0f
+                           : mo == -INFINITY      ? 0.0f
+                                                  : exp2_portable(mo - m_new[i]);
         }
         for (int j = j0; j < j1; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
                 float *sj = st + j * ldst + r + i;
-                const float p = j >= lo[r + i] && j < hi[r + i] ? exp2_portable(*sj - m_sub[i]) : 0.0f;
+                const float p =
+                    j >= lo[r + i] && j < hi[r + i] ? exp2_portable(*sj - m_sub[i]) : 0.0f;
                 *sj = p;
                 sum[i] += p;
             }
@@ -174,8 +180,8 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *lo, c
     }
 }
 
-static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_t dq,
-                             int64_t cols, int keys, const float *alpha, float *o) {
+static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                             int keys, const float *alpha, float *o) {
     for (int r = 0; r < CS_PV_ROWS; ++r) {
         float *orow = o + (int64_t)r * dq;
         for (int64_t c = 0; c < cols; ++c) orow[c] *= alpha[r];
@@ -190,8 +196,8 @@ static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_
     }
 }
 
-static void pv_row_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int j0,
-                            int j1, float *o) {
+static void pv_row_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
+                            float *o) {
     for (int j = j0; j < j1; ++j) {
         const float *vrow = v + (int64_t)j * dq;
         const float pj = p[(int64_t)j * ldp];

@@ -30,10 +30,10 @@
 #include "tanh_rational.h"
 
 #define SIMD_CAT2(a, b) a##_##b
-#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
-#define SIMD_FN(name) SIMD_CAT(name, SIMD_NAME)
-#define VL SIMD_LANES
-#define SCORE_RV 3 /* registers of rows in the S = Q K^T tile */
+#define SIMD_CAT(a, b)  SIMD_CAT2(a, b)
+#define SIMD_FN(name)   SIMD_CAT(name, SIMD_NAME)
+#define VL              SIMD_LANES
+#define SCORE_RV        3 /* registers of rows in the S = Q K^T tile */
 
 _Static_assert(CS_ROW_STEP % VL == 0, "the softmax takes whole registers of rows");
 _Static_assert(CS_Q_PANEL % (SCORE_RV * VL) == 0, "a score tile never straddles two Q panels");
@@ -118,9 +118,9 @@ static void SIMD_FN(store_row)(const float *src, int64_t d, float mul, flashport
  * stay in registers across a chunk of the head dimension; per column, RV loads of Q and one
  * broadcast of K per key feed RV * SIMD_SCORE_KEYS FMAs. Called with a constant RV so that the
  * compiler unrolls it. */
-static inline __attribute__((always_inline)) void SIMD_FN(scores_tile)(
-    const float *qp, const float *k, int64_t d, int64_t dq, int keys, float *st, int64_t ldst,
-    const int RV) {
+static inline __attribute__((always_inline)) void
+SIMD_FN(scores_tile)(const float *qp, const float *k, int64_t d, int64_t dq, int keys, float *st,
+                     int64_t ldst, const int RV) {
     for (int j = 0; j < keys; j += SIMD_SCORE_KEYS) {
         const float *kj = k + (int64_t)j * dq;
         for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
@@ -171,15 +171,19 @@ static void SIMD_FN(scores)(const float *qp, const float *k, int64_t d, int64_t 
             j0 = a[g] < j0 ? a[g] : j0;
             j1 = e[g] > j1 ? e[g] : j1;
         }
-        for (int j = j1 ? j0 / SIMD_SCORE_KEYS * SIMD_SCORE_KEYS : 0; j < j1; j += SIMD_SCORE_KEYS) {
+        for (int j = j1 ? j0 / SIMD_SCORE_KEYS * SIMD_SCORE_KEYS : 0; j < j1;
+             j += SIMD_SCORE_KEYS) {
             int g0 = 0, g1 = regs;
             while (g0 < g1 && (a[g0] >= j + SIMD_SCORE_KEYS || e[g0] <= j)) ++g0;
             while (g1 > g0 && (a[g1 - 1] >= j + SIMD_SCORE_KEYS || e[g1 - 1] <= j)) --g1;
             const float *q = tile + g0 * VL, *kj = k + (int64_t)j * dq;
             float *out = st + (int64_t)j * ldst + r + g0 * VL;
-            if (g1 - g0 == 3) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 3);
-            else if (g1 - g0 == 2) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 2);
-            else if (g1 - g0 == 1) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 1);
+            if (g1 - g0 == 3)
+                SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 3);
+            else if (g1 - g0 == 2)
+                SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 2);
+            else if (g1 - g0 == 1)
+                SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 1);
         }
     }
 }
@@ -209,10 +213,10 @@ static inline vf SIMD_FN(exp2)(vf x) {
  * Both flags are constants at each call, so that the plain problem's loops carry none of the
  * modifiers' work; which modifiers are on is fixed for the call, so their branches are always
  * predicted. */
-static inline __attribute__((always_inline)) void SIMD_FN(softmax_rows)(
-    float *st, int64_t ldst, int r, int j0, int j1, int c0, int c1, vi vlo, vi vhi,
-    const cs_score_mods *mods, float *m, float *l, float *alpha, const int masked,
-    const int modified) {
+static inline __attribute__((always_inline)) void
+SIMD_FN(softmax_rows)(float *st, int64_t ldst, int r, int j0, int j1, int c0, int c1, vi vlo,
+                      vi vhi, const cs_score_mods *mods, float *m, float *l, float *alpha,
+                      const int masked, const int modified) {
     const int softcap = mods->cap_out != 0.0f, alibi = mods->slope != NULL;
     const vf neg_inf = vf_set1(-INFINITY);
     const vf scale = vf_set1(softcap ? mods->cap_in : mods->scale2);
@@ -306,8 +310,8 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, c
  * two loads of V and CS_PV_ROWS broadcasts of P feed 2 * CS_PV_ROWS FMAs. The strip's last
  * columns (cols is a multiple of CS_DIM_STEP, not of two registers) take one register at a
  * time, the last one masked where it is half a register. */
-static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq,
-                             int64_t cols, int keys, const float *alpha, float *o) {
+static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                             int keys, const float *alpha, float *o) {
     int64_t c = 0;
     for (; c + 2 * VL <= cols; c += 2 * VL) {
         vf acc[CS_PV_ROWS][2];
@@ -345,13 +349,14 @@ static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_
     }
 }
 
-static void SIMD_FN(pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0,
-                            int j1, float *o) {
+static void SIMD_FN(pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
+                            float *o) {
     for (int64_t c = 0; c < dq; c += VL) {
         const vlanes n = vlanes_first(dq - c);
         vf acc = vf_load_lanes(o + c, n);
         for (int j = j0; j < j1; ++j)
-            acc = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp), vf_load_lanes(v + (int64_t)j * dq + c, n), acc);
+            acc = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp),
+                           vf_load_lanes(v + (int64_t)j * dq + c, n), acc);
         vf_store_lanes(o + c, acc, n);
     }
 }

@@ -46,6 +46,11 @@
 #include "common/warp_reduce.cuh"
 #include "split_kv.h"
 
+/* Where PTX is compiled: the HIP build and nvcc's host pass take the plain copies below. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#include "common/ptx.cuh"
+#endif
+
 namespace fa2_f32 {
 
 constexpr int THREADS = 256;
@@ -63,8 +68,8 @@ struct config {
      * or next to a 128-register O tile). */
     static constexpr int UNROLL = UNROLL_;
 
-    static constexpr int QS = D + 4;     /* row stride of Q and K in shared memory */
-    static constexpr int VS = D;         /* V rows are only read whole, float4 by float4 */
+    static constexpr int QS = D + 4; /* row stride of Q and K in shared memory */
+    static constexpr int VS = D;     /* V rows are only read whole, float4 by float4 */
     static constexpr int PS = BC + PPAD_;
     static constexpr int NSR = BR / SR, NSC = BC / SC, SLICE = NSR * NSC, DS = D / KS;
     static constexpr int NOR = BR / OR, NCG = D / OC;
@@ -111,7 +116,7 @@ template <typename F> auto with_config(const fp_problem *p, F &&f) {
 }
 
 struct split_args {
-    float *part_o;  /* NULL: not split, the block writes O and LSE itself */
+    float *part_o; /* NULL: not split, the block writes O and LSE itself */
     float2 *part_ml;
     int keys_per_split;
     int64_t rows; /* B*Hq*Nq */
@@ -121,9 +126,7 @@ struct split_args {
 
 __device__ __forceinline__ void copy16_async(float *dst, const float *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 16 : 0));
+    fp_cp_async_16(fp_smem_addr(dst), src, valid ? 16 : 0);
 #else
     *(float4 *)dst = valid ? *(const float4 *)src : make_float4(0.f, 0.f, 0.f, 0.f);
 #endif
@@ -131,9 +134,7 @@ __device__ __forceinline__ void copy16_async(float *dst, const float *src, bool 
 
 __device__ __forceinline__ void copy4_async(float *dst, const float *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 4 : 0));
+    fp_cp_async_4(fp_smem_addr(dst), src, valid ? 4 : 0);
 #else
     *dst = valid ? *src : 0.0f;
 #endif
@@ -141,14 +142,14 @@ __device__ __forceinline__ void copy4_async(float *dst, const float *src, bool v
 
 __device__ __forceinline__ void async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
+    fp_cp_async_commit();
 #endif
 }
 
 /* Waits until at most one committed group is still in flight. */
 __device__ __forceinline__ void async_wait_all_but_one() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;\n" ::);
+    fp_cp_async_wait<1>();
 #endif
 }
 
@@ -203,7 +204,8 @@ __device__ __forceinline__ void scores(const float *sQ, const float *sK, float *
     for (int k = 0; k < CFG::DS; k += 4) {
         float4 qf[CFG::SR];
 #pragma unroll
-        for (int i = 0; i < CFG::SR; i++) qf[i] = *(const float4 *)(qp + i * CFG::NSR * CFG::QS + k);
+        for (int i = 0; i < CFG::SR; i++)
+            qf[i] = *(const float4 *)(qp + i * CFG::NSR * CFG::QS + k);
 #pragma unroll
         for (int j = 0; j < CFG::SC; j++) {
             float4 kf = *(const float4 *)(kp + j * CFG::NSC * CFG::QS + k);
@@ -295,7 +297,8 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], cons
     for (int j = 0; j < CFG::BC; j += 4) {
         float4 pf[CFG::OR];
 #pragma unroll
-        for (int i = 0; i < CFG::OR; i++) pf[i] = *(const float4 *)(pp + i * CFG::NOR * CFG::PS + j);
+        for (int i = 0; i < CFG::OR; i++)
+            pf[i] = *(const float4 *)(pp + i * CFG::NOR * CFG::PS + j);
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {
             float4 vf[CFG::OC / 4];
@@ -355,9 +358,8 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
     const int rows_valid = min(CFG::BR, a.nq - q0);
     for (int idx = tid; idx < CFG::BR * CFG::D; idx += THREADS) {
         int r = idx / CFG::D, c = idx % CFG::D;
-        sQ[r * CFG::QS + c] = (r < rows_valid && c < a.d)
-                                  ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c])
-                                  : 0.0f;
+        sQ[r * CFG::QS + c] =
+            (r < rows_valid && c < a.d) ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c]) : 0.0f;
     }
     if (n_tiles > 0) {
         stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)kv_begin * a.ks.seq, a.ks.seq,
@@ -389,8 +391,9 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
             stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)(k0 + CFG::BC) * a.ks.seq,
                                      a.ks.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
         async_commit();
-        const float alpha = masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, a.scale_log2, row)
-                                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, a.scale_log2, row);
+        const float alpha =
+            masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, a.scale_log2, row)
+                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, a.scale_log2, row);
         if (spart == 0) sAlpha[srow] = alpha;
         async_wait_all_but_one(); /* V of this tile has landed */
         __syncthreads();
@@ -464,8 +467,8 @@ inline int block_cols(const fp_problem *p) {
 }
 
 /* Checks shared by both variants; 1, or 0 with the reason. */
-inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props,
-                           char *why, size_t why_len) {
+inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props, char *why,
+                           size_t why_len) {
     if (p->head_dim > MAX_HEAD_DIM) {
         snprintf(why, why_len, "head_dim %lld exceeds %d", (long long)p->head_dim, MAX_HEAD_DIM);
         return 0;
@@ -507,21 +510,16 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
     return gpuGetLastError();
 }
 
-/* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and
- * merges them. */
-inline gpuError_t launch(const fp_gpu_launch *L, int splits) {
+/* Enqueues the forward; split (NULL: one pass) shares the keys out in whole tiles of
+ * block_cols(p), writes the partials to L->workspace (split_kv.h layout) and merges them. */
+inline gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
     const fp_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
-    if (splits > 1) {
-        /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
-        const int bc = block_cols(p);
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        sp.keys_per_split = (int)((per + bc - 1) / bc * bc);
-        splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
-    }
+    const int splits = split ? split->splits : 1;
     if (splits > 1) {
         sp.part_o = (float *)L->workspace;
         sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+        sp.keys_per_split = split->keys_per_split;
         sp.rows = p->batch * p->heads_q * p->seq_q;
     }
     gpuError_t err = gpuSuccess;

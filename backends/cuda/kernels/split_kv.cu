@@ -16,8 +16,8 @@
 
 namespace {
 
-constexpr int MERGE_LANES = 32; /* lanes per row; fits the wave of every target */
-constexpr int MERGE_ROWS = 4;   /* rows per block */
+constexpr int MERGE_LANES = 32;        /* lanes per row; fits the wave of every target */
+constexpr int MERGE_ROWS = 4;          /* rows per block */
 constexpr int MERGE_COLS_PER_LANE = 8; /* columns each lane accumulates per pass over splits */
 
 struct merge_args {
@@ -30,8 +30,8 @@ struct merge_args {
     int heads_q, nq, d, splits;
 };
 
-template <typename T> __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES)
-    split_kv_merge_kernel(merge_args a) {
+template <typename T>
+__global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel(merge_args a) {
     const int lane = threadIdx.x % MERGE_LANES;
     const int64_t row = (int64_t)blockIdx.x * MERGE_ROWS + threadIdx.x / MERGE_LANES;
     if (row >= a.rows) return;
@@ -100,11 +100,16 @@ size_t fp_split_kv_ml_offset(const fp_problem *p, int splits) {
 
 size_t fp_split_kv_workspace(const fp_problem *p, int splits) {
     if (splits < 2) return 0;
-    return fp_split_kv_ml_offset(p, splits) + (size_t)splits * (size_t)split_rows(p) * 2 * sizeof(float);
+    return fp_split_kv_ml_offset(p, splits) +
+           (size_t)splits * (size_t)split_rows(p) * 2 * sizeof(float);
 }
 
-int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
-                       int block_rows, int min_keys_per_split) {
+size_t fp_split_kv_kernel_workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
+    return fp_split_kv_workspace(p, params->split_kv.splits);
+}
+
+int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props, int block_rows,
+                       int min_keys_per_split) {
     const int64_t sms = props->sm_count > 0 ? props->sm_count : 1;
     const int64_t blocks = p->batch * p->heads_q * ((p->seq_q + block_rows - 1) / block_rows);
     const int64_t target = 2 * sms;
@@ -116,10 +121,19 @@ int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
      * and the merge stays small. */
     int64_t best = 1;
     for (int64_t s = 2; s <= most; s++) {
-        const int64_t waves = (blocks * s + sms - 1) / sms, best_waves = (blocks * best + sms - 1) / sms;
+        const int64_t waves = (blocks * s + sms - 1) / sms,
+                      best_waves = (blocks * best + sms - 1) / sms;
         if (waves * best < best_waves * s) best = s;
     }
     return (int)best;
+}
+
+fp_split_kv_params fp_split_kv_share(const fp_problem *p, int splits, int key_tile) {
+    fp_split_kv_params s = {};
+    const int64_t per = (p->seq_kv + splits - 1) / splits;
+    s.keys_per_split = (int)((per + key_tile - 1) / key_tile * key_tile);
+    s.splits = (int)((p->seq_kv + s.keys_per_split - 1) / s.keys_per_split);
+    return s;
 }
 
 gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {

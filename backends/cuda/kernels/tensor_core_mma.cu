@@ -8,9 +8,8 @@
  * the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
  * candidate <index> of the problem's padded head dim instead, in both variants; an index the
  * head dim does not have makes the variants decline the problem with that reason (the planner
- * then says so, and falls back to the next variant).
- *
- * param[0] = the tile configuration's index.
+ * then says so, and falls back to the next variant). The configuration chosen is the plan's
+ * fp_gpu_tile_params (fp_split_kv_params.tile in the split variant).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,8 +23,7 @@
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
-static int default_config(int padded_d)
-{
+static int default_config(int padded_d) {
     switch (padded_d) {
     case 64: return FP_TC_DEFAULT_CONFIG_D64;
     case 128: return FP_TC_DEFAULT_CONFIG_D128;
@@ -44,67 +42,57 @@ struct tc_instance {
 };
 
 template <typename T, typename Cfg, bool ASYNC>
-static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream)
-{
+static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream) {
     gpuError_t err = fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC>, Cfg::SMEM_BYTES>();
-    if (err != gpuSuccess)
-        return err;
+    if (err != gpuSuccess) return err;
     constexpr int threads = Cfg::WARPS * 32;
-    fp_tc_forward_kernel<T, Cfg, ASYNC> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
-                                                      stream)(prm);
+    fp_tc_forward_kernel<T, Cfg, ASYNC> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES, stream)(prm);
     return gpuGetLastError();
 }
 
-#define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)            \
-    {d,                                                                                        \
-     index,                                                                                    \
-     bc,                                                                                       \
-     fp_tc_config<d, index>::SMEM_BYTES,                                                       \
-     {{launch_instance<__half, fp_tc_config<d, index>, false>,                                 \
-       launch_instance<__half, fp_tc_config<d, index>, true>},                                 \
-      {launch_instance<__nv_bfloat16, fp_tc_config<d, index>, false>,                          \
+#define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)                \
+    {d,                                                                                            \
+     index,                                                                                        \
+     bc,                                                                                           \
+     fp_tc_config<d, index>::SMEM_BYTES,                                                           \
+     {{launch_instance<__half, fp_tc_config<d, index>, false>,                                     \
+       launch_instance<__half, fp_tc_config<d, index>, true>},                                     \
+      {launch_instance<__nv_bfloat16, fp_tc_config<d, index>, false>,                              \
        launch_instance<__nv_bfloat16, fp_tc_config<d, index>, true>}}},
 static const tc_instance instances[] = {FP_TC_CONFIG_LIST(FP_TC_INSTANCE)};
 #undef FP_TC_INSTANCE
 static const int n_instances = (int)(sizeof instances / sizeof instances[0]);
 
 /* Configuration `index` of a padded head dim; NULL when it has none of that number. */
-static const tc_instance *find_instance(int padded_d, int index)
-{
+static const tc_instance *find_instance(int padded_d, int index) {
     for (int i = 0; i < n_instances; ++i)
-        if (instances[i].d == padded_d && instances[i].index == index)
-            return &instances[i];
+        if (instances[i].d == padded_d && instances[i].index == index) return &instances[i];
     return NULL;
 }
 
-static int config_count(int padded_d)
-{
+static int config_count(int padded_d) {
     int n = 0;
-    while (find_instance(padded_d, n))
-        ++n;
+    while (find_instance(padded_d, n)) ++n;
     return n;
 }
 
 /* The configuration index for padded head dim padded_d: FP_TC_CONFIG_ENV when set and not
  * empty (*named = 1), else the default. -1 and the reason in why when the variable names no
  * config. */
-static int choose_config(int padded_d, int *named, char *why, size_t why_len)
-{
+static int choose_config(int padded_d, int *named, char *why, size_t why_len) {
     const int index =
         fp_config_from_env(FP_TC_CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
     *named = index != FP_CONFIG_ENV_UNSET;
     return *named ? index : default_config(padded_d);
 }
 
-int fp_tc_block_keys(int64_t head_dim, int config)
-{
+int fp_tc_block_keys(int64_t head_dim, int config) {
     const tc_instance *in = find_instance(padded_head_dim(head_dim), config);
     return in ? in->block_keys : 0;
 }
 
-int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
-                          int *config, char *why, size_t why_len)
-{
+int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props, int *config,
+                          char *why, size_t why_len) {
     if (props->cc_major < 8) {
         snprintf(why, why_len,
                  "needs compute capability 8.0+ (mma.sync, cp.async), device is %d.%d",
@@ -119,13 +107,11 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "head_dim %lld > 256", (long long)p->head_dim);
         return 0;
     }
-    if (!fp_attn_sizes_fit(p, why, why_len))
-        return 0;
+    if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
     *config = choose_config(padded_d, &named, why, why_len);
-    if (*config < 0)
-        return 0;
+    if (*config < 0) return 0;
     /* A default sized for sm_90 may not fit a device with less shared memory; unless the config
      * was named, the lowest-numbered one that fits stands in for it. */
     if (!named && find_instance(padded_d, *config)->smem > props->smem_per_block_optin)
@@ -148,18 +134,15 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
 static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
 
 /* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned. */
-static int chunk_aligned(const void *base, const flashport_strides *s)
-{
+static int chunk_aligned(const void *base, const flashport_strides *s) {
     return aligned(base, 16) && s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
 }
 
-gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
-                                int keys_per_split, float *part_o, float *part_ml)
-{
+gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, int keys_per_split,
+                                float *part_o, float *part_ml) {
     const fp_problem *p = &L->p;
     const tc_instance *in = find_instance(padded_head_dim(p->head_dim), config);
-    if (!in)
-        return cudaErrorInvalidValue;
+    if (!in) return cudaErrorInvalidValue;
     fp_tc_params prm;
     prm.q = L->q;
     prm.k = L->k;
@@ -182,29 +165,23 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
     prm.scale_log2 = fabsf(p->scale) * 1.44269504088896340736f;
     prm.negate_q = p->scale < 0.0f;
     prm.causal = p->causal != 0;
-    prm.o_pairs = aligned(L->o, 4) && p->o.batch % 2 == 0 && p->o.head % 2 == 0 &&
-                  p->o.seq % 2 == 0;
+    prm.o_pairs =
+        aligned(L->o, 4) && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
 
     const dim3 grid((unsigned)((p->seq_q + FP_TC_BLOCK_ROWS - 1) / FP_TC_BLOCK_ROWS),
                     (unsigned)(p->batch * p->heads_q), (unsigned)(splits ? splits : 1));
-    const int async = chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) &&
-                      chunk_aligned(L->v, &p->v);
+    const int async =
+        chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) && chunk_aligned(L->v, &p->v);
     return in->launch[p->dtype == FLASHPORT_BF16][async](prm, grid, L->stream);
 }
 
-static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-                    char *why, size_t why_len)
-{
-    int config = 0;
-    if (!fp_tc_forward_support(p, props, &config, why, why_len))
-        return 0;
-    param[0] = config;
-    return 1;
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    return fp_tc_forward_support(p, props, &params->tile.config, why, why_len);
 }
 
-static gpuError_t launch(const fp_gpu_launch *L)
-{
-    return fp_tc_forward_launch(L, (int)L->param[0], 0, 0, NULL, NULL);
+static gpuError_t launch(const fp_gpu_launch *L) {
+    return fp_tc_forward_launch(L, L->params->tile.config, 0, 0, NULL, NULL);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */

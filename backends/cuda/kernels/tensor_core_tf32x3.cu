@@ -8,9 +8,8 @@
  * Head dims up to 256, padded to 64, 128 or 256; no workspace. Each padded head dim has a few
  * compiled tile configurations (tf32x3/tile_configs.h) and runs its default one; for tuning,
  * FLASHPORT_CUDA_TF32X3_CONFIG=<index> runs candidate <index> instead (an index the head dim
- * does not have makes the variant decline the problem, with that reason).
- *
- * param[0] = the tile configuration's index.
+ * does not have makes the variant decline the problem, with that reason). The configuration
+ * chosen is the plan's fp_gpu_tile_params.
  */
 #include <stdio.h>
 
@@ -38,43 +37,36 @@ struct tf32x3_instance {
 };
 
 template <typename Cfg, bool ASYNC>
-static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_blocks,
-                                  unsigned heads, gpuStream_t stream)
-{
-    gpuError_t err =
-        fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
-    if (err != gpuSuccess)
-        return err;
-    fp_tf32x3_forward_kernel<Cfg, ASYNC> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1),
-                                                       Cfg::WARPS * 32, Cfg::SMEM_BYTES,
-                                                       stream)(prm);
+static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_blocks, unsigned heads,
+                                  gpuStream_t stream) {
+    gpuError_t err = fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
+    if (err != gpuSuccess) return err;
+    fp_tf32x3_forward_kernel<Cfg, ASYNC> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1), Cfg::WARPS * 32,
+                                                       Cfg::SMEM_BYTES, stream)(prm);
     return gpuGetLastError();
 }
 
-#define FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)                               \
+#define FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)                                   \
     fp_tf32x3_config<d, warps, m_tiles, bc, stages, min_blocks>
-#define FP_TF32X3_INSTANCE(d, index, warps, m_tiles, bc, stages, min_blocks)                   \
-    {d,                                                                                        \
-     index,                                                                                    \
-     FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::ROWS,                           \
-     FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::SMEM_BYTES,                     \
-     {launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), false>,        \
+#define FP_TF32X3_INSTANCE(d, index, warps, m_tiles, bc, stages, min_blocks)                       \
+    {d,                                                                                            \
+     index,                                                                                        \
+     FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::ROWS,                               \
+     FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::SMEM_BYTES,                         \
+     {launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), false>,            \
       launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), true>}},
 static const tf32x3_instance instances[] = {FP_TF32X3_CONFIG_LIST(FP_TF32X3_INSTANCE)};
 #undef FP_TF32X3_INSTANCE
 #undef FP_TF32X3_CFG
 
 /* Configuration `index` of a padded head dim; NULL when it has none of that number. */
-static const tf32x3_instance *find_instance(int padded_d, int index)
-{
+static const tf32x3_instance *find_instance(int padded_d, int index) {
     for (const tf32x3_instance &in : instances)
-        if (in.d == padded_d && in.index == index)
-            return &in;
+        if (in.d == padded_d && in.index == index) return &in;
     return NULL;
 }
 
-static int default_config(int padded_d)
-{
+static int default_config(int padded_d) {
     switch (padded_d) {
     case 64: return FP_TF32X3_DEFAULT_CONFIG_D64;
     case 128: return FP_TF32X3_DEFAULT_CONFIG_D128;
@@ -82,36 +74,30 @@ static int default_config(int padded_d)
     }
 }
 
-static int config_count(int padded_d)
-{
+static int config_count(int padded_d) {
     int n = 0;
-    while (find_instance(padded_d, n))
-        ++n;
+    while (find_instance(padded_d, n)) ++n;
     return n;
 }
 
 /* FP_TF32X3_CONFIG_ENV when set and not empty, else the default; -1 and the reason in why when
  * the variable names no config of padded_d. */
-static int choose_config(int padded_d, char *why, size_t why_len)
-{
-    const int index = fp_config_from_env(FP_TF32X3_CONFIG_ENV, padded_d, config_count(padded_d),
-                                         why, why_len);
+static int choose_config(int padded_d, char *why, size_t why_len) {
+    const int index =
+        fp_config_from_env(FP_TF32X3_CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
     return index == FP_CONFIG_ENV_UNSET ? default_config(padded_d) : index;
 }
 
-static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-                    char *why, size_t why_len)
-{
-    if (!fp_tf32x3_supports_problem(p, props, why, why_len))
-        return 0;
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    if (!fp_tf32x3_supports_problem(p, props, why, why_len)) return 0;
     if (p->head_dim > 256) {
         snprintf(why, why_len, "head_dim %lld > 256", (long long)p->head_dim);
         return 0;
     }
     const int padded_d = padded_head_dim(p->head_dim);
     const int config = choose_config(padded_d, why, why_len);
-    if (config < 0)
-        return 0;
+    if (config < 0) return 0;
     const tf32x3_instance *in = find_instance(padded_d, config);
     if (!in) {
         snprintf(why, why_len, "no tile config %d for padded head dim %d", config, padded_d);
@@ -124,16 +110,14 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64
                  config, in->d, in->smem, props->smem_per_block_optin);
         return 0;
     }
-    param[0] = config;
+    params->tile.config = config;
     return 1;
 }
 
-static gpuError_t launch(const fp_gpu_launch *L)
-{
+static gpuError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
-    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
-    if (!in)
-        return cudaErrorInvalidValue;
+    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), L->params->tile.config);
+    if (!in) return cudaErrorInvalidValue;
     fp_tf32x3_params prm;
     const int async = fp_tf32x3_fill_params(&prm, L);
     const unsigned row_blocks = (unsigned)((p->seq_q + in->rows - 1) / in->rows);

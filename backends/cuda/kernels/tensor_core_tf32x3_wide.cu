@@ -8,9 +8,7 @@
  * Each padded head dim has a few compiled tile configurations (tf32x3/wide_tile_configs.h) and
  * runs its default one; FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=<index> runs candidate <index>
  * instead, for tuning (an index the head dim lacks makes the variant decline, with that reason).
- *
- * param[0] = the tile configuration's index, param[1] = keys per split (0: not split),
- * param[2] = splits.
+ * The plan's fp_split_kv_params hold the configuration (tile) and the split (splits = 1: none).
  */
 #include <stdio.h>
 
@@ -46,72 +44,60 @@ struct wide_instance {
 
 template <typename Cfg, bool ASYNC>
 gpuError_t launch_instance(const fp_tf32x3_params &prm, const fp_tf32x3_split &sp, dim3 grid,
-                           gpuStream_t stream)
-{
+                           gpuStream_t stream) {
     gpuError_t err =
         fp_raise_smem_limit<fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
-    if (err != gpuSuccess)
-        return err;
-    fp_tf32x3_wide_forward_kernel<Cfg, ASYNC>
-        FP_GPU_LAUNCH(grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES, stream)(prm, sp);
+    if (err != gpuSuccess) return err;
+    fp_tf32x3_wide_forward_kernel<Cfg, ASYNC> FP_GPU_LAUNCH(grid, Cfg::WARPS * 32, Cfg::SMEM_BYTES,
+                                                            stream)(prm, sp);
     return gpuGetLastError();
 }
 
 #define FP_WIDE_CFG(d, m_tiles, bc, ring) fp_tf32x3_wide_config<d, m_tiles, bc, ring>
-#define FP_WIDE_INSTANCE(d, index, m_tiles, bc, ring)                                          \
-    {d,                                                                                        \
-     index,                                                                                    \
-     FP_WIDE_CFG(d, m_tiles, bc, ring)::ROWS,                                                  \
-     bc,                                                                                       \
-     FP_WIDE_CFG(d, m_tiles, bc, ring)::SMEM_BYTES,                                            \
-     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), false>,                               \
+#define FP_WIDE_INSTANCE(d, index, m_tiles, bc, ring)                                              \
+    {d,                                                                                            \
+     index,                                                                                        \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::ROWS,                                                      \
+     bc,                                                                                           \
+     FP_WIDE_CFG(d, m_tiles, bc, ring)::SMEM_BYTES,                                                \
+     {launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), false>,                                   \
       launch_instance<FP_WIDE_CFG(d, m_tiles, bc, ring), true>}},
 const wide_instance instances[] = {FP_TF32X3_WIDE_CONFIG_LIST(FP_WIDE_INSTANCE)};
 #undef FP_WIDE_INSTANCE
 #undef FP_WIDE_CFG
 
-const wide_instance *find_instance(int padded_d, int index)
-{
+const wide_instance *find_instance(int padded_d, int index) {
     for (const wide_instance &in : instances)
-        if (in.d == padded_d && in.index == index)
-            return &in;
+        if (in.d == padded_d && in.index == index) return &in;
     return NULL;
 }
 
-int config_count(int padded_d)
-{
+int config_count(int padded_d) {
     int n = 0;
-    while (find_instance(padded_d, n))
-        ++n;
+    while (find_instance(padded_d, n)) ++n;
     return n;
 }
 
 /* CONFIG_ENV when set and not empty, else the default; NULL and the reason in why when the
  * variable names no config of padded_d. */
-const wide_instance *choose_instance(int padded_d, char *why, size_t why_len)
-{
+const wide_instance *choose_instance(int padded_d, char *why, size_t why_len) {
     const int index =
         fp_config_from_env(CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
-    if (index == -1)
-        return NULL;
-    if (index != FP_CONFIG_ENV_UNSET)
-        return find_instance(padded_d, index);
+    if (index == -1) return NULL;
+    if (index != FP_CONFIG_ENV_UNSET) return find_instance(padded_d, index);
     return find_instance(padded_d, padded_d == 512 ? FP_TF32X3_WIDE_DEFAULT_CONFIG_D512
                                                    : FP_TF32X3_WIDE_DEFAULT_CONFIG_D1024);
 }
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-             char *why, size_t why_len)
-{
-    if (!fp_tf32x3_supports_problem(p, props, why, why_len))
-        return 0;
+int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kernel_params *params,
+             char *why, size_t why_len) {
+    if (!fp_tf32x3_supports_problem(p, props, why, why_len)) return 0;
     if (p->head_dim <= 256 || p->head_dim > 1024) {
         snprintf(why, why_len, "head_dim %lld outside (256, 1024]", (long long)p->head_dim);
         return 0;
     }
     const wide_instance *in = choose_instance(padded_head_dim(p->head_dim), why, why_len);
-    if (!in)
-        return 0;
+    if (!in) return 0;
     if (in->smem > props->smem_per_block_optin) {
         snprintf(why, why_len,
                  "tile config %d of d=%d needs %zu bytes of shared memory a block, device "
@@ -120,30 +106,21 @@ int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *par
         return 0;
     }
     const int splits = fp_split_kv_choose(p, props, in->rows, MIN_KEYS_PER_SPLIT);
-    param[0] = in->index;
-    param[1] = 0;
-    param[2] = 1;
-    if (splits > 1) {
-        /* Whole tiles a split, so that only the last split's last tile meets the end of keys. */
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        param[1] = (per + in->block_keys - 1) / in->block_keys * in->block_keys;
-        param[2] = (p->seq_kv + param[1] - 1) / param[1];
-    }
+    /* Whole tiles a split, so that only the last split's last tile meets the end of keys. */
+    if (splits > 1)
+        params->split_kv = fp_split_kv_share(p, splits, in->block_keys);
+    else
+        params->split_kv.splits = 1;
+    params->split_kv.tile.config = in->index;
     return 1;
 }
 
-size_t workspace(const fp_problem *p, const int64_t *param)
-{
-    return fp_split_kv_workspace(p, (int)param[2]);
-}
-
-gpuError_t launch(const fp_gpu_launch *L)
-{
+gpuError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
-    const wide_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
-    if (!in)
-        return cudaErrorInvalidValue;
-    const int splits = (int)L->param[2];
+    const fp_split_kv_params &split = L->params->split_kv;
+    const wide_instance *in = find_instance(padded_head_dim(p->head_dim), split.tile.config);
+    if (!in) return cudaErrorInvalidValue;
+    const int splits = split.splits;
     fp_tf32x3_params prm;
     const bool async = fp_tf32x3_fill_params(&prm, L);
     fp_tf32x3_split sp = {NULL, NULL, 0, p->batch * p->heads_q * p->seq_q};
@@ -151,13 +128,12 @@ gpuError_t launch(const fp_gpu_launch *L)
         sp.part_o = static_cast<float *>(L->workspace);
         sp.part_ml = reinterpret_cast<float2 *>(static_cast<char *>(L->workspace) +
                                                 fp_split_kv_ml_offset(p, splits));
-        sp.keys_per_split = (int)L->param[1];
+        sp.keys_per_split = split.keys_per_split;
     }
     const dim3 grid((unsigned)((p->seq_q + in->rows - 1) / in->rows),
                     (unsigned)(p->batch * p->heads_q), (unsigned)splits);
     const gpuError_t err = in->launch[async](prm, sp, grid, L->stream);
-    if (err != gpuSuccess || splits < 2)
-        return err;
+    if (err != gpuSuccess || splits < 2) return err;
     return fp_split_kv_merge(L, splits);
 }
 
@@ -169,6 +145,6 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_tensor_core_tf32x3_wide = {
      "split-KV when the grid is small",
      FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
-    workspace,
+    fp_split_kv_kernel_workspace,
     launch,
 };

@@ -9,9 +9,9 @@
 #include <cuda_runtime.h>
 
 #define FP_GPU_BACKEND_NAME "cuda"
-#define FP_GPU_VENDOR "NVIDIA"
-#define FP_GPU_API_PREFIX "cuda" /* runtime calls are named "cuda" + what follows gpu */
-#define FP_WARP_SIZE 32
+#define FP_GPU_VENDOR       "NVIDIA"
+#define FP_GPU_API_PREFIX   "cuda" /* runtime calls are named "cuda" + what follows gpu */
+#define FP_WARP_SIZE        32
 
 /* Qualifier of the kernel-table entries (kernel_list.h); see hip.h for why it exists. */
 #define FP_KERNEL_ENTRY const
@@ -26,32 +26,32 @@ typedef __half gpuHalf;
 typedef __nv_bfloat16 gpuBFloat16;
 
 /* Errors */
-#define gpuSuccess cudaSuccess
+#define gpuSuccess               cudaSuccess
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
-#define gpuGetErrorString cudaGetErrorString
-#define gpuGetLastError cudaGetLastError
+#define gpuGetErrorString        cudaGetErrorString
+#define gpuGetLastError          cudaGetLastError
 
 /* Devices */
-#define gpuGetDeviceCount cudaGetDeviceCount
-#define gpuSetDevice cudaSetDevice
-#define gpuGetDevice cudaGetDevice
-#define gpuGetDeviceProperties cudaGetDeviceProperties
-#define gpuDeviceGetAttribute cudaDeviceGetAttribute
-#define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
-#define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
-#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
-#define gpuDevAttrWarpSize cudaDevAttrWarpSize
-#define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuGetDeviceCount                          cudaGetDeviceCount
+#define gpuSetDevice                               cudaSetDevice
+#define gpuGetDevice                               cudaGetDevice
+#define gpuGetDeviceProperties                     cudaGetDeviceProperties
+#define gpuDeviceGetAttribute                      cudaDeviceGetAttribute
+#define gpuDevAttrComputeCapabilityMajor           cudaDevAttrComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor           cudaDevAttrComputeCapabilityMinor
+#define gpuDevAttrMultiProcessorCount              cudaDevAttrMultiProcessorCount
+#define gpuDevAttrWarpSize                         cudaDevAttrWarpSize
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin     cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define gpuDevAttrMaxSharedMemoryPerMultiprocessor cudaDevAttrMaxSharedMemoryPerMultiprocessor
-#define gpuDevAttrMaxRegistersPerMultiprocessor cudaDevAttrMaxRegistersPerMultiprocessor
-#define gpuDevAttrMaxThreadsPerMultiProcessor cudaDevAttrMaxThreadsPerMultiProcessor
-#define gpuDevAttrL2CacheSize cudaDevAttrL2CacheSize
-#define gpuDevAttrClockRate cudaDevAttrClockRate
-#define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
-#define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
-#define gpuDevAttrMemoryPoolsSupported cudaDevAttrMemoryPoolsSupported
-#define gpuDriverGetVersion cudaDriverGetVersion
-#define gpuRuntimeGetVersion cudaRuntimeGetVersion
+#define gpuDevAttrMaxRegistersPerMultiprocessor    cudaDevAttrMaxRegistersPerMultiprocessor
+#define gpuDevAttrMaxThreadsPerMultiProcessor      cudaDevAttrMaxThreadsPerMultiProcessor
+#define gpuDevAttrL2CacheSize                      cudaDevAttrL2CacheSize
+#define gpuDevAttrClockRate                        cudaDevAttrClockRate
+#define gpuDevAttrMemoryClockRate                  cudaDevAttrMemoryClockRate
+#define gpuDevAttrGlobalMemoryBusWidth             cudaDevAttrGlobalMemoryBusWidth
+#define gpuDevAttrMemoryPoolsSupported             cudaDevAttrMemoryPoolsSupported
+#define gpuDriverGetVersion                        cudaDriverGetVersion
+#define gpuRuntimeGetVersion                       cudaRuntimeGetVersion
 
 /* The target's name: "sm_" and the compute capability. */
 static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
@@ -64,33 +64,33 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 }
 
 /* Memory */
-#define gpuMalloc cudaMalloc
-#define gpuFree cudaFree
-#define gpuMallocAsync cudaMallocAsync
-#define gpuFreeAsync cudaFreeAsync
-#define gpuMemcpyAsync cudaMemcpyAsync
-#define gpuMemsetAsync cudaMemsetAsync
-#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
-#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMalloc               cudaMalloc
+#define gpuFree                 cudaFree
+#define gpuMallocAsync          cudaMallocAsync
+#define gpuFreeAsync            cudaFreeAsync
+#define gpuMemcpyAsync          cudaMemcpyAsync
+#define gpuMemsetAsync          cudaMemsetAsync
+#define gpuMemcpyHostToDevice   cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost   cudaMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 
 /* Streams and events */
 #define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
-#define gpuStreamNonBlocking cudaStreamNonBlocking
-#define gpuStreamDestroy cudaStreamDestroy
-#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamNonBlocking     cudaStreamNonBlocking
+#define gpuStreamDestroy         cudaStreamDestroy
+#define gpuStreamSynchronize     cudaStreamSynchronize
 /* The device a stream belongs to, whichever device is current (runtime 12.8+). */
-#define fp_gpu_stream_device cudaStreamGetDevice
+#define fp_gpu_stream_device      cudaStreamGetDevice
 #define FP_GPU_STREAM_DEVICE_CALL "StreamGetDevice"
-#define gpuEventCreate cudaEventCreate
-#define gpuEventDestroy cudaEventDestroy
-#define gpuEventRecord cudaEventRecord
-#define gpuEventSynchronize cudaEventSynchronize
-#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuEventCreate            cudaEventCreate
+#define gpuEventDestroy           cudaEventDestroy
+#define gpuEventRecord            cudaEventRecord
+#define gpuEventSynchronize       cudaEventSynchronize
+#define gpuEventElapsedTime       cudaEventElapsedTime
 
 /* Kernels */
-#define gpuFuncSetAttribute cudaFuncSetAttribute
-#define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define gpuFuncSetAttribute                          cudaFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize   cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 
 /* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. The launch
@@ -99,16 +99,16 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 
 /* Device code: conversions of the 16-bit storage types, and a butterfly shuffle in which every
  * lane of the warp takes part (CUDA needs the member mask, HIP has none). */
-#define gpuHalfToFloat __half2float
-#define gpuFloatToHalf __float2half_rn
+#define gpuHalfToFloat     __half2float
+#define gpuFloatToHalf     __float2half_rn
 #define gpuBFloat16ToFloat __bfloat162float
 #define gpuFloatToBFloat16 __float2bfloat16_rn
-#define FP_SHFL_XOR(value, lane_mask, width) \
+#define FP_SHFL_XOR(value, lane_mask, width)                                                       \
     __shfl_xor_sync(0xffffffffu, (value), (lane_mask), (width))
 
 /* The f16/bf16 matrix-core variants the planner prefers (mma.sync, kernels/tensor_core_mma*). */
-#define FP_MATRIX_KERNEL "tensor_core_mma"
+#define FP_MATRIX_KERNEL       "tensor_core_mma"
 #define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
-#define FP_MATRIX_KERNEL_ROWS 128
+#define FP_MATRIX_KERNEL_ROWS  128
 
 #endif /* FP_VENDORS_CUDA_H */

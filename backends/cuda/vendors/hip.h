@@ -12,8 +12,8 @@
 #include <hip/hip_runtime.h>
 
 #define FP_GPU_BACKEND_NAME "hip"
-#define FP_GPU_VENDOR "AMD"
-#define FP_GPU_API_PREFIX "hip" /* runtime calls are named "hip" + what follows gpu */
+#define FP_GPU_VENDOR       "AMD"
+#define FP_GPU_API_PREFIX   "hip" /* runtime calls are named "hip" + what follows gpu */
 
 /*
  * Wave size. In a device pass it is the target's: 64 on CDNA (gfx90a, gfx940), 32 on RDNA
@@ -51,33 +51,33 @@ typedef __half gpuHalf;
 typedef hip_bfloat16 gpuBFloat16;
 
 /* Errors */
-#define gpuSuccess hipSuccess
+#define gpuSuccess               hipSuccess
 #define gpuErrorMemoryAllocation hipErrorOutOfMemory
-#define gpuGetErrorString hipGetErrorString
-#define gpuGetLastError hipGetLastError
+#define gpuGetErrorString        hipGetErrorString
+#define gpuGetLastError          hipGetLastError
 
 /* Devices */
-#define gpuGetDeviceCount hipGetDeviceCount
-#define gpuSetDevice hipSetDevice
-#define gpuGetDevice hipGetDevice
-#define gpuGetDeviceProperties hipGetDeviceProperties
-#define gpuDeviceGetAttribute hipDeviceGetAttribute
-#define gpuDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#define gpuGetDeviceCount                          hipGetDeviceCount
+#define gpuSetDevice                               hipSetDevice
+#define gpuGetDevice                               hipGetDevice
+#define gpuGetDeviceProperties                     hipGetDeviceProperties
+#define gpuDeviceGetAttribute                      hipDeviceGetAttribute
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin     hipDeviceAttributeSharedMemPerBlockOptin
 #define gpuDevAttrMaxSharedMemoryPerMultiprocessor hipDeviceAttributeSharedMemPerMultiprocessor
-#define gpuDevAttrMaxRegistersPerMultiprocessor hipDeviceAttributeMaxRegistersPerMultiprocessor
-#define gpuDevAttrClockRate hipDeviceAttributeClockRate
-#define gpuDevAttrMemoryClockRate hipDeviceAttributeMemoryClockRate
-#define gpuDevAttrGlobalMemoryBusWidth hipDeviceAttributeMemoryBusWidth
-#define gpuDevAttrMemoryPoolsSupported hipDeviceAttributeMemoryPoolsSupported
-#define gpuDriverGetVersion hipDriverGetVersion
-#define gpuRuntimeGetVersion hipRuntimeGetVersion
+#define gpuDevAttrMaxRegistersPerMultiprocessor    hipDeviceAttributeMaxRegistersPerMultiprocessor
+#define gpuDevAttrClockRate                        hipDeviceAttributeClockRate
+#define gpuDevAttrMemoryClockRate                  hipDeviceAttributeMemoryClockRate
+#define gpuDevAttrGlobalMemoryBusWidth             hipDeviceAttributeMemoryBusWidth
+#define gpuDevAttrMemoryPoolsSupported             hipDeviceAttributeMemoryPoolsSupported
+#define gpuDriverGetVersion                        hipDriverGetVersion
+#define gpuRuntimeGetVersion                       hipRuntimeGetVersion
 
 #define gpuDevAttrMaxThreadsPerMultiProcessor hipDeviceAttributeMaxThreadsPerMultiProcessor
-#define gpuDevAttrL2CacheSize hipDeviceAttributeL2CacheSize
-#define gpuDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
-#define gpuDevAttrComputeCapabilityMinor hipDeviceAttributeComputeCapabilityMinor
-#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
-#define gpuDevAttrWarpSize hipDeviceAttributeWarpSize
+#define gpuDevAttrL2CacheSize                 hipDeviceAttributeL2CacheSize
+#define gpuDevAttrComputeCapabilityMajor      hipDeviceAttributeComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor      hipDeviceAttributeComputeCapabilityMinor
+#define gpuDevAttrMultiProcessorCount         hipDeviceAttributeMultiprocessorCount
+#define gpuDevAttrWarpSize                    hipDeviceAttributeWarpSize
 
 /* The target's name as the runtime gives it, e.g. "gfx90a:sramecc+:xnack-". */
 static inline hipError_t fp_gpu_arch_name(int device, char *out, size_t len) {
@@ -88,21 +88,21 @@ static inline hipError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 }
 
 /* Memory */
-#define gpuMalloc hipMalloc
-#define gpuFree hipFree
-#define gpuMallocAsync hipMallocAsync
-#define gpuFreeAsync hipFreeAsync
-#define gpuMemcpyAsync hipMemcpyAsync
-#define gpuMemsetAsync hipMemsetAsync
-#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
-#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMalloc               hipMalloc
+#define gpuFree                 hipFree
+#define gpuMallocAsync          hipMallocAsync
+#define gpuFreeAsync            hipFreeAsync
+#define gpuMemcpyAsync          hipMemcpyAsync
+#define gpuMemsetAsync          hipMemsetAsync
+#define gpuMemcpyHostToDevice   hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost   hipMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 
 /* Streams and events */
 #define gpuStreamCreateWithFlags hipStreamCreateWithFlags
-#define gpuStreamNonBlocking hipStreamNonBlocking
-#define gpuStreamDestroy hipStreamDestroy
-#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamNonBlocking     hipStreamNonBlocking
+#define gpuStreamDestroy         hipStreamDestroy
+#define gpuStreamSynchronize     hipStreamSynchronize
 /* The device a stream belongs to, whichever device is current: hipGetStreamDeviceId, since
  * ROCm 5 lacks hipStreamGetDevice. It answers -1 for a stream it does not know. */
 static inline hipError_t fp_gpu_stream_device(hipStream_t stream, int *device) {
@@ -112,16 +112,16 @@ static inline hipError_t fp_gpu_stream_device(hipStream_t stream, int *device) {
     return hipSuccess;
 }
 #define FP_GPU_STREAM_DEVICE_CALL "GetStreamDeviceId"
-#define gpuEventCreate hipEventCreate
-#define gpuEventDestroy hipEventDestroy
-#define gpuEventRecord hipEventRecord
-#define gpuEventSynchronize hipEventSynchronize
-#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuEventCreate            hipEventCreate
+#define gpuEventDestroy           hipEventDestroy
+#define gpuEventRecord            hipEventRecord
+#define gpuEventSynchronize       hipEventSynchronize
+#define gpuEventElapsedTime       hipEventElapsedTime
 
 /* Kernels. hipFuncSetAttribute takes the kernel as const void *; CUDA's takes the function. */
-#define gpuFuncSetAttribute(kernel, attr, value) \
+#define gpuFuncSetAttribute(kernel, attr, value)                                                   \
     hipFuncSetAttribute(reinterpret_cast<const void *>(kernel), (attr), (value))
-#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define gpuFuncAttributeMaxDynamicSharedMemorySize   hipFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 
 /* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. */
@@ -136,8 +136,8 @@ __host__ __device__ inline gpuBFloat16 gpuFloatToBFloat16(float x) { return gpuB
 #define FP_SHFL_XOR(value, lane_mask, width) __shfl_xor((value), (lane_mask), (width))
 
 /* The f16/bf16 matrix-core variants the planner prefers (MFMA, backends/hip/kernels/). */
-#define FP_MATRIX_KERNEL "mfma_flash"
+#define FP_MATRIX_KERNEL       "mfma_flash"
 #define FP_MATRIX_SPLIT_KERNEL "mfma_flash_split_kv"
-#define FP_MATRIX_KERNEL_ROWS 128
+#define FP_MATRIX_KERNEL_ROWS  128
 
 #endif /* FP_VENDORS_HIP_H */

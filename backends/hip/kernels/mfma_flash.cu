@@ -15,9 +15,9 @@
 namespace mfma_flash {
 
 struct split_args {
-    float *part_o;  /* NULL: not split, the block writes O and LSE itself */
+    float *part_o; /* NULL: not split, the block writes O and LSE itself */
     float2 *part_ml;
-    int64_t rows;   /* B * Hq * Nq */
+    int64_t rows; /* B * Hq * Nq */
     int keys_per_split;
 };
 
@@ -56,9 +56,8 @@ template <> struct operand<gpuBFloat16> {
 /* Stages rows [k0, k0 + BC) of K as [key][dim] and of V as [dim][key], zero past key_end and d. */
 template <typename T, int D>
 __device__ __forceinline__ void stage_kv(typename operand<T>::elem *k_s,
-                                         typename operand<T>::elem *vt_s,
-                                         const fp_attn_head<T> &H, const fp_attn_args &a, int k0,
-                                         int key_end) {
+                                         typename operand<T>::elem *vt_s, const fp_attn_head<T> &H,
+                                         const fp_attn_args &a, int k0, int key_end) {
     typedef operand<T> OP;
     for (int idx = threadIdx.x; idx < BC * D; idx += THREADS) {
         const int key = idx / D, c = idx % D;
@@ -101,9 +100,8 @@ __global__ void __launch_bounds__(THREADS, D <= 128 ? 2 : 1)
 #pragma unroll
             for (int j = 0; j < FP_MFMA_OPERAND; j++) {
                 const int c = FP_MFMA_K * t + fp_mfma_a_k(lane, j);
-                q[t][j] = OP::from_f32(r < a.nq && c < a.d
-                                           ? fp_to_f32(H.q[(int64_t)r * a.qs.seq + c])
-                                           : 0.0f);
+                q[t][j] = OP::from_f32(
+                    r < a.nq && c < a.d ? fp_to_f32(H.q[(int64_t)r * a.qs.seq + c]) : 0.0f);
             }
     }
 
@@ -166,12 +164,14 @@ __global__ void __launch_bounds__(THREADS, D <= 128 ? 2 : 1)
         for (int ks = 0; ks < KS; ks++) {
             V4 pa;
 #pragma unroll
-            for (int j = 0; j < FP_MFMA_OPERAND; j++) pa[j] = p_w[fp_mfma_p_load_offset(lane, ks, j)];
+            for (int j = 0; j < FP_MFMA_OPERAND; j++)
+                pa[j] = p_w[fp_mfma_p_load_offset(lane, ks, j)];
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 V4 b;
 #pragma unroll
-                for (int j = 0; j < FP_MFMA_OPERAND; j++) b[j] = vt_s[fp_mfma_vt_offset(lane, n, ks, j)];
+                for (int j = 0; j < FP_MFMA_OPERAND; j++)
+                    b[j] = vt_s[fp_mfma_vt_offset(lane, n, ks, j)];
                 o[n] = OP::mma(pa, b, o[n]);
             }
         }
@@ -206,8 +206,8 @@ __global__ void __launch_bounds__(THREADS, D <= 128 ? 2 : 1)
 #endif
 }
 
-template <typename T, int D> gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp,
-                                                     int splits) {
+template <typename T, int D>
+gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits) {
     const fp_problem *p = &L->p;
     const dim3 grid((unsigned)((p->seq_q + BR - 1) / BR), (unsigned)splits,
                     (unsigned)(p->batch * p->heads_q));
@@ -215,29 +215,23 @@ template <typename T, int D> gpuError_t launch_typed(const fp_gpu_launch *L, con
     return gpuGetLastError();
 }
 
-template <typename T> gpuError_t launch_dtype(const fp_gpu_launch *L, const split_args &sp,
-                                              int splits) {
+template <typename T>
+gpuError_t launch_dtype(const fp_gpu_launch *L, const split_args &sp, int splits) {
     const int64_t d = L->p.head_dim;
     if (d <= 64) return launch_typed<T, 64>(L, sp, splits);
     if (d <= 128) return launch_typed<T, 128>(L, sp, splits);
     return launch_typed<T, 256>(L, sp, splits);
 }
 
-gpuError_t launch(const fp_gpu_launch *L, int splits) {
+gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
     const fp_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
-    if (splits > 1) {
-        /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        sp.keys_per_split = (int)((per + BC - 1) / BC * BC);
-        splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
-    }
+    const int splits = split ? split->splits : 1;
     if (splits > 1) {
         sp.part_o = (float *)L->workspace;
         sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+        sp.keys_per_split = split->keys_per_split;
         sp.rows = p->batch * p->heads_q * p->seq_q;
-    } else {
-        splits = 1;
     }
     gpuError_t err = p->dtype == FLASHPORT_BF16 ? launch_dtype<gpuBFloat16>(L, sp, splits)
                                                 : launch_dtype<gpuHalf>(L, sp, splits);
@@ -249,13 +243,13 @@ gpuError_t launch(const fp_gpu_launch *L, int splits) {
 
 namespace {
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
+int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kernel_params *params,
              char *why, size_t why_len) {
-    (void)param;
+    (void)params;
     return mfma_flash::supports_common(p, props, why, why_len);
 }
 
-gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, 1); }
+gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, NULL); }
 
 } // namespace
 

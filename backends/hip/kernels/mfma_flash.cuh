@@ -49,8 +49,8 @@ inline int device_has_mfma(const fp_gpu_device_props *props) {
     return strncmp(props->arch, "gfx90a", 6) == 0 || strncmp(props->arch, "gfx940", 6) == 0;
 }
 
-inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props,
-                           char *why, size_t why_len) {
+inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props, char *why,
+                           size_t why_len) {
     if (!device_has_mfma(props)) {
         snprintf(why, why_len, "MFMA path needs a gfx90a or gfx940 device, this is %s",
                  props->arch[0] ? props->arch : "unknown");
@@ -61,16 +61,17 @@ inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props
         return 0;
     }
     if (p->head_dim > D_MAX) {
-        snprintf(why, why_len, "head_dim = %lld exceeds the MFMA path's %d",
-                 (long long)p->head_dim, D_MAX);
+        snprintf(why, why_len, "head_dim = %lld exceeds the MFMA path's %d", (long long)p->head_dim,
+                 D_MAX);
         return 0;
     }
     return fp_attn_sizes_fit(p, why, why_len);
 }
 
-/* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and
- * merges them. Defined in mfma_flash.cu, the one file that instantiates the kernel. */
-gpuError_t launch(const fp_gpu_launch *L, int splits);
+/* Enqueues the forward; split (NULL: one pass) shares the keys out in whole tiles of BC, writes
+ * the partials to L->workspace (split_kv.h layout) and merges them. Defined in mfma_flash.cu,
+ * the one file that instantiates the kernel. */
+gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split);
 
 } // namespace mfma_flash
 

@@ -59,15 +59,15 @@
  * computes every tile, since a barrier must be reached by the whole work-group).
  */
 
-#define THREADS (WARPS * 32)
-#define BR (16 * MT * WARPS)      /* query rows of a work-group */
-#define CPR (D / 4)               /* 16-byte chunks of a row */
-#define GROUPS (D / 32)           /* 32-column groups of d */
-#define KEY_TILES (BC / 8)        /* n-tiles of S, k-steps of O += P V */
-#define D_TILES (D / 8)           /* n-tiles of O */
-#define TILE_FLOATS (BC * D)      /* one K or V tile */
+#define THREADS      (WARPS * 32)
+#define BR           (16 * MT * WARPS) /* query rows of a work-group */
+#define CPR          (D / 4)           /* 16-byte chunks of a row */
+#define GROUPS       (D / 32)          /* 32-column groups of d */
+#define KEY_TILES    (BC / 8)          /* n-tiles of S, k-steps of O += P V */
+#define D_TILES      (D / 8)           /* n-tiles of O */
+#define TILE_FLOATS  (BC * D)          /* one K or V tile */
 #define STAGE_FLOATS (2 * TILE_FLOATS)
-#define PASSES (BC * CPR / THREADS) /* chunks of a tile each work-item copies */
+#define PASSES       (BC * CPR / THREADS) /* chunks of a tile each work-item copies */
 
 #if D % 32 || BC % 8 || THREADS % CPR || (BC * CPR) % THREADS
 #error "needs D % 32 == 0, BC % 8 == 0, and whole rows of chunks per pass of the work-group"
@@ -94,8 +94,8 @@ __attribute__((always_inline)) tf32_pair split_tf32(float x) {
 #if EMULATE
 /* The warp operations below take the work-item's slot of a local exchange area, 6 floats a
  * lane, as a first argument; XS declares it, XA passes it on. */
-#define XS __local float *xw,
-#define XA xw,
+#define XS         __local float *xw,
+#define XA         xw,
 #define XCH_FLOATS 6
 
 /* Lane `lane`'s float `i` of the warp's exchange area (xw is this lane's slot). */
@@ -152,9 +152,9 @@ float exp2_approx(float x) { return exp2(x); }
 __attribute__((always_inline)) void mma_tf32(float d[4], uint a0, uint a1, uint a2, uint a3,
                                              uint b0, uint b1) {
     __asm__("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /* The value of lane (this lane ^ mask). Volatile: every lane of the warp must execute it. */
@@ -266,8 +266,8 @@ __attribute__((always_inline)) void scores(XS float s[MT][KEY_TILES][4],
                  * would otherwise hoist its split out of the key loop, which doubles the
                  * registers Q holds (and spilled at D = 128). */
                 __asm__ __volatile__(""
-                                     : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]),
-                                       "+f"(x[4]), "+f"(x[5]), "+f"(x[6]), "+f"(x[7]));
+                                     : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]),
+                                       "+f"(x[5]), "+f"(x[6]), "+f"(x[7]));
 #endif
 #pragma unroll
                 for (int r = 0; r < 8; r++) qa[mt][r >> 2][r & 3] = split_tf32(x[r]);
@@ -301,10 +301,9 @@ __attribute__((always_inline)) void scores(XS float s[MT][KEY_TILES][4],
  * the causal diagonal or the end of the keys (callers pass a constant, so that the unmasked
  * instance carries no per-element index arithmetic). */
 __attribute__((always_inline)) void update(XS float s[MT][KEY_TILES][4], float o[MT][D_TILES][4],
-                                           float m[MT][2], float l[MT][2],
-                                           __local const float *sV, int lane, float scale_log2,
-                                           int masked, int kb, int row0, int nkv, int causal,
-                                           int diag) {
+                                           float m[MT][2], float l[MT][2], __local const float *sV,
+                                           int lane, float scale_log2, int masked, int kb, int row0,
+                                           int nkv, int causal, int diag) {
     const int g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -418,13 +417,12 @@ __attribute__((always_inline)) void update(XS float s[MT][KEY_TILES][4], float o
 }
 
 /* The arguments are those of attention_tiled (n_slices is 1 here), so the host sets them alike. */
-__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
-void attention_nv_tf32x3(__global const float *q, __global const float *k,
-                         __global const float *v, __global float *o, __global float *lse,
-                         int has_lse, int nq, int nkv, int d, int heads_q, int group,
-                         int n_slices, int causal, float q_sign, float scale_log2_abs,
-                         long q_sb, long q_sh, long q_sn, long k_sb, long k_sh, long k_sn,
-                         long v_sb, long v_sh, long v_sn, long o_sb, long o_sh, long o_sn) {
+__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void
+attention_nv_tf32x3(__global const float *q, __global const float *k, __global const float *v,
+                    __global float *o, __global float *lse, int has_lse, int nq, int nkv, int d,
+                    int heads_q, int group, int n_slices, int causal, float q_sign,
+                    float scale_log2_abs, long q_sb, long q_sh, long q_sn, long k_sb, long k_sh,
+                    long k_sn, long v_sb, long v_sh, long v_sn, long o_sb, long o_sh, long o_sn) {
     __local float4 kv4[2 * STAGE_FLOATS / 4]; /* two stages of [K tile][V tile] */
     __local float *const kv = (__local float *)kv4;
 #if EMULATE
@@ -436,13 +434,13 @@ void attention_nv_tf32x3(__global const float *q, __global const float *k,
     const int lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, c = lane & 3;
     /* Causal work-groups near the bottom do the most work: start them first. */
-    const int m_block = causal ? (int)(get_num_groups(0) - 1 - get_group_id(0))
-                               : (int)get_group_id(0);
+    const int m_block =
+        causal ? (int)(get_num_groups(0) - 1 - get_group_id(0)) : (int)get_group_id(0);
     const int h = (int)get_group_id(1);
     const int b = (int)get_group_id(2) / n_slices;
     const int q0 = m_block * BR;
     const int row0 = q0 + 16 * MT * warp; /* first query row of the warp's slices */
-    const int diag = nkv - nq;           /* key j is visible to row i iff j <= i + diag */
+    const int diag = nkv - nq;            /* key j is visible to row i iff j <= i + diag */
     const float scale_log2 = q_sign * scale_log2_abs;
 
     int kv_hi = nkv;
@@ -575,10 +573,10 @@ void attention_nv_tf32x3(__global const float *q, __global const float *k,
                 for (int e = 0; e < 2; e++) {
                     /* Registers 2i + e of n-tiles 4w .. 4w + 3: columns col .. col + 3. */
                     const int col = 32 * w + 8 * c + 4 * e;
-                    const float4 x = (float4)(o_acc[mt][4 * w][2 * i + e],
-                                              o_acc[mt][4 * w + 1][2 * i + e],
-                                              o_acc[mt][4 * w + 2][2 * i + e],
-                                              o_acc[mt][4 * w + 3][2 * i + e]) * inv_l;
+                    const float4 x =
+                        (float4)(o_acc[mt][4 * w][2 * i + e], o_acc[mt][4 * w + 1][2 * i + e],
+                                 o_acc[mt][4 * w + 2][2 * i + e], o_acc[mt][4 * w + 3][2 * i + e]) *
+                        inv_l;
 #if OVEC
                     if (col + 4 <= d) {
                         *(__global float4 *)(orow + col) = x;

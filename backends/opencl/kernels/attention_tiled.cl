@@ -33,23 +33,23 @@
  * Accumulation is float32 throughout.
  */
 
-#define CT (BC / TN)         /* work-items across the keys of a block */
-#define RT (BR / TM)         /* work-items across the rows of the score tile */
-#define NT (RT * CT)         /* work-group size */
-#define NOR (BR / OM)        /* work-items across the rows of the output tile */
-#define NCG (NT / NOR)       /* work-items across the output columns */
-#define OCN (DV / NCG)       /* output columns per work-item */
-#define OG (OCN / 4)         /* float4 column groups per work-item */
+#define CT     (BC / TN)  /* work-items across the keys of a block */
+#define RT     (BR / TM)  /* work-items across the rows of the score tile */
+#define NT     (RT * CT)  /* work-group size */
+#define NOR    (BR / OM)  /* work-items across the rows of the output tile */
+#define NCG    (NT / NOR) /* work-items across the output columns */
+#define OCN    (DV / NCG) /* output columns per work-item */
+#define OG     (OCN / 4)  /* float4 column groups per work-item */
 #define KC_PAD (KC + 4)
-#define PS (BC + 8)          /* row stride of P: rows 8 banks apart */
+#define PS     (BC + 8) /* row stride of P: rows 8 banks apart */
 #define CT_PAD (CT + 1)
-#define QS (DQ + 4)          /* row stride of the resident Q */
+#define QS     (DQ + 4) /* row stride of the resident Q */
 #if QR
 #define QK_FLOATS (BC * KC_PAD)
 #else
 #define QK_FLOATS ((BR + BC) * KC_PAD)
 #endif
-#define V_FLOATS (VC * DV)
+#define V_FLOATS     (VC * DV)
 #define STAGE_FLOATS (QK_FLOATS > V_FLOATS ? QK_FLOATS : V_FLOATS)
 /* Chunk elements each work-item loads: Q (when staged per chunk) and K. */
 #define K_PER_ITEM ((BC * KC + NT - 1) / NT)
@@ -57,15 +57,15 @@
 
 #if DTYPE == 0
 typedef float storage_t;
-#define LOAD(p, i) ((p)[i])
+#define LOAD(p, i)     ((p)[i])
 #define STORE(p, i, x) ((p)[i] = (x))
 #elif DTYPE == 1
 typedef half storage_t;
-#define LOAD(p, i) vload_half((size_t)(i), (p))
+#define LOAD(p, i)     vload_half((size_t)(i), (p))
 #define STORE(p, i, x) vstore_half_rte((x), (size_t)(i), (p))
 #elif DTYPE == 2
 typedef ushort storage_t;
-#define LOAD(p, i) as_float((uint)(p)[i] << 16)
+#define LOAD(p, i)     as_float((uint)(p)[i] << 16)
 #define STORE(p, i, x) ((p)[i] = float_to_bf16(x))
 
 /* Round to nearest even; NaN stays a (quiet) NaN. */
@@ -79,8 +79,8 @@ ushort float_to_bf16(float x) {
 #error "DTYPE must be 0 (float), 1 (half) or 2 (bfloat16)"
 #endif
 
-#if BR % TM || BC % TN || BR % OM || NT % NOR || DV % (4 * NCG) || BC % VC || KC % 4 || \
-    VC % 4 || DQ % KC
+#if BR % TM || BC % TN || BR % OM || NT % NOR || DV % (4 * NCG) || BC % VC || KC % 4 || VC % 4 ||  \
+    DQ % KC
 #error "tile shape: TM|BR, TN|BC, OM|BR, (BR/OM)|NT, 4*NT/(BR/OM) | DV, VC|BC, KC|DQ, KC, VC % 4"
 #endif
 
@@ -106,9 +106,8 @@ typedef int index_t;
 
 /* Element e of the KC-column chunk at column c0 of the rows that start at x (row stride
  * `stride`, the first `rows` of them present); 0 outside. */
-__attribute__((always_inline)) float chunk_element(__global const storage_t *x,
-                                                   index_t stride, int rows, int c0, int d,
-                                                   int e, float sign) {
+__attribute__((always_inline)) float chunk_element(__global const storage_t *x, index_t stride,
+                                                   int rows, int c0, int d, int e, float sign) {
     const int r = e / KC, c = c0 + e % KC;
     return (r < rows && c < d) ? LOAD(x, r * stride + c) * sign : 0.0f;
 }
@@ -122,10 +121,9 @@ __attribute__((always_inline)) float chunk_element(__global const storage_t *x,
  * `stride`, the first `rows` of them present, columns below d present), into dst (row stride
  * dst_stride), zero elsewhere. VEC=1 (float, every stride and d multiples of 4) moves four
  * columns per load. */
-__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride,
-                                               int n_rows, int n_cols,
-                                               __global const storage_t *x, index_t stride,
-                                               int rows, int c0, int d, float sign,
+__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
+                                               int n_cols, __global const storage_t *x,
+                                               index_t stride, int rows, int c0, int d, float sign,
                                                int tid) {
 #if VEC
     const int quads = n_cols / 4;
@@ -174,13 +172,13 @@ __attribute__((always_inline)) void accumulate_pv(float acc[OM][OCN], __local co
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
-void attention_tiled(__global const storage_t *q, __global const storage_t *k,
-                     __global const storage_t *v, __global storage_t *o, __global float *lse,
-                     int has_lse, int nq, int nkv, int d, int heads_q, int group, int n_slices,
-                     int causal, float q_sign, float scale_log2,
-                     long q_sb, long q_sh, long q_sn, long k_sb, long k_sh, long k_sn,
-                     long v_sb, long v_sh, long v_sn, long o_sb, long o_sh, long o_sn) {
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+attention_tiled(__global const storage_t *q, __global const storage_t *k,
+                __global const storage_t *v, __global storage_t *o, __global float *lse,
+                int has_lse, int nq, int nkv, int d, int heads_q, int group, int n_slices,
+                int causal, float q_sign, float scale_log2, long q_sb, long q_sh, long q_sn,
+                long k_sb, long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb,
+                long o_sh, long o_sn) {
     __local float4 stage4[STAGE_FLOATS / 4];
     __local float4 ps4[BR * PS / 4];
     __local float red[BR * CT_PAD];
@@ -234,9 +232,8 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         lsum[i] = 0.0f;
     }
     UNROLLED
-    for (int i = 0; i < OM; i++)
-        UNROLLED
-        for (int c = 0; c < OCN; c++) acc[i][c] = 0.0f;
+    for (int i = 0; i < OM; i++) UNROLLED
+    for (int c = 0; c < OCN; c++) acc[i][c] = 0.0f;
 
 #if PF
     float k_next[K_PER_ITEM];
@@ -253,8 +250,7 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         UNROLLED
         for (int u = 0; u < Q_PER_ITEM; u++) {
             const int e = tid + u * NT;
-            q_next[u] =
-                e < BR * KC ? chunk_element(qt, qsn, q_rows, 0, d, e, q_sign) : 0.0f;
+            q_next[u] = e < BR * KC ? chunk_element(qt, qsn, q_rows, 0, d, e, q_sign) : 0.0f;
         }
 #endif
     }
@@ -266,9 +262,8 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         __global const storage_t *vb_rows = vh + (long)kb * v_sn + dv0;
         float s[TM][TN];
         UNROLLED
-        for (int i = 0; i < TM; i++)
-            UNROLLED
-            for (int j = 0; j < TN; j++) s[i][j] = 0.0f;
+        for (int i = 0; i < TM; i++) UNROLLED
+        for (int j = 0; j < TN; j++) s[i][j] = 0.0f;
 
         for (int c0 = 0; c0 < d; c0 += KC) {
             barrier(CLK_LOCAL_MEM_FENCE); /* the previous readers of the stage are done */
@@ -293,18 +288,16 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 UNROLLED
                 for (int u = 0; u < K_PER_ITEM; u++) {
                     const int e = tid + u * NT;
-                    k_next[u] = e < BC * KC
-                                    ? chunk_element(kh + (long)nkb * k_sn, ksn, nkv - nkb,
-                                                    nc0, d, e, 1.0f)
-                                    : 0.0f;
+                    k_next[u] = e < BC * KC ? chunk_element(kh + (long)nkb * k_sn, ksn, nkv - nkb,
+                                                            nc0, d, e, 1.0f)
+                                            : 0.0f;
                 }
 #if !QR
                 UNROLLED
                 for (int u = 0; u < Q_PER_ITEM; u++) {
                     const int e = tid + u * NT;
-                    q_next[u] = e < BR * KC
-                                    ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_sign)
-                                    : 0.0f;
+                    q_next[u] =
+                        e < BR * KC ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_sign) : 0.0f;
                 }
 #endif
             }
@@ -404,8 +397,8 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         for (int v0 = 0; v0 < BC && kb + v0 < kv_end; v0 += VC) {
             if (v0 > 0) {
                 barrier(CLK_LOCAL_MEM_FENCE);
-                stage_rows(vs, DV, VC, DV, vb_rows + v0 * vsn, vsn, nkv - kb - v0, 0, d - dv0,
-                           1.0f, tid);
+                stage_rows(vs, DV, VC, DV, vb_rows + v0 * vsn, vsn, nkv - kb - v0, 0, d - dv0, 1.0f,
+                           tid);
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
             __local const float *prow = ps + org * PS + v0;
@@ -438,12 +431,11 @@ void attention_tiled(__global const storage_t *q, __global const storage_t *k,
         /* l = 0: no visible key, O = 0 and LSE = -inf. A NaN l keeps the row NaN. */
         const float inv_l = l == 0.0f ? 0.0f : 1.0f / l;
         UNROLLED
-        for (int g = 0; g < OG; g++)
-            UNROLLED
-            for (int u = 0; u < 4; u++) {
-                const int col = 4 * (ocg + g * NCG) + u;
-                if (dv0 + col < d) STORE(ot, lr * osn + col, acc[i][4 * g + u] * inv_l);
-            }
+        for (int g = 0; g < OG; g++) UNROLLED
+        for (int u = 0; u < 4; u++) {
+            const int col = 4 * (ocg + g * NCG) + u;
+            if (dv0 + col < d) STORE(ot, lr * osn + col, acc[i][4 * g + u] * inv_l);
+        }
         if (has_lse && slice == 0 && ocg == 0)
             lse[((long)b * heads_q + h) * nq + row] =
                 l == 0.0f ? -INFINITY : fma(row_value[lr], M_LN2_F, log(l));

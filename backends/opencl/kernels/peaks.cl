@@ -13,6 +13,6 @@ __kernel void fma_chains(__global float *out, int iters, float a, float b) {
         y = fma(y, (float16)a, (float16)b);
     }
     float16 s = x + y;
-    out[get_global_id(0)] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7 + s.s8 +
-                            s.s9 + s.sa + s.sb + s.sc + s.sd + s.se + s.sf;
+    out[get_global_id(0)] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7 + s.s8 + s.s9 +
+                            s.sa + s.sb + s.sc + s.sd + s.se + s.sf;
 }

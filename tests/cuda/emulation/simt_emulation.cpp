@@ -120,8 +120,8 @@ static int run_block(int n) {
         for (int i = 0; i < n; i++) finished += threads[i].state == FINISHED;
         if (finished == n) return 0;
         if (finished) {
-            fprintf(stderr, "emulation: %d threads finished while %d wait at a barrier\n",
-                    finished, n - finished);
+            fprintf(stderr, "emulation: %d threads finished while %d wait at a barrier\n", finished,
+                    n - finished);
             return 1;
         }
         for (int i = 0; i < n; i++) threads[i].state = RUNNABLE;

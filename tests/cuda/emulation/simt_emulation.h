@@ -23,14 +23,14 @@
 
 #include "fp_half.h"
 
-#define FP_GPU_BACKEND_NAME "cuda"
-#define FP_GPU_VENDOR "NVIDIA"
-#define FP_GPU_API_PREFIX "cuda"
-#define FP_WARP_SIZE 32
-#define FP_KERNEL_ENTRY const
-#define FP_MATRIX_KERNEL "tensor_core_mma"
+#define FP_GPU_BACKEND_NAME    "cuda"
+#define FP_GPU_VENDOR          "NVIDIA"
+#define FP_GPU_API_PREFIX      "cuda"
+#define FP_WARP_SIZE           32
+#define FP_KERNEL_ENTRY        const
+#define FP_MATRIX_KERNEL       "tensor_core_mma"
 #define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
-#define FP_MATRIX_KERNEL_ROWS 128
+#define FP_MATRIX_KERNEL_ROWS  128
 
 #define __global__
 #define __device__
@@ -71,13 +71,13 @@ uint3 &fp_emu_thread_idx(void);
 extern uint3 fp_emu_block_idx;
 extern dim3 fp_emu_block_dim, fp_emu_grid_dim;
 #define threadIdx (fp_emu_thread_idx())
-#define blockIdx fp_emu_block_idx
-#define blockDim fp_emu_block_dim
-#define gridDim fp_emu_grid_dim
+#define blockIdx  fp_emu_block_idx
+#define blockDim  fp_emu_block_dim
+#define gridDim   fp_emu_grid_dim
 
 void fp_emu_syncthreads(void);
 float fp_emu_shfl_xor(float v, int lane_mask, int width);
-#define __syncthreads() fp_emu_syncthreads()
+#define __syncthreads()                      fp_emu_syncthreads()
 #define FP_SHFL_XOR(value, lane_mask, width) fp_emu_shfl_xor((value), (lane_mask), (width))
 
 static inline int min(int a, int b) { return a < b ? a : b; }

@@ -23,7 +23,7 @@ struct fp_attn_args {
     float *lse; /* NULL: not requested */
     flashport_strides qs, ks, vs, os;
     int heads_q;
-    int group;  /* Hq / Hkv: query heads per kv head */
+    int group; /* Hq / Hkv: query heads per kv head */
     int nq, nkv, d;
     int causal;
     int causal_offset; /* Nkv - Nq: key j is visible to query i when j <= i + causal_offset */
@@ -73,8 +73,7 @@ static inline int fp_attn_sizes_fit(const fp_problem *p, char *why, size_t why_l
  * columns of d), which also need the column blocks to fit the grid. */
 static inline int fp_attn_grid_fits(const fp_problem *p, int cols_per_block, char *why,
                                     size_t why_len) {
-    if (!fp_attn_sizes_fit(p, why, why_len))
-        return 0;
+    if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
     if ((p->head_dim + cols_per_block - 1) / cols_per_block > FP_GRID_Z_MAX) {
         snprintf(why, why_len, "head_dim = %lld needs more than %d column blocks",
                  (long long)p->head_dim, FP_GRID_Z_MAX);

@@ -16,11 +16,9 @@
  * FP_CONFIG_ENV_UNSET when it is unset or empty (the caller's default applies), the index when
  * it is a decimal number below count, else -1 with the reason in why. */
 static inline int fp_config_from_env(const char *name, int padded_d, int count, char *why,
-                                     size_t why_len)
-{
+                                     size_t why_len) {
     const char *env = getenv(name);
-    if (!env || !*env)
-        return FP_CONFIG_ENV_UNSET;
+    if (!env || !*env) return FP_CONFIG_ENV_UNSET;
     char *end = NULL;
     const long index = strtol(env, &end, 10);
     if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || index >= count) {

@@ -32,14 +32,23 @@ __device__ __forceinline__ float fp_load_or_zero(const T *x, int64_t i, int64_t 
  * Any other dtype runs nothing: the core validated the dtype, and FP8 problems reach only
  * variants that declare FP_FEATURE_FP8.
  */
-#define FP_DISPATCH_DTYPE(dtype, T, ...)                                                        \
-    do {                                                                                        \
-        switch (dtype) {                                                                        \
-        case FLASHPORT_F32: { typedef float T; __VA_ARGS__; } break;                            \
-        case FLASHPORT_F16: { typedef gpuHalf T; __VA_ARGS__; } break;                          \
-        case FLASHPORT_BF16: { typedef gpuBFloat16 T; __VA_ARGS__; } break;                     \
-        default: break;                                                                         \
-        }                                                                                       \
+#define FP_DISPATCH_DTYPE(dtype, T, ...)                                                           \
+    do {                                                                                           \
+        switch (dtype) {                                                                           \
+        case FLASHPORT_F32: {                                                                      \
+            typedef float T;                                                                       \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case FLASHPORT_F16: {                                                                      \
+            typedef gpuHalf T;                                                                     \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case FLASHPORT_BF16: {                                                                     \
+            typedef gpuBFloat16 T;                                                                 \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        default: break;                                                                            \
+        }                                                                                          \
     } while (0)
 
 #endif /* FP_KERNELS_DTYPE_CUH */

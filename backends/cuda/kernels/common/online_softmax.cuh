@@ -21,7 +21,7 @@
 #include "../../vendors/gpu.h"
 
 #define FP_LOG2E 1.4426950408889634f
-#define FP_LN2 0.6931471805599453f
+#define FP_LN2   0.6931471805599453f
 
 struct fp_softmax_row {
     float m; /* running maximum of the scaled log2 scores; -inf until a visible key is seen */

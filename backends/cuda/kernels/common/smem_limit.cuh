@@ -13,21 +13,16 @@
 #include "../../vendors/gpu.h"
 
 /* Raises KERNEL's dynamic shared-memory limit to BYTES on the current device. */
-template <auto KERNEL, size_t BYTES>
-static gpuError_t fp_raise_smem_limit()
-{
+template <auto KERNEL, size_t BYTES> static gpuError_t fp_raise_smem_limit() {
     static std::atomic<unsigned long long> raised_on{0};
     int device = 0;
     gpuError_t err = gpuGetDevice(&device);
-    if (err != gpuSuccess)
-        return err;
+    if (err != gpuSuccess) return err;
     const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
-    if (bit && (raised_on.load(std::memory_order_acquire) & bit))
-        return gpuSuccess;
+    if (bit && (raised_on.load(std::memory_order_acquire) & bit)) return gpuSuccess;
     err = gpuFuncSetAttribute(reinterpret_cast<const void *>(KERNEL),
                               gpuFuncAttributeMaxDynamicSharedMemorySize, (int)BYTES);
-    if (err == gpuSuccess && bit)
-        raised_on.fetch_or(bit, std::memory_order_release);
+    if (err == gpuSuccess && bit) raised_on.fetch_or(bit, std::memory_order_release);
     return err;
 }
 

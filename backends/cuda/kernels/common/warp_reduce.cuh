@@ -22,8 +22,7 @@ template <int WIDTH> __device__ __forceinline__ float fp_group_sum(float v) {
     static_assert(WIDTH > 0 && (WIDTH & (WIDTH - 1)) == 0 && WIDTH <= FP_WARP_SIZE,
                   "group width must be a power of two within one warp");
 #pragma unroll
-    for (int offset = WIDTH / 2; offset > 0; offset >>= 1)
-        v += FP_SHFL_XOR(v, offset, WIDTH);
+    for (int offset = WIDTH / 2; offset > 0; offset >>= 1) v += FP_SHFL_XOR(v, offset, WIDTH);
     return v;
 }
 

@@ -21,8 +21,8 @@
 /* 1 when the tensor-core forward can run p on this device (any split count), with the tile
  * configuration it will use in *config (FP_TC_CONFIG_ENV, else the default); else 0 and the
  * reason in why, which also covers a FP_TC_CONFIG_ENV that names no config of p's head dim. */
-int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
-                          int *config, char *why, size_t why_len);
+int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props, int *config,
+                          char *why, size_t why_len);
 
 /* Keys of one tile of config `config` for p's padded head dim; split boundaries are multiples. */
 int fp_tc_block_keys(int64_t head_dim, int config);
@@ -31,7 +31,7 @@ int fp_tc_block_keys(int64_t head_dim, int config);
  * splits == 0: one pass, writes O and LSE. splits >= 1: block z covers keys
  * [z * keys_per_split, (z + 1) * keys_per_split) and writes the split-KV partials (part_o,
  * part_ml, layout of split_kv.h) instead; keys_per_split is a multiple of fp_tc_block_keys. */
-gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
-                                int keys_per_split, float *part_o, float *part_ml);
+gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, int keys_per_split,
+                                float *part_o, float *part_ml);
 
 #endif /* FP_MMA_FLASH_FORWARD_H */

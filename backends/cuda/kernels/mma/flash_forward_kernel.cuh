@@ -25,9 +25,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../common/ptx.cuh"
 #include "flash_forward.h"
 #include "fragment_layout.h"
-#include "ptx.cuh"
+#include "mma_ops.cuh"
 #include "tile_configs.h"
 #include "tile_loader.cuh"
 #include "warp_rows.cuh"
@@ -36,8 +37,8 @@
 struct fp_tc_params {
     const void *q, *k, *v;
     void *o;
-    float *lse;     /* final pass only; NULL: not wanted */
-    float *part_o;  /* split pass only (NULL in the final pass) */
+    float *lse;    /* final pass only; NULL: not wanted */
+    float *part_o; /* split pass only (NULL in the final pass) */
     float *part_ml;
     int64_t q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s, o_b, o_h, o_s;
     int64_t rows; /* batch * heads_q * seq_q: rows of one split's partials */
@@ -46,23 +47,21 @@ struct fp_tc_params {
     float scale_log2;   /* |scale| * log2(e) */
     int negate_q;       /* scale < 0: Q's signs are flipped in shared memory (exact) instead */
     int causal;
-    int o_pairs;     /* O allows 4-byte stores of two adjacent columns */
+    int o_pairs; /* O allows 4-byte stores of two adjacent columns */
 };
 
 /*
  * One compile-time config per entry of FP_TC_CONFIG_LIST (tile_configs.h, which says what each
  * field means and why): fp_tc_config<D, INDEX>.
  */
-template <int D, int INDEX>
-struct fp_tc_config;
-#define FP_TC_DEFINE_CONFIG(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)      \
-    template <>                                                                                \
-    struct fp_tc_config<d, index> {                                                            \
-        static constexpr int D = d, WARPS = warps, M_TILES = m_tiles, BC = bc, STAGES = stages, \
-                             MIN_BLOCKS = min_blocks;                                          \
-        static constexpr bool Q_IN_REGS = q_in_regs != 0;                                      \
-        static constexpr size_t SMEM_BYTES =                                                   \
-            (size_t)2 * D * (FP_TC_BLOCK_ROWS + (size_t)STAGES * 2 * BC);                      \
+template <int D, int INDEX> struct fp_tc_config;
+#define FP_TC_DEFINE_CONFIG(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)           \
+    template <> struct fp_tc_config<d, index> {                                                    \
+        static constexpr int D = d, WARPS = warps, M_TILES = m_tiles, BC = bc, STAGES = stages,    \
+                             MIN_BLOCKS = min_blocks;                                              \
+        static constexpr bool Q_IN_REGS = q_in_regs != 0;                                          \
+        static constexpr size_t SMEM_BYTES =                                                       \
+            (size_t)2 * D * (FP_TC_BLOCK_ROWS + (size_t)STAGES * 2 * BC);                          \
     };
 FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
 #undef FP_TC_DEFINE_CONFIG
@@ -72,8 +71,7 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
  * registers are what the larger tiles lack. */
 template <typename T, typename Cfg, bool ASYNC>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
-    fp_tc_forward_kernel(const fp_tc_params a)
-{
+    fp_tc_forward_kernel(const fp_tc_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int D = Cfg::D;
     constexpr int BR = FP_TC_BLOCK_ROWS;
@@ -99,7 +97,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
     const int q0 = m_block * BR;
     const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
-    const int diag = a.seq_kv - a.seq_q;      /* key j visible to row i iff j <= i + diag */
+    const int diag = a.seq_kv - a.seq_q;       /* key j visible to row i iff j <= i + diag */
 
     const int kv_lo = (int)blockIdx.z * a.keys_per_split;
     const int kv_end = min(a.seq_kv, kv_lo + a.keys_per_split);
@@ -123,8 +121,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-        if (t < n_tiles)
-            load_tile(t);
+        if (t < n_tiles) load_tile(t);
         fp_cp_async_commit();
     }
 
@@ -142,14 +139,12 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         if (t == 0 && a.negate_q)
             QLoader::negate_own_chunks(sQ); /* this thread's Q copies have landed */
         __syncthreads();
-        if (t + STAGES - 1 < n_tiles)
-            load_tile(t + STAGES - 1);
+        if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
         fp_cp_async_commit();
         const int kb = kv_lo + t * BC;
         /* A tile wholly above the diagonal for every row of this warp would leave its state as
          * it is (p = 0, alpha = 1): skip it. */
-        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag))
-            continue;
+        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag)) continue;
         if (Cfg::Q_IN_REGS && !q_loaded) {
             q_loaded = true;
             w.load_q(sQ_addr);
@@ -161,8 +156,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             w.template tile<false>(sQ_addr, sK_addr, kb, kv_end, a.causal, diag, a.scale_log2);
     }
     fp_cp_async_wait<0>();
-    if (!warp_active)
-        return;
+    if (!warp_active) return;
 
     const int col0 = fp_mma_acc_col(w.lane, 0);
 #pragma unroll
@@ -173,8 +167,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = warp_row0 + 16 * mt + fp_mma_acc_row(w.lane, 2 * i);
-            if (row >= a.seq_q)
-                continue;
+            if (row >= a.seq_q) continue;
             const int64_t row_index = (int64_t)bh * a.seq_q + row;
             /* l == 0 only when no key was visible; a NaN l must stay NaN. */
             const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
@@ -184,10 +177,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 #pragma unroll
                 for (int dt = 0; dt < D / 8; ++dt) {
                     const int col = 8 * dt + col0;
-                    if (col < a.d)
-                        po[col] = w.o[mt][dt][2 * i] * inv_l;
-                    if (col + 1 < a.d)
-                        po[col + 1] = w.o[mt][dt][2 * i + 1] * inv_l;
+                    if (col < a.d) po[col] = w.o[mt][dt][2 * i] * inv_l;
+                    if (col + 1 < a.d) po[col + 1] = w.o[mt][dt][2 * i + 1] * inv_l;
                 }
                 if (col0 == 0) {
                     a.part_ml[2 * part_row] = w.m[mt][i];
@@ -203,10 +194,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                     if (a.o_pairs && col + 1 < a.d) {
                         *reinterpret_cast<uint32_t *>(go + col) = fp_mma_ops<T>::pack(v0, v1);
                     } else {
-                        if (col < a.d)
-                            go[col] = fp_mma_ops<T>::from_float(v0);
-                        if (col + 1 < a.d)
-                            go[col + 1] = fp_mma_ops<T>::from_float(v1);
+                        if (col < a.d) go[col] = fp_mma_ops<T>::from_float(v0);
+                        if (col + 1 < a.d) go[col + 1] = fp_mma_ops<T>::from_float(v1);
                     }
                 }
                 if (a.lse && col0 == 0)

@@ -47,8 +47,7 @@
 #endif
 
 /* Element offset of element 0 of chunk `chunk` of row `row` in a swizzled tile. */
-FP_MMA_INDEX int fp_mma_swizzle(int row, int chunk, int chunks_per_row)
-{
+FP_MMA_INDEX int fp_mma_swizzle(int row, int chunk, int chunks_per_row) {
     return (row * chunks_per_row + (chunk ^ (row & 7))) * 8;
 }
 
@@ -56,8 +55,7 @@ FP_MMA_INDEX int fp_mma_swizzle(int row, int chunk, int chunks_per_row)
  * chunk < 2, row_step is a multiple of 8 and chunk_step is even. The swizzle then only flips
  * chunk bits below 8, so every unrolled step is one XOR and one add of constants on a single
  * per-lane base instead of a full swizzle per step (which costs a register per step). */
-FP_MMA_INDEX int fp_mma_swizzle_step(int base, int row_step, int chunk_step, int chunks_per_row)
-{
+FP_MMA_INDEX int fp_mma_swizzle_step(int base, int row_step, int chunk_step, int chunks_per_row) {
     return (base ^ ((chunk_step & 7) * 8)) + ((chunk_step & ~7) + row_step * chunks_per_row) * 8;
 }
 
@@ -86,8 +84,7 @@ FP_MMA_INDEX int fp_mma_p_acc_reg(int r) { return 2 * (r & 1); }
  * fp_mma_load_row(tid, 0), fp_mma_load_row(tid, 1), ... Eight consecutive threads (one phase
  * of a 16-byte store) write the eight chunks of one 128-byte row segment. */
 FP_MMA_INDEX int fp_mma_load_chunk(int tid, int chunks_per_row) { return tid % chunks_per_row; }
-FP_MMA_INDEX int fp_mma_load_row(int tid, int pass, int chunks_per_row, int threads)
-{
+FP_MMA_INDEX int fp_mma_load_row(int tid, int pass, int chunks_per_row, int threads) {
     return tid / chunks_per_row + pass * (threads / chunks_per_row);
 }
 

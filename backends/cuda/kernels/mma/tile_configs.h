@@ -30,19 +30,19 @@
 #ifndef FP_MMA_TILE_CONFIGS_H
 #define FP_MMA_TILE_CONFIGS_H
 
-#define FP_TC_CONFIG_LIST(X)                                                                   \
-    X(64, 0, 4, 2, 64, 3, 1, 2)                                                                \
-    X(64, 1, 4, 2, 96, 3, 0, 2)                                                                \
-    X(64, 2, 4, 2, 128, 2, 0, 2)                                                               \
-    X(128, 0, 4, 2, 32, 3, 0, 2)                                                               \
-    X(128, 1, 4, 2, 48, 3, 0, 2)                                                               \
-    X(128, 2, 4, 2, 64, 2, 0, 2)                                                               \
-    X(256, 0, 8, 1, 32, 2, 0, 1)                                                               \
+#define FP_TC_CONFIG_LIST(X)                                                                       \
+    X(64, 0, 4, 2, 64, 3, 1, 2)                                                                    \
+    X(64, 1, 4, 2, 96, 3, 0, 2)                                                                    \
+    X(64, 2, 4, 2, 128, 2, 0, 2)                                                                   \
+    X(128, 0, 4, 2, 32, 3, 0, 2)                                                                   \
+    X(128, 1, 4, 2, 48, 3, 0, 2)                                                                   \
+    X(128, 2, 4, 2, 64, 2, 0, 2)                                                                   \
+    X(256, 0, 8, 1, 32, 2, 0, 1)                                                                   \
     X(256, 1, 8, 1, 64, 2, 0, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set: the fastest
  * of scripts/tc-sweep.sh on the H200 (bf16, N = 16384, causal and not; bench/results). */
-#define FP_TC_DEFAULT_CONFIG_D64 1
+#define FP_TC_DEFAULT_CONFIG_D64  1
 #define FP_TC_DEFAULT_CONFIG_D128 2
 #define FP_TC_DEFAULT_CONFIG_D256 1
 

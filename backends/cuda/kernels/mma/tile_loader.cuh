@@ -13,11 +13,10 @@
 
 #include <stdint.h>
 
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
-#include "ptx.cuh"
 
-template <typename T, int ROWS, int D, int THREADS>
-struct fp_tile_loader {
+template <typename T, int ROWS, int D, int THREADS> struct fp_tile_loader {
     static constexpr int CHUNKS_PER_ROW = D / 8;
     static constexpr int ROWS_PER_PASS = THREADS / CHUNKS_PER_ROW;
     static constexpr int PASSES = ROWS / ROWS_PER_PASS;
@@ -25,8 +24,7 @@ struct fp_tile_loader {
     static_assert(ROWS % ROWS_PER_PASS == 0, "the tile is whole passes");
 
     static __device__ __forceinline__ void load_async(T *smem, const T *src, int64_t row_stride,
-                                                      int n_rows, int d)
-    {
+                                                      int n_rows, int d) {
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const int valid_cols = d - chunk * 8;
         const int row_bytes = valid_cols <= 0 ? 0 : (valid_cols >= 8 ? 16 : valid_cols * 2);
@@ -41,15 +39,13 @@ struct fp_tile_loader {
         for (int k = 0; k < PASSES; ++k) {
             const bool in = row0 + k * ROWS_PER_PASS < n_rows && row_bytes > 0;
             /* A zero-size copy still names a source; the tile origin is always mapped. */
-            fp_cp_async_16(dst + 2u * (k * ROWS_PER_PASS * D), in ? from : src,
-                           in ? row_bytes : 0);
+            fp_cp_async_16(dst + 2u * (k * ROWS_PER_PASS * D), in ? from : src, in ? row_bytes : 0);
             from += step;
         }
     }
 
     static __device__ __forceinline__ void load_sync(T *smem, const T *src, int64_t row_stride,
-                                                     int n_rows, int d)
-    {
+                                                     int n_rows, int d) {
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const uint16_t *from16 = reinterpret_cast<const uint16_t *>(src);
 #pragma unroll
@@ -72,8 +68,7 @@ struct fp_tile_loader {
     /* Flips the sign of every element of the chunks this thread stores in a load (either
      * form), once they have landed; no other thread's chunks are touched, so no barrier is
      * needed before it. */
-    static __device__ __forceinline__ void negate_own_chunks(T *smem)
-    {
+    static __device__ __forceinline__ void negate_own_chunks(T *smem) {
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
 #pragma unroll
         for (int k = 0; k < PASSES; ++k) {
@@ -87,8 +82,7 @@ struct fp_tile_loader {
 
     template <bool ASYNC>
     static __device__ __forceinline__ void load(T *smem, const T *src, int64_t row_stride,
-                                                int n_rows, int d)
-    {
+                                                int n_rows, int d) {
         if (ASYNC)
             load_async(smem, src, row_stride, n_rows, d);
         else

@@ -7,8 +7,8 @@
  * tile, or re-read from shared memory, per config); the mask, in the instance compiled for tiles
  * that need one (the end of the keys or the causal diagonal) and absent from the other, so that
  * the full tiles carry no per-element index arithmetic; the online-softmax step of
- * online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw scores,
- * which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
+ * common/online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw
+ * scores, which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
  * rounded to the input type straight from the accumulators into A fragments (no shuffles), and
  * O += P V. O stays un-normalised until the kernel stores it, dividing by the row sum once.
  */
@@ -18,12 +18,12 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../common/online_softmax_rows.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
-#include "online_softmax_rows.cuh"
-#include "ptx.cuh"
+#include "mma_ops.cuh"
 
-template <typename T, typename Cfg>
-struct fp_tc_warp_rows {
+template <typename T, typename Cfg> struct fp_tc_warp_rows {
     using Ops = fp_mma_ops<T>;
     static constexpr int D = Cfg::D;
     static constexpr int MT = Cfg::M_TILES;
@@ -45,8 +45,7 @@ struct fp_tc_warp_rows {
      * and this lane's share of the running sum. */
     float m[MT][2], l[MT][2];
 
-    __device__ __forceinline__ void init(int warp, int block_row0)
-    {
+    __device__ __forceinline__ void init(int warp, int block_row0) {
         lane = threadIdx.x & 31;
         row0 = block_row0 + warp * 16 * MT;
         const int a_row = fp_mma_ldsm_rowmajor_row(lane);
@@ -58,14 +57,12 @@ struct fp_tc_warp_rows {
     }
 
     __device__ __forceinline__ void q_fragment(uint32_t (&aq)[4], uint32_t sQ_addr, int mt,
-                                               int kk) const
-    {
+                                               int kk) const {
         fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 16 * mt, 2 * kk, CPR));
     }
 
     /* Q_IN_REGS configs: the fragments of every k-step, read once. */
-    __device__ __forceinline__ void load_q(uint32_t sQ_addr)
-    {
+    __device__ __forceinline__ void load_q(uint32_t sQ_addr) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -76,8 +73,7 @@ struct fp_tc_warp_rows {
     /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. */
     template <bool MASKED>
     __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, int kv_end,
-                                         bool causal, int diag, float scale_log2)
-    {
+                                         bool causal, int diag, float scale_log2) {
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
         float s[MT][KEY_TILES][4];
         fp_mma_zero(s);
@@ -88,8 +84,7 @@ struct fp_tc_warp_rows {
             for (int mt = 0; mt < MT; ++mt) {
                 if (Cfg::Q_IN_REGS) {
 #pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        aq[mt][r] = qf[mt][Cfg::Q_IN_REGS ? kk : 0][r];
+                    for (int r = 0; r < 4; ++r) aq[mt][r] = qf[mt][Cfg::Q_IN_REGS ? kk : 0][r];
                 } else {
                     q_fragment(aq[mt], sQ_addr, mt, kk);
                 }
@@ -116,8 +111,7 @@ struct fp_tc_warp_rows {
                     for (int r = 0; r < 4; ++r) {
                         const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
                         const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
-                        if (key >= kv_end || (causal && key > row + diag))
-                            s[mt][nt][r] = -INFINITY;
+                        if (key >= kv_end || (causal && key > row + diag)) s[mt][nt][r] = -INFINITY;
                     }
         }
 

@@ -1,6 +1,6 @@
 /*
  * FlashAttention-2 forward for f32 inputs on the tensor cores with the 3xTF32 split
- * (mma.sync m16n8k8 .tf32, ptx.cuh): every operand is split into two tf32 halves and each
+ * (mma.sync m16n8k8 .tf32, tf32_split.cuh): every operand is split into two tf32 halves and each
  * product takes three mma, which keeps the result within f32 tolerances at tensor-core speed.
  *
  * One block = 16 x M_TILES x WARPS query rows of one (batch, query head); each warp owns
@@ -34,11 +34,10 @@
 
 #include <type_traits>
 
-#include "../mma/online_softmax_rows.cuh"
-#include "../mma/ptx.cuh"
+#include "../common/online_softmax_rows.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
 #include "params.h"
-#include "ptx.cuh"
 #include "tile_configs.h"
 #include "tile_load.cuh"
 #include "warp_steps.cuh"
@@ -54,8 +53,7 @@ struct fp_tf32x3_config {
  * choice so that only one load path's addresses stay live across the key loop. */
 template <typename Cfg, bool ASYNC>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
-    fp_tf32x3_forward_kernel(const fp_tf32x3_params a)
-{
+    fp_tf32x3_forward_kernel(const fp_tf32x3_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int D = Cfg::D;
     constexpr int BR = Cfg::ROWS;
@@ -82,7 +80,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
     const int q0 = m_block * BR;
     const int warp_row0 = q0 + 16 * MT * warp; /* first query row of the warp's slices */
-    const int diag = a.seq_kv - a.seq_q;      /* key j visible to row i iff j <= i + diag */
+    const int diag = a.seq_kv - a.seq_q;       /* key j visible to row i iff j <= i + diag */
 
     const int kv_end = a.seq_kv;
     int kv_hi = kv_end;
@@ -101,16 +99,15 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     auto load_tile = [&](int t) {
         float *sK = sKV + (t % STAGES) * STAGE_FLOATS;
         const int kb = t * BC;
-        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s,
+        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s, kv_end - kb,
+                                                   a.d);
+        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK + BC * D, gV + (int64_t)kb * a.v_s, a.v_s,
                                                    kv_end - kb, a.d);
-        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK + BC * D, gV + (int64_t)kb * a.v_s,
-                                                   a.v_s, kv_end - kb, a.d);
     };
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-        if (t < n_tiles)
-            load_tile(t);
+        if (t < n_tiles) load_tile(t);
         fp_cp_async_commit();
     }
 
@@ -161,14 +158,12 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     for (int t = 0; t < n_tiles; ++t) {
         fp_cp_async_wait<STAGES - 2>();
         __syncthreads();
-        if (t + STAGES - 1 < n_tiles)
-            load_tile(t + STAGES - 1);
+        if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
         fp_cp_async_commit();
         const int kb = t * BC;
         /* A tile wholly above the diagonal for every row of this warp would leave its state as
          * it is (p = 0, alpha = 1): skip it. */
-        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag))
-            continue;
+        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag)) continue;
 
         const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
         if (kb + BC > mask_from)
@@ -178,8 +173,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     }
 
     fp_cp_async_wait<0>();
-    if (!warp_active)
-        return;
+    if (!warp_active) return;
 
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -189,8 +183,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, 2 * i);
-            if (row >= a.seq_q)
-                continue;
+            if (row >= a.seq_q) continue;
             /* l == 0 only when no key was visible; a NaN l must stay NaN. */
             const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
             float *go = a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;

@@ -50,16 +50,14 @@
 #endif
 
 /* Float offset of float 0 of chunk `chunk` of row `row` in a swizzled tile. */
-FP_TF32_INDEX int fp_tf32_swizzle(int row, int chunk, int chunks_per_row)
-{
+FP_TF32_INDEX int fp_tf32_swizzle(int row, int chunk, int chunks_per_row) {
     return (row * chunks_per_row + (chunk ^ (row & 7))) * 4;
 }
 
 /* S = Q K^T: the chunk (of 2, half = 0 or 1) lane reads in column group u; the row is g for K
  * and g, g + 8 for Q. Float e (0..3) of chunk `half` is column 8c + 4 half + e of the group,
  * i.e. operand k-register (e % 2) of k-step 4u + 2 half + e / 2. */
-FP_TF32_INDEX int fp_tf32_qk_chunk(int lane, int u, int half)
-{
+FP_TF32_INDEX int fp_tf32_qk_chunk(int lane, int u, int half) {
     return 8 * u + 2 * (lane & 3) + half;
 }
 
@@ -72,14 +70,12 @@ FP_TF32_INDEX int fp_tf32_qk_chunk(int lane, int u, int half)
  * Offsets in floats from the warp's first row, split into a per-lane part and a compile-time
  * part. */
 FP_TF32_INDEX int fp_tf32_q_frag_lane(int lane, int d) { return (lane >> 3) * d + 4 * (lane & 7); }
-FP_TF32_INDEX int fp_tf32_q_frag_offset(int mt, int u, int j, int d)
-{
+FP_TF32_INDEX int fp_tf32_q_frag_offset(int mt, int u, int j, int d) {
     return (16 * mt + 4 * j) * d + 32 * u;
 }
 
 /* The column of d that k-register kreg (0: k = c, 1: k = c + 4) of k-step ks stands for. */
-FP_TF32_INDEX int fp_tf32_qk_col(int lane, int ks, int kreg)
-{
+FP_TF32_INDEX int fp_tf32_qk_col(int lane, int ks, int kreg) {
     return 32 * (ks / 4) + 8 * (lane & 3) + 2 * (ks % 4) + kreg;
 }
 
@@ -94,8 +90,7 @@ FP_TF32_INDEX int fp_tf32_v_chunk(int lane, int w) { return 8 * w + (lane >> 2);
 
 /* Row (within 16) and column of d of O accumulator register r of n-tile dt. */
 FP_TF32_INDEX int fp_tf32_acc_row(int lane, int r) { return (lane >> 2) + 8 * (r >> 1); }
-FP_TF32_INDEX int fp_tf32_o_col(int lane, int dt, int r)
-{
+FP_TF32_INDEX int fp_tf32_o_col(int lane, int dt, int r) {
     return 32 * (dt / 4) + 4 * (2 * (lane & 3) + (r & 1)) + dt % 4;
 }
 
@@ -105,8 +100,7 @@ FP_TF32_INDEX int fp_tf32_s_key(int lane, int r) { return 2 * (lane & 3) + (r & 
 /* Tile loads: thread `tid` of `threads` copies chunk fp_tf32_load_chunk of rows
  * fp_tf32_load_row(tid, 0), fp_tf32_load_row(tid, 1), ... */
 FP_TF32_INDEX int fp_tf32_load_chunk(int tid, int chunks_per_row) { return tid % chunks_per_row; }
-FP_TF32_INDEX int fp_tf32_load_row(int tid, int pass, int chunks_per_row, int threads)
-{
+FP_TF32_INDEX int fp_tf32_load_row(int tid, int pass, int chunks_per_row, int threads) {
     return tid / chunks_per_row + pass * (threads / chunks_per_row);
 }
 

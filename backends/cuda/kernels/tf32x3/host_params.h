@@ -16,10 +16,8 @@
 
 /* 1 when the device and problem allow a 3xTF32 kernel whatever the head dim; else 0 and the
  * reason in why. */
-static inline int fp_tf32x3_supports_problem(const fp_problem *p,
-                                             const fp_gpu_device_props *props, char *why,
-                                             size_t why_len)
-{
+static inline int fp_tf32x3_supports_problem(const fp_problem *p, const fp_gpu_device_props *props,
+                                             char *why, size_t why_len) {
     if (props->cc_major < 8) {
         snprintf(why, why_len,
                  "needs compute capability 8.0+ (mma.sync .tf32, cp.async), device is %d.%d",
@@ -34,16 +32,13 @@ static inline int fp_tf32x3_supports_problem(const fp_problem *p,
 }
 
 /* 16-byte vectors of floats: the base and every stride keep row starts 16-byte aligned. */
-static inline int fp_tf32x3_vec4_aligned(const void *base, const flashport_strides *s)
-{
-    return (uintptr_t)base % 16 == 0 && s->batch % 4 == 0 && s->head % 4 == 0 &&
-           s->seq % 4 == 0;
+static inline int fp_tf32x3_vec4_aligned(const void *base, const flashport_strides *s) {
+    return (uintptr_t)base % 16 == 0 && s->batch % 4 == 0 && s->head % 4 == 0 && s->seq % 4 == 0;
 }
 
 /* The kernels' arguments for launch L. Returns 1 when Q, K and V allow the cp.async load path
  * (16-byte copies), 0 for the element-by-element one. */
-static inline int fp_tf32x3_fill_params(fp_tf32x3_params *prm, const fp_gpu_launch *L)
-{
+static inline int fp_tf32x3_fill_params(fp_tf32x3_params *prm, const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
     prm->q = static_cast<const float *>(L->q);
     prm->k = static_cast<const float *>(L->k);

@@ -16,7 +16,7 @@ struct fp_tf32x3_params {
     int heads_q, group, seq_q, seq_kv, d;
     float scale_log2; /* scale * log2(e) */
     int causal;
-    int o_vec4;      /* O allows 16-byte stores of four adjacent columns */
+    int o_vec4; /* O allows 16-byte stores of four adjacent columns */
 };
 
 #endif /* FP_TF32X3_PARAMS_H */

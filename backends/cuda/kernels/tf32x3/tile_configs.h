@@ -27,19 +27,19 @@
 #ifndef FP_TF32X3_TILE_CONFIGS_H
 #define FP_TF32X3_TILE_CONFIGS_H
 
-#define FP_TF32X3_CONFIG_LIST(X)                                                               \
-    X(64, 0, 4, 1, 32, 3, 3)                                                                   \
-    X(64, 1, 4, 1, 64, 2, 2)                                                                   \
-    X(64, 2, 8, 1, 32, 2, 1)                                                                   \
-    X(64, 3, 4, 2, 32, 2, 2)                                                                   \
-    X(128, 0, 4, 1, 32, 2, 2)                                                                  \
-    X(128, 1, 4, 1, 16, 3, 2)                                                                  \
-    X(128, 2, 8, 1, 32, 2, 1)                                                                  \
-    X(128, 3, 4, 2, 16, 2, 2)                                                                  \
+#define FP_TF32X3_CONFIG_LIST(X)                                                                   \
+    X(64, 0, 4, 1, 32, 3, 3)                                                                       \
+    X(64, 1, 4, 1, 64, 2, 2)                                                                       \
+    X(64, 2, 8, 1, 32, 2, 1)                                                                       \
+    X(64, 3, 4, 2, 32, 2, 2)                                                                       \
+    X(128, 0, 4, 1, 32, 2, 2)                                                                      \
+    X(128, 1, 4, 1, 16, 3, 2)                                                                      \
+    X(128, 2, 8, 1, 32, 2, 1)                                                                      \
+    X(128, 3, 4, 2, 16, 2, 2)                                                                      \
     X(256, 0, 4, 1, 16, 2, 1)
 
 /* The config each padded head dim runs when FLASHPORT_CUDA_TF32X3_CONFIG is not set. */
-#define FP_TF32X3_DEFAULT_CONFIG_D64 3
+#define FP_TF32X3_DEFAULT_CONFIG_D64  3
 #define FP_TF32X3_DEFAULT_CONFIG_D128 0
 #define FP_TF32X3_DEFAULT_CONFIG_D256 0
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "../mma/ptx.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
 
 /* Global-to-shared copy of a ROWS x D f32 tile into the swizzled layout; rows at or past
@@ -16,10 +16,8 @@
  * of whole 16-byte chunks (the caller checked alignment); synchronous form: element by
  * element, visible after the caller's next __syncthreads like a completed cp.async group. */
 template <bool ASYNC, int ROWS, int D, int THREADS>
-static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem,
-                                                           const float *src, int64_t row_stride,
-                                                           int n_rows, int d)
-{
+static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem, const float *src,
+                                                           int64_t row_stride, int n_rows, int d) {
     constexpr int CPR = D / 4;
     constexpr int PASSES = ROWS * CPR / THREADS;
     static_assert(THREADS % CPR == 0 && (ROWS * CPR) % THREADS == 0, "whole rows a pass");
@@ -55,8 +53,7 @@ static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem,
  * (slice, group) is read whole before it is written, and they do not overlap. The calling warp
  * must be the only one that reads those groups; it may read them once this returns. */
 template <int MT, int GROUPS, int D>
-static __device__ __forceinline__ void fp_tf32x3_q_to_fragment_order(float *sq, int lane, int u0)
-{
+static __device__ __forceinline__ void fp_tf32x3_q_to_fragment_order(float *sq, int lane, int u0) {
     constexpr int CPR = D / 4;
     const int g = lane >> 2;
     float *const to = sq + fp_tf32_q_frag_lane(lane, D);
@@ -87,8 +84,7 @@ static __device__ __forceinline__ void fp_tf32x3_q_to_fragment_order(float *sq, 
     __syncwarp();
 }
 
-static __device__ __forceinline__ float4 fp_tf32x3_lds(const float *p)
-{
+static __device__ __forceinline__ float4 fp_tf32x3_lds(const float *p) {
     return *reinterpret_cast<const float4 *>(p);
 }
 

@@ -11,9 +11,9 @@
 
 #include <math.h>
 
-#include "../mma/online_softmax_rows.cuh"
+#include "../common/online_softmax_rows.cuh"
 #include "fragment_layout.h"
-#include "ptx.cuh"
+#include "tf32_split.cuh"
 #include "tile_load.cuh"
 
 /* acc[mt][nt] += Q K^T over chunk `half` of column group u: MT 16-row slices of Q, read in
@@ -24,8 +24,7 @@
 template <int MT, int KEY_TILES, int D>
 static __device__ __forceinline__ void fp_tf32x3_qk_chunk(float (&acc)[MT][KEY_TILES][4],
                                                           const float *sq_frag, const float *sk,
-                                                          int lane, int u, int half)
-{
+                                                          int lane, int u, int half) {
     constexpr int CPR = D / 4;
     fp_tf32_pair qa[MT][2][4];
 #pragma unroll
@@ -65,13 +64,11 @@ static __device__ __forceinline__ void fp_tf32x3_qk_chunk(float (&acc)[MT][KEY_T
 /* A raw score (an S accumulator register, key `key` and query row `row`) scaled to base 2, or
  * -inf where MASKED and the key is past kv_end or above the causal diagonal. */
 template <bool MASKED>
-static __device__ __forceinline__ float fp_tf32x3_scaled_score(float x, float scale_log2,
-                                                               int key, int row, int kv_end,
-                                                               bool causal, int diag)
-{
+static __device__ __forceinline__ float fp_tf32x3_scaled_score(float x, float scale_log2, int key,
+                                                               int row, int kv_end, bool causal,
+                                                               int diag) {
     x *= scale_log2;
-    if (MASKED && (key >= kv_end || (causal && key > row + diag)))
-        x = -INFINITY;
+    if (MASKED && (key >= kv_end || (causal && key > row + diag))) x = -INFINITY;
     return x;
 }
 
@@ -84,8 +81,7 @@ static __device__ __forceinline__ float fp_tf32x3_scaled_score(float x, float sc
 template <int MT, int KEY_TILES, int DT, int D>
 static __device__ __forceinline__ void fp_tf32x3_pv_group(float (&o)[MT][DT][4], int wl,
                                                           const float (&s)[MT][KEY_TILES][4],
-                                                          const float *sv, int lane, int w)
-{
+                                                          const float *sv, int lane, int w) {
     constexpr int CPR = D / 4;
     float acc[MT][4][4];
     fp_mma_zero(acc);
@@ -95,17 +91,16 @@ static __device__ __forceinline__ void fp_tf32x3_pv_group(float (&o)[MT][DT][4],
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
+            for (int r = 0; r < 4; ++r) ap[mt][r] = fp_tf32_split(s[mt][t8][fp_tf32_p_acc_reg(r)]);
         const int row0 = 8 * t8 + fp_tf32_pv_key(lane, 0);
         const int off = fp_tf32_swizzle(row0, fp_tf32_v_chunk(lane, w), CPR) - row0 * D;
         /* Rows row0 and row0 + 1 differ in bit 0 of the swizzle only. */
         const float4 x0 = fp_tf32x3_lds(sv + row0 * D + off);
         const float4 x1 = fp_tf32x3_lds(sv + (row0 + 1) * D + (off ^ 4));
-        const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y),
-                                    fp_tf32_split(x0.z), fp_tf32_split(x0.w)};
-        const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y),
-                                    fp_tf32_split(x1.z), fp_tf32_split(x1.w)};
+        const fp_tf32_pair b0[4] = {fp_tf32_split(x0.x), fp_tf32_split(x0.y), fp_tf32_split(x0.z),
+                                    fp_tf32_split(x0.w)};
+        const fp_tf32_pair b1[4] = {fp_tf32_split(x1.x), fp_tf32_split(x1.y), fp_tf32_split(x1.z),
+                                    fp_tf32_split(x1.w)};
 #pragma unroll
         for (int term = 0; term < 3; ++term)
 #pragma unroll
@@ -119,8 +114,7 @@ static __device__ __forceinline__ void fp_tf32x3_pv_group(float (&o)[MT][DT][4],
 #pragma unroll
         for (int e = 0; e < 4; ++e)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                o[mt][4 * wl + e][r] += acc[mt][e][r];
+            for (int r = 0; r < 4; ++r) o[mt][4 * wl + e][r] += acc[mt][e][r];
 }
 
 /* Stores row half i (0: rows g, 1: rows g + 8) of the caller's wl-th column group of one slice
@@ -129,23 +123,20 @@ static __device__ __forceinline__ void fp_tf32x3_pv_group(float (&o)[MT][DT][4],
  * register 2i). vec: go allows 16-byte stores. Columns at or past d are not written. */
 template <int DT>
 static __device__ __forceinline__ void fp_tf32x3_store_group(float *go, const float (&o)[DT][4],
-                                                             int wl, int i, int col0,
-                                                             float inv_l, bool vec, int d)
-{
+                                                             int wl, int i, int col0, float inv_l,
+                                                             bool vec, int d) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
         const int col = col0 + 4 * e;
         float v[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            v[j] = o[4 * wl + j][2 * i + e] * inv_l;
+        for (int j = 0; j < 4; ++j) v[j] = o[4 * wl + j][2 * i + e] * inv_l;
         if (vec && col + 4 <= d) {
             *reinterpret_cast<float4 *>(go + col) = make_float4(v[0], v[1], v[2], v[3]);
         } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-                if (col + j < d)
-                    go[col + j] = v[j];
+                if (col + j < d) go[col + j] = v[j];
         }
     }
 }

@@ -33,24 +33,22 @@
 
 #include <type_traits>
 
-#include "../mma/online_softmax_rows.cuh"
-#include "../mma/ptx.cuh"
+#include "../common/online_softmax_rows.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
 #include "params.h"
-#include "ptx.cuh"
 #include "tile_load.cuh"
 #include "warp_steps.cuh"
 
 /* Where a split block puts its partial result; part_o == NULL: not split. */
 struct fp_tf32x3_split {
-    float *part_o;  /* [splits][rows][d] */
+    float *part_o;   /* [splits][rows][d] */
     float2 *part_ml; /* [splits][rows] */
     int keys_per_split;
     int64_t rows; /* B * Hq * Nq */
 };
 
-template <int d_, int m_tiles, int bc, int ring>
-struct fp_tf32x3_wide_config {
+template <int d_, int m_tiles, int bc, int ring> struct fp_tf32x3_wide_config {
     static constexpr int D = d_, M_TILES = m_tiles, BC = bc, RING = ring, WARPS = 8;
     static constexpr int ROWS = 16 * M_TILES;
     static constexpr int DW = D / WARPS; /* columns of d a warp owns */
@@ -64,8 +62,7 @@ struct fp_tf32x3_wide_config {
 
 template <typename Cfg, bool ASYNC>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
-    fp_tf32x3_wide_forward_kernel(const fp_tf32x3_params a, const fp_tf32x3_split sp)
-{
+    fp_tf32x3_wide_forward_kernel(const fp_tf32x3_params a, const fp_tf32x3_split sp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int D = Cfg::D;
     constexpr int BC = Cfg::BC;
@@ -97,8 +94,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
         kv_end = min(kv_end, kv_begin + sp.keys_per_split);
     }
     int kv_hi = kv_end;
-    if (a.causal)
-        kv_hi = min(kv_hi, min(q0 + Cfg::ROWS, a.seq_q) + diag);
+    if (a.causal) kv_hi = min(kv_hi, min(q0 + Cfg::ROWS, a.seq_q) + diag);
     const int n_tiles = kv_hi > kv_begin ? (kv_hi - kv_begin + BC - 1) / BC : 0;
     /* Tiles reaching past this key need the mask: the end of the keys (split ranges end on a
      * tile boundary, so only the last one), or the first key row q0 cannot see. */
@@ -113,9 +109,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
         if (hf < n_halves) {
             const int kb = kv_begin + (hf >> 1) * BC;
             const float *src = (hf & 1) ? gV + (int64_t)kb * a.v_s : gK + (int64_t)kb * a.k_s;
-            fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(ring + (hf % RING) * SLOT, src,
-                                                       (hf & 1) ? a.v_s : a.k_s, a.seq_kv - kb,
-                                                       a.d);
+            fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(
+                ring + (hf % RING) * SLOT, src, (hf & 1) ? a.v_s : a.k_s, a.seq_kv - kb, a.d);
         }
         fp_cp_async_commit();
     };
@@ -126,8 +121,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
      * slot of the half-tile just consumed, RING half-tiles back from the one it then issues.
      * So waiting until at most RING - 2 groups are pending always lands the next half-tile. */
 #pragma unroll
-    for (int hf = 0; hf < RING - 1; ++hf)
-        issue_half(hf);
+    for (int hf = 0; hf < RING - 1; ++hf) issue_half(hf);
 
     /* Q has landed (the first group): each warp puts its own column groups in fragment order. */
     fp_cp_async_wait<RING - 2>();
@@ -147,8 +141,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
          * so that consecutive mma do not wait on each other. */
         float acc_s[2][MT][KEY_TILES][4];
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
-            fp_mma_zero(acc_s[half]);
+        for (int half = 0; half < 2; ++half) fp_mma_zero(acc_s[half]);
 #pragma unroll
         for (int u = 0; u < UW; ++u)
 #pragma unroll
@@ -223,8 +216,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, 1)
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = q0 + 16 * mt + fp_tf32_acc_row(lane, 2 * i);
-            if (row >= a.seq_q)
-                continue;
+            if (row >= a.seq_q) continue;
             const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
             const int64_t part_row =
                 sp.part_o ? (int64_t)blockIdx.z * sp.rows + (int64_t)bh * a.seq_q + row : 0;

@@ -22,14 +22,14 @@
 #ifndef FP_TF32X3_WIDE_TILE_CONFIGS_H
 #define FP_TF32X3_WIDE_TILE_CONFIGS_H
 
-#define FP_TF32X3_WIDE_CONFIG_LIST(X)                                                          \
-    X(512, 0, 2, 16, 3)                                                                        \
-    X(512, 1, 1, 32, 2)                                                                        \
-    X(1024, 0, 2, 8, 2)                                                                        \
-    X(1024, 1, 1, 16, 2)                                                                       \
+#define FP_TF32X3_WIDE_CONFIG_LIST(X)                                                              \
+    X(512, 0, 2, 16, 3)                                                                            \
+    X(512, 1, 1, 32, 2)                                                                            \
+    X(1024, 0, 2, 8, 2)                                                                            \
+    X(1024, 1, 1, 16, 2)                                                                           \
     X(1024, 2, 1, 8, 3)
 
-#define FP_TF32X3_WIDE_DEFAULT_CONFIG_D512 0
+#define FP_TF32X3_WIDE_DEFAULT_CONFIG_D512  0
 #define FP_TF32X3_WIDE_DEFAULT_CONFIG_D1024 1
 
 #endif /* FP_TF32X3_WIDE_TILE_CONFIGS_H */

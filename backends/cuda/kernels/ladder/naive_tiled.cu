@@ -6,15 +6,15 @@
  * thread folds the tile into its one output element. Every block of output columns recomputes
  * the whole of Q K^T, which is what the later steps of the ladder remove, piece by piece.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/block_reduce.cuh"
-#include "common/dtype.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "block_reduce.cuh"
 
 #define NAIVE_TILE 32 /* query rows, keys per tile, and output columns of one block */
 
 template <typename T>
-__global__ void __launch_bounds__(NAIVE_TILE * NAIVE_TILE) kernel_naive_tiled(fp_attn_args a) {
+__global__ void __launch_bounds__(NAIVE_TILE *NAIVE_TILE) kernel_naive_tiled(fp_attn_args a) {
     __shared__ float p_s[NAIVE_TILE][NAIVE_TILE + 1];
     __shared__ float reduce_s[NAIVE_TILE][NAIVE_TILE + 1];
 
@@ -63,9 +63,9 @@ __global__ void __launch_bounds__(NAIVE_TILE * NAIVE_TILE) kernel_naive_tiled(fp
 }
 
 static int naive_tiled_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                                int64_t *param, char *why, size_t why_len) {
+                                fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, NAIVE_TILE, why, why_len);
 }
 
@@ -73,9 +73,9 @@ static gpuError_t naive_tiled_launch(const fp_gpu_launch *L) {
     const fp_attn_args a = fp_attn_args_make(L);
     const dim3 grid((a.nq + NAIVE_TILE - 1) / NAIVE_TILE, (a.d + NAIVE_TILE - 1) / NAIVE_TILE,
                     (unsigned)(L->p.batch * L->p.heads_q));
-    FP_DISPATCH_DTYPE(L->p.dtype, T,
-                      kernel_naive_tiled<T> FP_GPU_LAUNCH(grid, NAIVE_TILE * NAIVE_TILE, 0,
-                                                          L->stream)(a));
+    FP_DISPATCH_DTYPE(
+        L->p.dtype, T,
+        kernel_naive_tiled<T> FP_GPU_LAUNCH(grid, NAIVE_TILE * NAIVE_TILE, 0, L->stream)(a));
     return gpuGetLastError();
 }
 

@@ -5,16 +5,16 @@
  * which shrinks the block's shared memory by 18% and lets more blocks share an SM. The
  * turn-taking is guarded by a barrier between the last read of K and the first write of V (the
  * write-up's kernels 4 and 5 reused their buffer without one: a race). The kernel itself is
- * common/register_tile.cuh; this file picks its shape.
+ * register_tile.cuh; this file picks its shape.
  */
-#include "../kernel_list.h"
-#include "common/register_tile.cuh"
+#include "../../kernel_list.h"
+#include "register_tile.cuh"
 
 /* 4 row groups x 4 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
 #define WRT_WARPS 4
-#define WRT_ROWS 4
-#define WRT_KEYS 2
-#define WRT_COLS 4
+#define WRT_ROWS  4
+#define WRT_KEYS  2
+#define WRT_COLS  4
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_wide_register_tile = {
     {"wide_register_tile",
      "ladder 4: wider register tiles (4x2 scores, 4x4 outputs), K and V share one buffer",

@@ -14,11 +14,11 @@
  *
  * Shared memory: Q chunk 2 KiB, the K/V buffer 32 KiB, P 4 KiB.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
 /* Named, not anonymous: the emulated tests compile several kernel files as one unit. */
@@ -27,13 +27,13 @@ namespace fp_float4_loads {
 constexpr int LANES = 32; /* lanes of a row group; two groups share a 64-wide wavefront */
 constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * LANES;
-constexpr int RQ = 4;              /* query rows per group */
-constexpr int RC = 2;              /* keys per lane per tile: lane, lane + 32 */
-constexpr int BR = WARPS * RQ;     /* 16 query rows per block */
-constexpr int BC = LANES * RC;     /* 64 keys per tile */
-constexpr int BW = LANES * 4;      /* 128 output columns per block, 4 consecutive per lane */
-constexpr int DK = 32;             /* d chunk of the scores */
-constexpr int K_STRIDE = DK + 4;   /* padded K row: eight lanes' float4 hit eight bank groups */
+constexpr int RQ = 4;            /* query rows per group */
+constexpr int RC = 2;            /* keys per lane per tile: lane, lane + 32 */
+constexpr int BR = WARPS * RQ;   /* 16 query rows per block */
+constexpr int BC = LANES * RC;   /* 64 keys per tile */
+constexpr int BW = LANES * 4;    /* 128 output columns per block, 4 consecutive per lane */
+constexpr int DK = 32;           /* d chunk of the scores */
+constexpr int K_STRIDE = DK + 4; /* padded K row: eight lanes' float4 hit eight bank groups */
 constexpr int K_FLOATS = BC * K_STRIDE;
 constexpr int V_FLOATS = BC * BW;
 constexpr int KV_FLOATS = K_FLOATS > V_FLOATS ? K_FLOATS : V_FLOATS;
@@ -127,8 +127,8 @@ __global__ void __launch_bounds__(THREADS) kernel_float4_loads(fp_attn_args a, b
                     q[i] = *reinterpret_cast<const float4 *>(&q_s[(group * RQ + i) * DK + kk]);
 #pragma unroll
                 for (int j = 0; j < RC; ++j)
-                    k[j] = *reinterpret_cast<const float4 *>(
-                        &k_s[(lane + LANES * j) * K_STRIDE + kk]);
+                    k[j] =
+                        *reinterpret_cast<const float4 *>(&k_s[(lane + LANES * j) * K_STRIDE + kk]);
 #pragma unroll
                 for (int i = 0; i < RQ; ++i)
 #pragma unroll
@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(THREADS) kernel_float4_loads(fp_attn_args a, b
             const int slot = tid + n * THREADS, r = slot / (BW / 4), c4 = slot % (BW / 4);
             const int key = k0 + r;
             const bool ok = key < key_end;
-            *reinterpret_cast<float4 *>(&v_s[r * BW + c4 * 4]) = fp_vt::load4_guarded(
-                ok ? H.v + key * a.vs.seq : H.v, ok, col0 + c4 * 4, a.d, vec);
+            *reinterpret_cast<float4 *>(&v_s[r * BW + c4 * 4]) =
+                fp_vt::load4_guarded(ok ? H.v + key * a.vs.seq : H.v, ok, col0 + c4 * 4, a.d, vec);
         }
         __syncthreads(); /* publishes v_s and p_s */
         if (k0 + BC <= keys_seen_by_all)
@@ -208,9 +208,9 @@ bool strides_vec4(const flashport_strides &s) {
 }
 
 int float4_loads_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                          int64_t *param, char *why, size_t why_len) {
+                          fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     if (p->head_dim % 4 != 0) {
         snprintf(why, why_len, "float4 loads need head_dim a multiple of 4 (got %lld)",
                  (long long)p->head_dim);

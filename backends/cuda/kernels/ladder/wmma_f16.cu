@@ -21,11 +21,11 @@
  */
 #include <mma.h>
 
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
 /* Named, not anonymous: the emulated tests compile several kernel files as one unit. */
@@ -36,16 +36,16 @@ using namespace nvcuda;
 constexpr int M = 16; /* WMMA tile: M x M x M */
 constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * 32;
-constexpr int BQ = WARPS * M;          /* 64 query rows, 16 per warp */
-constexpr int BK = 64;                 /* keys per tile */
-constexpr int DC = 64;                 /* d chunk of the scores */
-constexpr int BW = 128;                /* output columns per block */
-constexpr int S_FRAGS = BK / M;        /* 4 score fragments per warp */
-constexpr int O_FRAGS = BW / M;        /* 8 output fragments per warp */
-constexpr int QK_LD = DC + 8;          /* 16-bit elements per staged Q/K row */
-constexpr int V_LD = BW + 8;           /* 16-bit elements per staged V row */
-constexpr int S_LD = BK + 4;           /* floats per score row */
-constexpr int P_LD = BK + 8;           /* 16-bit elements per P row */
+constexpr int BQ = WARPS * M;   /* 64 query rows, 16 per warp */
+constexpr int BK = 64;          /* keys per tile */
+constexpr int DC = 64;          /* d chunk of the scores */
+constexpr int BW = 128;         /* output columns per block */
+constexpr int S_FRAGS = BK / M; /* 4 score fragments per warp */
+constexpr int O_FRAGS = BW / M; /* 8 output fragments per warp */
+constexpr int QK_LD = DC + 8;   /* 16-bit elements per staged Q/K row */
+constexpr int V_LD = BW + 8;    /* 16-bit elements per staged V row */
+constexpr int S_LD = BK + 4;    /* floats per score row */
+constexpr int P_LD = BK + 8;    /* 16-bit elements per P row */
 
 /* nvcuda::wmma is CUDA's; a HIP build leaves this file out (rocWMMA would be its own variant). */
 static_assert(FP_WARP_SIZE == 32, "WMMA fragments are warp-wide on 32-lane warps");
@@ -64,14 +64,14 @@ constexpr int QKV_BYTES = Q_BYTES + K_BYTES > V_BYTES ? Q_BYTES + K_BYTES : V_BY
 constexpr int S_BYTES = WARPS * M * S_LD * 4;
 constexpr int P_BYTES = WARPS * M * P_LD * 2;
 constexpr int ROW_BYTES = WARPS * M * 4;
-static_assert(Q_BYTES % 32 == 0 && QKV_BYTES % 32 == 0 && S_BYTES % 32 == 0 &&
-                  P_BYTES % 32 == 0, "WMMA pointers must be 32-byte aligned");
+static_assert(Q_BYTES % 32 == 0 && QKV_BYTES % 32 == 0 && S_BYTES % 32 == 0 && P_BYTES % 32 == 0,
+              "WMMA pointers must be 32-byte aligned");
 
 /* Stages rows x cols elements (cols a multiple of 4) of a row-major tensor as 16-bit operands,
  * zero outside [0, rows_valid) x [0, d); reads nothing there. */
 template <typename T, typename OP, int ROWS, int COLS>
-__device__ __forceinline__ void stage(OP *dst, int ld, const T *src, int64_t src_ld,
-                                      int rows_valid, int col0, int d, bool vec) {
+__device__ __forceinline__ void stage(OP *dst, int ld, const T *src, int64_t src_ld, int rows_valid,
+                                      int col0, int d, bool vec) {
     constexpr int SLOTS = ROWS * COLS / 4;
 #pragma unroll 4
     for (int slot = threadIdx.x; slot < SLOTS; slot += THREADS) {
@@ -87,8 +87,8 @@ __device__ __forceinline__ void stage(OP *dst, int ld, const T *src, int64_t src
 }
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool vec_q, bool vec_k,
-                                                           bool vec_v) {
+__global__ void __launch_bounds__(THREADS)
+    kernel_wmma_f16(fp_attn_args a, bool vec_q, bool vec_k, bool vec_v) {
     typedef typename operand<T>::type OP;
     __shared__ __align__(128) unsigned char smem[QKV_BYTES + S_BYTES + P_BYTES + ROW_BYTES];
     OP *const q_s = reinterpret_cast<OP *>(smem);
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
     const int wrow0 = row0 + warp * M;
     const fp_attn_head<T> H = fp_attn_head_of<T>(a, blockIdx.z);
     const int key_end = fp_block_key_end(a, row0, BQ);
-    const int seen_by_all = fp_visible_keys(a, wrow0);   /* the warp's first row sees fewest */
+    const int seen_by_all = fp_visible_keys(a, wrow0); /* the warp's first row sees fewest */
     const int seen_by_any = fp_visible_keys(a, wrow0 + M - 1);
 
     /* Which row and column of a 16 x 16 accumulator each of this lane's elements is. */
@@ -132,8 +132,8 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
         for (int n = 0; n < S_FRAGS; ++n) wmma::fill_fragment(s[n], 0.0f);
         for (int d0 = 0; d0 < a.d; d0 += DC) {
             __syncthreads(); /* the previous chunk, or the previous tile's V, has been read */
-            stage<T, OP, BQ, DC>(q_s, QK_LD, H.q + row0 * a.qs.seq, a.qs.seq, a.nq - row0, d0,
-                                 a.d, vec_q);
+            stage<T, OP, BQ, DC>(q_s, QK_LD, H.q + row0 * a.qs.seq, a.qs.seq, a.nq - row0, d0, a.d,
+                                 vec_q);
             stage<T, OP, BK, DC>(k_s, QK_LD, H.k + key0 * a.ks.seq, a.ks.seq, key_end - key0, d0,
                                  a.d, vec_k);
             __syncthreads();
@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
             for (int e = 0; e < o[n].num_elements; ++e) o[n].x[e] *= row_w[(int)row_of.x[e]];
 
         __syncthreads(); /* every warp is done with the Q/K chunk that V overwrites */
-        stage<T, OP, BK, BW>(v_s, V_LD, H.v + key0 * a.vs.seq, a.vs.seq, key_end - key0, col0,
-                             a.d, vec_v);
+        stage<T, OP, BK, BW>(v_s, V_LD, H.v + key0 * a.vs.seq, a.vs.seq, key_end - key0, col0, a.d,
+                             vec_v);
         __syncthreads();
 
         for (int kk = 0; kk < BK; kk += M) {
@@ -227,11 +227,13 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
 }
 
 int wmma_f16_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                      int64_t *param, char *why, size_t why_len) {
-    (void)param;
+                      fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    (void)params;
     if (props->cc_major < 8) {
-        snprintf(why, why_len, "WMMA with bf16 and f16 operands needs compute capability 8.0+ "
-                               "(device is %d.%d)", props->cc_major, props->cc_minor);
+        snprintf(why, why_len,
+                 "WMMA with bf16 and f16 operands needs compute capability 8.0+ "
+                 "(device is %d.%d)",
+                 props->cc_major, props->cc_minor);
         return 0;
     }
     return fp_attn_grid_fits(p, BW, why, why_len);

@@ -10,7 +10,7 @@
  *
  * Shared memory: two stage buffers of max(Q/K chunk, V chunk) (up to 2 x 16 KiB) and P (9 KiB).
  */
-#include "../kernel_list.h"
+#include "../../kernel_list.h"
 #include "vector_tiles.cuh"
 
 using namespace fp_vt;
@@ -21,9 +21,8 @@ template <int RW> struct stage_size {
 };
 
 template <typename T, int RW>
-__global__ void __launch_bounds__(THREADS) kernel_double_buffered(fp_attn_args a, bool vec_q,
-                                                                   bool vec_k, bool vec_v,
-                                                                   bool vec_o) {
+__global__ void __launch_bounds__(THREADS)
+    kernel_double_buffered(fp_attn_args a, bool vec_q, bool vec_k, bool vec_v, bool vec_o) {
     constexpr int STAGE = stage_size<RW>::FLOATS;
     __shared__ __align__(16) float stage_s[2 * STAGE];
     __shared__ __align__(16) float p_s[BK * P_STRIDE];

@@ -9,12 +9,12 @@
 
 #include <stdint.h>
 
-#include "dtype.cuh"
+#include "../common/dtype.cuh"
 
 template <typename T, int ROWS, int COLS, int THREADS>
 __device__ __forceinline__ void fp_stage_tile(float *dst, int dst_stride, const T *src,
-                                              int64_t src_stride, int rows_valid,
-                                              int cols_valid, int tid) {
+                                              int64_t src_stride, int rows_valid, int cols_valid,
+                                              int tid) {
     constexpr int ELEMS = ROWS * COLS;
 #pragma unroll 4
     for (int i = 0; i < (ELEMS + THREADS - 1) / THREADS; i++) {

@@ -1,9 +1,9 @@
 /*
  * One online-softmax step on a warp's rows held in mma accumulators, shared by the f16/bf16
- * forward (warp_rows.cuh) and the 3xTF32 forward (tf32x3/). Both keep S and O in the C/D layout
- * that mma.sync m16n8k16 and m16n8k8 share: of the four registers a lane holds for an 8-column
- * tile, 2i and 2i + 1 are two adjacent columns of row g + 8i (fragment_layout.h), so a row's max
- * and sum need only the shuffles among the four lanes of its group.
+ * forward (mma/warp_rows.cuh) and the 3xTF32 forward (tf32x3/). Both keep S and O in the C/D
+ * layout that mma.sync m16n8k16 and m16n8k8 share: of the four registers a lane holds for an
+ * 8-column tile, 2i and 2i + 1 are two adjacent columns of row g + 8i (mma/fragment_layout.h),
+ * so a row's max and sum need only the shuffles among the four lanes of its group.
  *
  * In: s[MT][KEY_TILES][4], one key tile's scores (masked ones -inf), to be multiplied by
  * scale_log2 > 0 (a kernel that has already scaled them passes 1). Out: s holds P = exp2(scaled
@@ -14,32 +14,28 @@
  * and O through the exp2, as it must. O and l are rescaled only when some row of the warp has a
  * new max: alpha is exactly 1 otherwise, and after the first tiles most tiles raise no max.
  */
-#ifndef FP_MMA_ONLINE_SOFTMAX_ROWS_CUH
-#define FP_MMA_ONLINE_SOFTMAX_ROWS_CUH
+#ifndef FP_KERNELS_ONLINE_SOFTMAX_ROWS_CUH
+#define FP_KERNELS_ONLINE_SOFTMAX_ROWS_CUH
 
 #include <math.h>
 
 #include "ptx.cuh"
 
 /* Zeroes accumulators (any [A][B] of 4-register tiles). */
-template <int A, int B>
-static __device__ __forceinline__ void fp_mma_zero(float (&x)[A][B][4])
-{
+template <int A, int B> static __device__ __forceinline__ void fp_mma_zero(float (&x)[A][B][4]) {
 #pragma unroll
     for (int a = 0; a < A; ++a)
 #pragma unroll
         for (int b = 0; b < B; ++b)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                x[a][b][r] = 0.0f;
+            for (int r = 0; r < 4; ++r) x[a][b][r] = 0.0f;
 }
 
 /* The state before the first key: O = 0, and for rows g and g + 8 of each slice, running max
  * -inf and this lane's share of the row sum 0. */
 template <int MT, int D_TILES>
 static __device__ __forceinline__ void fp_mma_softmax_init(float (&m)[MT][2], float (&l)[MT][2],
-                                                           float (&o)[MT][D_TILES][4])
-{
+                                                           float (&o)[MT][D_TILES][4]) {
     fp_mma_zero(o);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -51,11 +47,9 @@ static __device__ __forceinline__ void fp_mma_softmax_init(float (&m)[MT][2], fl
 }
 
 template <int MT, int KEY_TILES, int D_TILES>
-static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TILES][4],
-                                                           float (&m)[MT][2], float (&l)[MT][2],
-                                                           float (&o)[MT][D_TILES][4],
-                                                           float scale_log2)
-{
+static __device__ __forceinline__ void
+fp_mma_softmax_step(float (&s)[MT][KEY_TILES][4], float (&m)[MT][2], float (&l)[MT][2],
+                    float (&o)[MT][D_TILES][4], float scale_log2) {
     float m_new[MT][2], m_ref[MT][2];
     bool new_max = false;
 #pragma unroll
@@ -89,8 +83,7 @@ static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TI
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
-            m[mt][i] = m_new[mt][i];
+        for (int i = 0; i < 2; ++i) m[mt][i] = m_new[mt][i];
 #pragma unroll
         for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
@@ -102,4 +95,4 @@ static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TI
     }
 }
 
-#endif /* FP_MMA_ONLINE_SOFTMAX_ROWS_CUH */
+#endif /* FP_KERNELS_ONLINE_SOFTMAX_ROWS_CUH */

@@ -18,22 +18,22 @@
 #ifndef FP_KERNELS_VECTOR_TILES_CUH
 #define FP_KERNELS_VECTOR_TILES_CUH
 
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 
 namespace fp_vt {
 
 constexpr int TX = 16; /* lanes of a row group: one row's keys and columns */
 constexpr int TY = 8;
 constexpr int THREADS = TX * TY;
-constexpr int RQ = 4;        /* query rows per thread */
-constexpr int RK = 4;        /* keys per thread per key tile */
-constexpr int BQ = TY * RQ;  /* 32 query rows per block */
-constexpr int BK = TX * RK;  /* 64 keys per key tile */
-constexpr int BD = 32;       /* head-dim chunk of Q and K staged at a time */
-constexpr int VK = 16;       /* keys of V staged at a time */
+constexpr int RQ = 4;            /* query rows per thread */
+constexpr int RK = 4;            /* keys per thread per key tile */
+constexpr int BQ = TY * RQ;      /* 32 query rows per block */
+constexpr int BK = TX * RK;      /* 64 keys per key tile */
+constexpr int BD = 32;           /* head-dim chunk of Q and K staged at a time */
+constexpr int VK = 16;           /* keys of V staged at a time */
 constexpr int P_STRIDE = BQ + 4; /* P staged transposed, [BK][P_STRIDE]: float4 over rows */
 
 static_assert(TX <= FP_WARP_SIZE && FP_WARP_SIZE % TX == 0, "a row group must sit in one warp");
@@ -42,14 +42,11 @@ static_assert(TX <= FP_WARP_SIZE && FP_WARP_SIZE % TX == 0, "a row group must si
 static inline int cols_per_thread(int64_t d) { return d <= 64 ? 4 : (d <= 128 ? 8 : 16); }
 
 /* Four consecutive elements as floats; the pointer is aligned to four elements. */
-template <typename T> struct alignas(4 * sizeof(T)) vec4 {
-    T v[4];
-};
+template <typename T> struct alignas(4 * sizeof(T)) vec4 { T v[4]; };
 
 template <typename T> __device__ __forceinline__ float4 load4(const T *p) {
     vec4<T> x = *reinterpret_cast<const vec4<T> *>(p);
-    return make_float4(fp_to_f32(x.v[0]), fp_to_f32(x.v[1]), fp_to_f32(x.v[2]),
-                       fp_to_f32(x.v[3]));
+    return make_float4(fp_to_f32(x.v[0]), fp_to_f32(x.v[1]), fp_to_f32(x.v[2]), fp_to_f32(x.v[3]));
 }
 
 template <typename T> __device__ __forceinline__ void store4(T *p, float4 f) {
@@ -82,8 +79,8 @@ __device__ __forceinline__ float4 load4_guarded(const T *row, bool row_ok, int c
 
 /* The per-thread state of one block across its key tiles. */
 template <int RW> struct tile_state {
-    float s[RQ][RK];  /* scores of the current key tile */
-    float o[RQ][RW];  /* unnormalised output: o[i][g*4+e] is row ty*RQ+i, column g*4*TX+tx*4+e */
+    float s[RQ][RK]; /* scores of the current key tile */
+    float o[RQ][RW]; /* unnormalised output: o[i][g*4+e] is row ty*RQ+i, column g*4*TX+tx*4+e */
     fp_softmax_row row[RQ];
 };
 
@@ -176,15 +173,15 @@ __device__ __forceinline__ void fetch_qk(qk_chunk &c, const fp_attn_head<T> &H,
     for (int n = 0; n < qk_chunk::Q_PER_THREAD; ++n) {
         int slot = threadIdx.x + n * THREADS, row = row0 + chunk_row(slot);
         bool ok = row < a.nq;
-        c.q[n] = load4_guarded(ok ? H.q + row * a.qs.seq : H.q, ok, d0 + 4 * chunk_col4(slot),
-                               a.d, vec_q);
+        c.q[n] = load4_guarded(ok ? H.q + row * a.qs.seq : H.q, ok, d0 + 4 * chunk_col4(slot), a.d,
+                               vec_q);
     }
 #pragma unroll
     for (int n = 0; n < qk_chunk::K_PER_THREAD; ++n) {
         int slot = threadIdx.x + n * THREADS, key = key0 + chunk_row(slot);
         bool ok = key < a.nkv;
-        c.k[n] = load4_guarded(ok ? H.k + key * a.ks.seq : H.k, ok, d0 + 4 * chunk_col4(slot),
-                               a.d, vec_k);
+        c.k[n] = load4_guarded(ok ? H.k + key * a.ks.seq : H.k, ok, d0 + 4 * chunk_col4(slot), a.d,
+                               vec_k);
     }
 }
 
@@ -349,19 +346,20 @@ static gpuError_t launch_tiles(const fp_gpu_launch *L, tile_kernel kernel) {
     return gpuGetLastError();
 }
 
-/* Host: picks RW for the problem (supports) and the instantiation to launch. KERNELS::get<T, RW>()
- * returns a kernel of the family. Both have the variant table's signatures, so that a step's
- * entry names them directly; the family needs nothing of the device beyond the grid limits. */
+/* Host: the support check and the launch of the instantiation for RW = cols_per_thread(d), which
+ * both derive from the problem. KERNELS::get<T, RW>() returns a kernel of the family. Both have
+ * the variant table's signatures, so that a step's entry names them directly; the family needs
+ * nothing of the device beyond the grid limits. */
 static inline int tiles_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                                 int64_t *param, char *why, size_t why_len) {
+                                 fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    param[0] = cols_per_thread(p->head_dim);
-    return fp_attn_grid_fits(p, (int)(TX * param[0]), why, why_len);
+    (void)params;
+    return fp_attn_grid_fits(p, TX * cols_per_thread(p->head_dim), why, why_len);
 }
 
 template <class KERNELS> static gpuError_t tiles_launch(const fp_gpu_launch *L) {
     gpuError_t err = gpuSuccess;
-    switch (L->param[0]) {
+    switch (cols_per_thread(L->p.head_dim)) {
     case 4:
         FP_DISPATCH_DTYPE(L->p.dtype, T,
                           err = launch_tiles<T, 4>(L, KERNELS::template get<T, 4>()));

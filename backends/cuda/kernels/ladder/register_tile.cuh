@@ -15,13 +15,13 @@
 #ifndef FP_KERNELS_REGISTER_TILE_CUH
 #define FP_KERNELS_REGISTER_TILE_CUH
 
-#include "attention_args.cuh"
-#include "dtype.cuh"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/warp_reduce.cuh"
 #include "tile_load.cuh"
-#include "warp_reduce.cuh"
 
 #define FP_RT_LANES 32 /* lanes of a row group */
-#define FP_RT_DK 32    /* d chunk of the Q K^T product */
+#define FP_RT_DK    32 /* d chunk of the Q K^T product */
 
 template <int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER> struct fp_register_tile {
     static constexpr int THREADS = WARPS * FP_RT_LANES;
@@ -59,8 +59,7 @@ __device__ __forceinline__ void fp_rt_accumulate_pv(float (&acc)[RQ][RV], const 
 }
 
 template <typename T, int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER>
-__global__ void __launch_bounds__(WARPS *FP_RT_LANES)
-    fp_register_tile_attention(fp_attn_args a) {
+__global__ void __launch_bounds__(WARPS *FP_RT_LANES) fp_register_tile_attention(fp_attn_args a) {
     typedef fp_register_tile<WARPS, RQ, RC, RV, SHARE_KV_BUFFER> S;
     __shared__ float q_s[S::BR * FP_RT_DK];
     __shared__ float p_s[S::BR * S::BC];
@@ -97,9 +96,9 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
 
         for (int d0 = 0; d0 < a.d; d0 += FP_RT_DK) {
             fp_stage_tile<T, S::BR, FP_RT_DK, S::THREADS>(q_s, FP_RT_DK, q_block + d0, a.qs.seq,
-                                                         a.nq - row0, a.d - d0, tid);
+                                                          a.nq - row0, a.d - d0, tid);
             fp_stage_tile<T, S::BC, FP_RT_DK, S::THREADS>(k_s, S::K_STRIDE, k_tile + d0, a.ks.seq,
-                                                         key_end - k0, a.d - d0, tid);
+                                                          key_end - k0, a.d - d0, tid);
             __syncthreads();
 #pragma unroll 8
             for (int kk = 0; kk < FP_RT_DK; kk++) {
@@ -171,9 +170,9 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
  * picks the instantiation for the problem's dtype on the grid convention of attention_args.cuh. */
 template <int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER>
 static int fp_register_tile_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                                     int64_t *param, char *why, size_t why_len) {
+                                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, fp_register_tile<WARPS, RQ, RC, RV, SHARE_KV_BUFFER>::BD, why,
                              why_len);
 }
@@ -184,9 +183,10 @@ static gpuError_t fp_register_tile_launch(const fp_gpu_launch *L) {
     const fp_attn_args a = fp_attn_args_make(L);
     const dim3 grid((a.nq + S::BR - 1) / S::BR, (a.d + S::BD - 1) / S::BD,
                     (unsigned)(L->p.batch * L->p.heads_q));
-    FP_DISPATCH_DTYPE(L->p.dtype, T,
-                      fp_register_tile_attention<T, WARPS, RQ, RC, RV, SHARE_KV_BUFFER>
-                      FP_GPU_LAUNCH(grid, S::THREADS, 0, L->stream)(a));
+    FP_DISPATCH_DTYPE(
+        L->p.dtype, T,
+        fp_register_tile_attention<T, WARPS, RQ, RC, RV, SHARE_KV_BUFFER> FP_GPU_LAUNCH(
+            grid, S::THREADS, 0, L->stream)(a));
     return gpuGetLastError();
 }
 

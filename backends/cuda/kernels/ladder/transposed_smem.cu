@@ -10,15 +10,14 @@
  *
  * Shared memory: one Q/K chunk (13 KiB), one V chunk (up to 16 KiB), P (9 KiB).
  */
-#include "../kernel_list.h"
+#include "../../kernel_list.h"
 #include "vector_tiles.cuh"
 
 using namespace fp_vt;
 
 template <typename T, int RW>
-__global__ void __launch_bounds__(THREADS) kernel_transposed_smem(fp_attn_args a, bool vec_q,
-                                                                   bool vec_k, bool vec_v,
-                                                                   bool vec_o) {
+__global__ void __launch_bounds__(THREADS)
+    kernel_transposed_smem(fp_attn_args a, bool vec_q, bool vec_k, bool vec_v, bool vec_o) {
     __shared__ __align__(16) float qk_s[QK_CHUNK_FLOATS];
     __shared__ __align__(16) float v_s[VK * TX * RW];
     __shared__ __align__(16) float p_s[BK * P_STRIDE];

@@ -5,17 +5,17 @@
  * dot product from shared memory; the V tile is staged the same way. Reductions are still the
  * baseline's shared-memory trees. What this step buys is memory traffic alone.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/block_reduce.cuh"
-#include "common/dtype.cuh"
-#include "common/tile_load.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "block_reduce.cuh"
+#include "tile_load.cuh"
 
-#define SMEM_TILE 32 /* query rows, keys per tile, output columns, and the d chunk */
+#define SMEM_TILE   32              /* query rows, keys per tile, output columns, and the d chunk */
 #define SMEM_STRIDE (SMEM_TILE + 1) /* a padded row: column reads hit 32 different banks */
 
 template <typename T>
-__global__ void __launch_bounds__(SMEM_TILE * SMEM_TILE) kernel_smem_tiled(fp_attn_args a) {
+__global__ void __launch_bounds__(SMEM_TILE *SMEM_TILE) kernel_smem_tiled(fp_attn_args a) {
     __shared__ float q_s[SMEM_TILE][SMEM_STRIDE];
     __shared__ float k_s[SMEM_TILE][SMEM_STRIDE];
     __shared__ float v_s[SMEM_TILE][SMEM_STRIDE];
@@ -71,9 +71,9 @@ __global__ void __launch_bounds__(SMEM_TILE * SMEM_TILE) kernel_smem_tiled(fp_at
 }
 
 static int smem_tiled_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                               int64_t *param, char *why, size_t why_len) {
+                               fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, SMEM_TILE, why, why_len);
 }
 
@@ -88,8 +88,7 @@ static gpuError_t smem_tiled_launch(const fp_gpu_launch *L) {
 }
 
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_smem_tiled = {
-    {"smem_tiled",
-     "ladder 2: Q, K and V tiles staged in shared memory with coalesced loads",
+    {"smem_tiled", "ladder 2: Q, K and V tiles staged in shared memory with coalesced loads",
      FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     smem_tiled_supports,
     NULL,
