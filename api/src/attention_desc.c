@@ -32,12 +32,12 @@ FLASHPORT_API void flashport_attention_desc_set_varlen(flashport_attention_desc 
     d->q_varlen = 1;
     d->total_q = total_q;
     d->seq_q = max_seqlen_q;
-    d->q = d->o = (flashport_strides){0, d->head_dim, d->heads_q * d->head_dim};
+    d->q = d->o = (flashport_strides){0, d->head_dim, fp_mul_sat(d->heads_q, d->head_dim)};
     if (total_kv > 0) {
         d->kv_layout = FLASHPORT_KV_VARLEN;
         d->total_kv = total_kv;
         d->seq_kv = max_seqlen_kv;
-        d->k = d->v = (flashport_strides){0, d->head_dim, d->heads_kv * d->head_dim};
+        d->k = d->v = (flashport_strides){0, d->head_dim, fp_mul_sat(d->heads_kv, d->head_dim)};
     }
 }
 
@@ -51,13 +51,13 @@ FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *
     d->page_size = page_size;
     d->max_pages_per_seq = max_pages_per_seq;
     d->total_kv = 0;
-    const int64_t hd = d->heads_kv * d->head_dim, rows = page_size * d->head_dim;
+    const int64_t hd = fp_mul_sat(d->heads_kv, d->head_dim), page = fp_mul_sat(page_size, hd);
     if (layout == FLASHPORT_LAYOUT_BNHD)
-        d->k = (flashport_strides){page_size * hd, d->head_dim, hd};
+        d->k = (flashport_strides){page, d->head_dim, hd};
     else
-        d->k = (flashport_strides){page_size * hd, rows, d->head_dim};
+        d->k = (flashport_strides){page, fp_mul_sat(page_size, d->head_dim), d->head_dim};
     d->v = d->k;
-    const int64_t cap = page_size * max_pages_per_seq;
+    const int64_t cap = fp_mul_sat(page_size, max_pages_per_seq);
     if (d->seq_kv <= 0 || d->seq_kv > cap) d->seq_kv = cap;
 }
 
@@ -169,7 +169,8 @@ static int strides_disjoint(const dims4 *d) {
     return 1;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+/* For a >= 0; a + b - 1 would overflow for b near INT64_MAX (UBSan, found by fuzz_desc). */
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b != 0) : 0; }
 
 /* ---- validation ---- */
 
@@ -364,9 +365,12 @@ flashport_attention_desc_validate(const flashport_attention_desc *d) {
 
 /* Visible keys of row i of a dense problem (normalised window). */
 static int64_t visible_keys(const fp_problem *p, int64_t i) {
+    /* Windows wider than the keys are clamped first, so that no sum below overflows. */
     const int64_t diag = i + p->seq_kv - p->seq_q;
-    int64_t lo = p->window_left < 0 ? 0 : diag - p->window_left;
-    int64_t hi = p->causal ? diag : p->window_right < 0 ? p->seq_kv - 1 : diag + p->window_right;
+    const int64_t left = p->window_left > p->seq_kv ? p->seq_kv : p->window_left;
+    const int64_t right = p->window_right > p->seq_kv ? p->seq_kv : p->window_right;
+    int64_t lo = left < 0 ? 0 : diag - left;
+    int64_t hi = p->causal ? diag : right < 0 ? p->seq_kv - 1 : diag + right;
     if (lo < 0) lo = 0;
     if (hi > p->seq_kv - 1) hi = p->seq_kv - 1;
     return hi >= lo ? hi - lo + 1 : 0;
