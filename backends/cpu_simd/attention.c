@@ -57,14 +57,15 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     keys = keys / CS_KEY_STEP * CS_KEY_STEP;
     t->keys = (int)min64(keys, max64(CS_KEY_STEP, round_up(p->seq_kv, CS_KEY_STEP)));
     /* A tile visits at most its positions plus both sides of the window, or every key; the
-     * ring keeps CS_KEY_STEP free slots past them for a block's zero rows. */
+     * ring keeps CS_KEY_STEP free slots past them for a block's zero rows. The sides are
+     * clamped to what the ring could hold before they are added (they may be INT64_MAX). */
+    const int64_t most = RING_BYTES / (2 * (int64_t)sizeof(float) * t->dq) - 2 * CS_KEY_STEP;
     const int64_t right = p->causal ? 0 : p->window_right;
     int64_t reach = p->seq_kv;
     if (p->window_left >= 0 && right >= 0)
-        reach = min64(reach, t->queries + p->window_left + right);
-    const int64_t ring = max64(round_up(reach, CS_KEY_STEP), t->keys) + CS_KEY_STEP;
-    const int fits = ring * t->dq * 2 * (int64_t)sizeof(float) <= RING_BYTES;
-    t->ring = (int)(fits ? ring : t->keys + CS_KEY_STEP);
+        reach = min64(reach, t->queries + min64(p->window_left, most) + min64(right, most));
+    t->ring = (int)(reach <= most ? max64(round_up(reach, CS_KEY_STEP), t->keys) + CS_KEY_STEP
+                                  : t->keys + CS_KEY_STEP);
     /* Packed sequences of total_q rows cut into tiles: each sequence adds at most one partial
      * tile. */
     t->max_tiles = p->q_varlen ? (p->total_q + p->batch * (t->queries - 1)) / t->queries
@@ -276,8 +277,12 @@ static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_
  * sequence's own bottom-right diagonal; [0, 0) when none. */
 static void row_keys(const fp_problem *p, const seq_view *s, int64_t i, int64_t *lo, int64_t *hi) {
     const int64_t diag = i + s->nkv - s->nq;
-    const int64_t right = p->causal ? 0 : p->window_right;
-    const int64_t a = p->window_left < 0 ? 0 : max64(0, diag - p->window_left);
+    /* A side longer than the sequence's queries and keys together reaches past every key from
+     * every row: clamped to that, it adds to the diagonal without overflow. */
+    const int64_t span = s->nq + s->nkv;
+    const int64_t left = min64(p->window_left, span);
+    const int64_t right = min64(p->causal ? 0 : p->window_right, span);
+    const int64_t a = left < 0 ? 0 : max64(0, diag - left);
     const int64_t e = right < 0 ? s->nkv : min64(s->nkv, diag + right + 1);
     *lo = e > a ? a : 0;
     *hi = e > a ? e : 0;
