@@ -12,7 +12,11 @@
 #include "topology.h"
 
 #define ALIGN_BYTES 64 /* every scratch array starts on a cache line */
-#define LOG2E       1.44269504088896340736
+/* The K and V rings together hold at most this: every key a tile visits when they fit (2048
+ * keys at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the
+ * source rows would be, so the bound only caps the scratch. */
+#define RING_BYTES ((int64_t)2 << 20)
+#define LOG2E      1.44269504088896340736
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -52,6 +56,16 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     int64_t keys = min64(128, max64(CS_KEY_STEP, 16384 / t->dq));
     keys = keys / CS_KEY_STEP * CS_KEY_STEP;
     t->keys = (int)min64(keys, max64(CS_KEY_STEP, round_up(p->seq_kv, CS_KEY_STEP)));
+    /* A tile visits at most its positions plus both sides of the window, or every key; the
+     * ring keeps CS_KEY_STEP free slots past them for a block's zero rows. The sides are
+     * clamped to what the ring could hold before they are added (they may be INT64_MAX). */
+    const int64_t most = RING_BYTES / (2 * (int64_t)sizeof(float) * t->dq) - 2 * CS_KEY_STEP;
+    const int64_t right = p->causal ? 0 : p->window_right;
+    int64_t reach = p->seq_kv;
+    if (p->window_left >= 0 && right >= 0)
+        reach = min64(reach, t->queries + min64(p->window_left, most) + min64(right, most));
+    t->ring = (int)(reach <= most ? max64(round_up(reach, CS_KEY_STEP), t->keys) + CS_KEY_STEP
+                                  : t->keys + CS_KEY_STEP);
     /* Packed sequences of total_q rows cut into tiles: each sequence adds at most one partial
      * tile. */
     t->max_tiles = p->q_varlen ? (p->total_q + p->batch * (t->queries - 1)) / t->queries
@@ -71,8 +85,10 @@ static scratch_layout layout_of(const cs_tiling *t) {
     (L.field = at, at += (size_t)round_up((int64_t)(n) * (int64_t)sizeof(type), ALIGN_BYTES))
     PLACE(q, (int64_t)t->rows * t->dq, float);
     PLACE(o, (int64_t)t->rows * t->dq, float);
-    PLACE(k, (int64_t)t->keys * t->dq, float);
-    PLACE(v, (int64_t)t->keys * t->dq, float);
+    /* The rings, with CS_KEY_STEP rows past the end for the zero rows of a block that ends
+     * where the ring wraps around. */
+    PLACE(k, (int64_t)(t->ring + CS_KEY_STEP) * t->dq, float);
+    PLACE(v, (int64_t)(t->ring + CS_KEY_STEP) * t->dq, float);
     PLACE(s, (int64_t)t->rows * t->keys, float);
     PLACE(bias, (int64_t)t->rows * t->keys, float);
     PLACE(m, t->rows, float);
@@ -125,7 +141,11 @@ typedef struct call {
 } call;
 
 typedef struct tile_scratch {
-    float *q, *o, *k, *v, *s, *m, *l, *alpha, *slope, *diag;
+    float *q, *o, *s, *m, *l, *alpha, *slope, *diag;
+    /* The K/V ring: key j of KV head ring_kvh of sequence ring_b sits in row
+     * (j - ring_base) mod t->ring of k and v; keys [ring_lo, ring_hi) are there. */
+    float *k, *v;
+    int64_t ring_b, ring_kvh, ring_base, ring_lo, ring_hi;
     float *bias;              /* bias * log2 e of the block, laid out as the scores */
     int *lo, *hi;             /* keys of the current block each row sees, block-relative */
     int64_t *key_lo, *key_hi; /* keys of the sequence each row sees */
@@ -200,13 +220,13 @@ static float descale(const call *c, const void *factors, int64_t heads, int64_t 
     return 1.0f;
 }
 
-/* Converts keys [j0, j0 + n) of K and V into the block buffers, a page (or the whole block) at
- * a time; rows up to `padded` are zero so the micro-kernels can run on whole steps. */
+/* Converts keys [j0, j0 + n) of K and V into rows [row, row + n) of the ring, a page (or the
+ * whole run) at a time. */
 static void pack_kv(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t j0,
-                    int n, int padded) {
+                    int64_t n, int64_t row) {
     const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
-    for (int j = 0; j < n;) {
+    for (int64_t j = 0; j < n;) {
         int64_t k_at, v_at;
         const int64_t run = min64(kv_rows(c, s, kvh, j0 + j, &k_at, &v_at), n - j);
         for (int64_t r = 0; r < run; ++r, ++j) {
@@ -214,16 +234,41 @@ static void pack_kv(const call *c, tile_scratch *ts, const seq_view *s, int64_t 
             c->ops->load_row((const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size,
                              p->dtype, p->head_dim, dq,
                              descale(c, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->k + (int64_t)j * dq);
+                             ts->k + (row + j) * dq);
             c->ops->load_row((const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size,
                              p->dtype, p->head_dim, dq,
                              descale(c, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->v + (int64_t)j * dq);
+                             ts->v + (row + j) * dq);
         }
     }
-    const size_t tail = (size_t)(padded - n) * (size_t)dq * sizeof(float);
-    memset(ts->k + (int64_t)n * dq, 0, tail);
-    memset(ts->v + (int64_t)n * dq, 0, tail);
+}
+
+static int64_t ring_row(const tile_scratch *ts, const cs_tiling *t, int64_t j) {
+    const int64_t r = (j - ts->ring_base) % t->ring;
+    return r < 0 ? r + t->ring : r;
+}
+
+/* Makes keys [a, e) of KV head kvh of sequence s (e - a <= t->ring - CS_KEY_STEP) present in
+ * the ring, converting only those it does not hold: consecutive tiles of one head share all
+ * their keys without a window, and all but a tile height of them with one. The rows of keys
+ * outside [a, e) are free afterwards; e - a leaves CS_KEY_STEP of them past e. */
+static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t a,
+                      int64_t e) {
+    if (ts->ring_b != s->b || ts->ring_kvh != kvh || e <= ts->ring_lo || a >= ts->ring_hi) {
+        ts->ring_b = s->b;
+        ts->ring_kvh = kvh;
+        ts->ring_base = ts->ring_lo = ts->ring_hi = a;
+    }
+    const int64_t missing[2][2] = {{a, min64(ts->ring_lo, e)}, {max64(ts->ring_hi, a), e}};
+    for (int i = 0; i < 2; ++i)
+        for (int64_t j = missing[i][0]; j < missing[i][1];) {
+            const int64_t row = ring_row(ts, c->t, j),
+                          n = min64(missing[i][1] - j, c->t->ring - row);
+            pack_kv(c, ts, s, kvh, j, n, row);
+            j += n;
+        }
+    ts->ring_lo = a;
+    ts->ring_hi = e;
 }
 
 /* ---- scores: the window and the modifiers ---- */
@@ -232,8 +277,12 @@ static void pack_kv(const call *c, tile_scratch *ts, const seq_view *s, int64_t 
  * sequence's own bottom-right diagonal; [0, 0) when none. */
 static void row_keys(const fp_problem *p, const seq_view *s, int64_t i, int64_t *lo, int64_t *hi) {
     const int64_t diag = i + s->nkv - s->nq;
-    const int64_t right = p->causal ? 0 : p->window_right;
-    const int64_t a = p->window_left < 0 ? 0 : max64(0, diag - p->window_left);
+    /* A side longer than the sequence's queries and keys together reaches past every key from
+     * every row: clamped to that, it adds to the diagonal without overflow. */
+    const int64_t span = s->nq + s->nkv;
+    const int64_t left = min64(p->window_left, span);
+    const int64_t right = min64(p->causal ? 0 : p->window_right, span);
+    const int64_t a = left < 0 ? 0 : max64(0, diag - left);
     const int64_t e = right < 0 ? s->nkv : min64(s->nkv, diag + right + 1);
     *lo = e > a ? a : 0;
     *hi = e > a ? e : 0;
@@ -364,10 +413,28 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
     }
 }
 
+/* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh of sequence s. Inlined: GCC
+ * takes a function that only prefetches for one without effects and drops its calls. */
+static inline __attribute__((always_inline)) void prefetch_keys(const call *c, const seq_view *s,
+                                                                int64_t kvh, int64_t j, int64_t n) {
+    const int64_t bytes = c->p->head_dim * (int64_t)c->in_size;
+    for (int64_t key = j; key < j + n; ++key) {
+        int64_t k_at, v_at;
+        kv_rows(c, s, kvh, key, &k_at, &v_at);
+        const char *k = (const char *)c->a->k + (size_t)k_at * c->in_size;
+        const char *v = (const char *)c->a->v + (size_t)v_at * c->in_size;
+        for (int64_t at = 0; at < bytes; at += ALIGN_BYTES) {
+            __builtin_prefetch(k + at, 0, 3);
+            __builtin_prefetch(v + at, 0, 3);
+        }
+    }
+}
+
 /* One tile: query positions [i0, i0 + nq) of query heads [h0, h0 + nh) within the group of KV
- * head kvh, of sequence s. */
+ * head kvh, of sequence s. next_i0: the first position of the tile of the same sequence and
+ * heads this thread likely runs next, or -1. */
 static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t h0,
-                     int64_t i0) {
+                     int64_t i0, int64_t next_i0) {
     const fp_problem *p = c->p;
     const cs_tiling *t = c->t;
     const cs_kernel_ops *ops = c->ops;
@@ -411,17 +478,40 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
     for (int64_t j = 0; j < t->keys; ++j)
         for (int r = score_rows; r < group_rows; ++r) ts->s[j * rows + r] = 0.0f;
 
-    for (int64_t j0 = k_lo; j0 < k_hi; j0 += t->keys) {
-        const int n = (int)min64(t->keys, k_hi - j0);
+    /* The keys the next tile adds to the ring (a tile height of them with a window) come from
+     * memory: prefetched while this tile computes, a few per call of the P V kernel, since a
+     * burst of them stalls the kernels as much as the misses would. */
+    int64_t pf_lo = 0, pf_n = 0, pf_calls = 1, pf_done = 0;
+    if (next_i0 >= 0) {
+        int64_t lo, hi;
+        tile_keys(p, s, next_i0, min64(t->queries, s->nq - next_i0), &lo, &hi);
+        pf_lo = hi > k_hi ? max64(lo, k_hi) : lo;
+        pf_n = max64(0, (hi > k_hi ? hi : min64(hi, k_lo)) - pf_lo);
+        pf_calls = max64(1, (k_hi - k_lo + t->keys - 1) / t->keys *
+                                ((real + CS_PV_ROWS - 1) / CS_PV_ROWS) *
+                                ((dq + CS_PV_COLS - 1) / CS_PV_COLS));
+    }
+    /* The tile's keys go into the ring all at once when they fit, else a block at a time. */
+    const int whole = k_hi - k_lo <= t->ring - CS_KEY_STEP;
+    if (whole && k_hi > k_lo) ring_fill(c, ts, s, kvh, k_lo, k_hi);
+    for (int64_t j0 = k_lo; j0 < k_hi;) {
+        if (!whole) ring_fill(c, ts, s, kvh, j0, min64(j0 + t->keys, k_hi));
+        /* A block also ends where the ring wraps around. Its rows up to a whole step are
+         * zero, so the micro-kernels can run on whole steps: they are free rows of the ring
+         * (keys past the fill) or the rows past its end. */
+        const int64_t row = ring_row(ts, t, j0);
+        const int n = (int)min64(min64(t->keys, k_hi - j0), t->ring - row);
         const int padded = (int)round_up(n, CS_KEY_STEP);
-        pack_kv(c, ts, s, kvh, j0, n, padded);
+        float *kb = ts->k + row * dq, *vb = ts->v + row * dq;
+        memset(kb + (int64_t)n * dq, 0, (size_t)(padded - n) * (size_t)dq * sizeof(float));
+        memset(vb + (int64_t)n * dq, 0, (size_t)(padded - n) * (size_t)dq * sizeof(float));
         for (int r = 0; r < score_rows; ++r) {
             const int a = (int)max64(0, min64(ts->key_lo[r] - j0, n));
             const int e = (int)max64(0, min64(ts->key_hi[r] - j0, n));
             ts->lo[r] = e > a ? a : 0;
             ts->hi[r] = e > a ? e : 0;
         }
-        ops->scores(ts->q, ts->k, p->head_dim, dq, score_rows, ts->lo, ts->hi, ts->s, rows);
+        ops->scores(ts->q, kb, p->head_dim, dq, score_rows, ts->lo, ts->hi, ts->s, rows);
         if (mods.slope)
             for (int r = 0; r < real; ++r)
                 ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
@@ -444,19 +534,25 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
         for (int64_t c0 = 0; c0 < dq; c0 += CS_PV_COLS)
             for (int g = 0; g < real; g += CS_PV_ROWS) {
                 const int a = ts->group_lo[g / CS_PV_ROWS], e = ts->group_hi[g / CS_PV_ROWS];
-                ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, ts->v + (int64_t)a * dq + c0, dq,
+                ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, vb + (int64_t)a * dq + c0, dq,
                              min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g,
                              ts->o + (int64_t)g * dq + c0);
+                if (pf_done < pf_n) {
+                    const int64_t take = min64(pf_n - pf_done, (pf_n + pf_calls - 1) / pf_calls);
+                    prefetch_keys(c, s, kvh, pf_lo + pf_done, take);
+                    pf_done += take;
+                }
             }
         for (int r = 0; r < real; ++r) {
             const int a = ts->group_lo[r / CS_PV_ROWS], e = ts->group_hi[r / CS_PV_ROWS];
             if (ts->lo[r] < a)
-                ops->pv_row(ts->s + r, rows, ts->v, dq, ts->lo[r], ts->hi[r] < a ? ts->hi[r] : a,
+                ops->pv_row(ts->s + r, rows, vb, dq, ts->lo[r], ts->hi[r] < a ? ts->hi[r] : a,
                             ts->o + (int64_t)r * dq);
             if (ts->hi[r] > e)
-                ops->pv_row(ts->s + r, rows, ts->v, dq, ts->lo[r] > e ? ts->lo[r] : e, ts->hi[r],
+                ops->pv_row(ts->s + r, rows, vb, dq, ts->lo[r] > e ? ts->lo[r] : e, ts->hi[r],
                             ts->o + (int64_t)r * dq);
         }
+        j0 += n;
     }
     store_tile(c, ts, &tp, real);
 }
@@ -482,6 +578,7 @@ static tile_scratch scratch_of(const call *c, void *base, int thread) {
         .bias_at = (int64_t *)(b + c->L.bias_at),
         .group_lo = (int *)(b + c->L.group_lo),
         .group_hi = (int *)(b + c->L.group_hi),
+        .ring_b = -1,
     };
     return ts;
 }
@@ -522,17 +619,24 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
 static _Thread_local int bound_core = -1;
 #endif
 
-/* Work item `it`: a query tile of the list, one KV head, one chunk of its query heads. */
+/* Work item `it`: a query tile of the list, one KV head, one chunk of its query heads; the
+ * items of one head and chunk are consecutive, so that a thread's next tile is usually of the
+ * same head and finds most of its keys in the ring. */
 typedef struct work_list {
     const tile_entry *tiles;
-    int64_t head_chunks, per_tile, items;
+    int64_t tiles_n, head_chunks, per_tile, items;
 } work_list;
 
-static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_t it) {
-    const tile_entry *e = &w->tiles[it / w->per_tile];
-    const int64_t rest = it % w->per_tile;
+/* Item `it` of a team of `threads`, which take items in about that turn: the thread's next item
+ * is likely `threads` further on. */
+static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_t it, int threads) {
+    const tile_entry *e = &w->tiles[it % w->tiles_n];
+    const int64_t rest = it / w->tiles_n, next = it + threads;
+    const tile_entry *n =
+        next < w->items && next / w->tiles_n == rest ? &w->tiles[next % w->tiles_n] : NULL;
     const seq_view s = seq_of(c, e->b);
-    run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0);
+    run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0,
+             n && n->b == e->b ? n->i0 : -1);
 }
 
 void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
@@ -553,9 +657,9 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
         c.mods.cap_out = (float)(p->softcap * LOG2E);
     }
     tile_entry *tiles = (tile_entry *)((char *)scratch + c.L.total * (size_t)t->threads);
-    work_list w = {tiles, (c.group + t->heads - 1) / t->heads, 0, 0};
+    work_list w = {tiles, list_tiles(&c, tiles), (c.group + t->heads - 1) / t->heads, 0, 0};
     w.per_tile = p->heads_kv * w.head_chunks;
-    w.items = list_tiles(&c, tiles) * w.per_tile;
+    w.items = w.tiles_n * w.per_tile;
 #if defined(_OPENMP)
     const int threads = (int)max64(1, min64(t->threads, w.items));
 #pragma omp parallel num_threads(threads)
@@ -567,10 +671,10 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
         }
         tile_scratch ts = scratch_of(&c, scratch, me);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it);
+        for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, threads);
     }
 #else
     tile_scratch ts = scratch_of(&c, scratch, 0);
-    for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it);
+    for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, 1);
 #endif
 }

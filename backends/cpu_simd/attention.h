@@ -11,8 +11,10 @@
  *   - KV addressing (dense, varlen, paged): a sequence's lengths and rows, and where key j's
  *     rows of K and V are, resolved once per run of contiguous rows (a page);
  *   - scores: the window's key range of each row, and the modifiers applied to a block.
- * Threads take (sequence, KV head, head chunk, query tile) work items from a shared counter,
- * most expensive first.
+ * Converted keys are kept in a ring per thread, so that the next tile of the same head converts
+ * only the keys it does not share with the last one. Threads take (sequence, KV head, head
+ * chunk, query tile) work items from a shared counter, the tiles of one head in a row, most
+ * expensive first.
  */
 #ifndef CS_ATTENTION_H
 #define CS_ATTENTION_H
@@ -28,6 +30,7 @@ typedef struct cs_tiling {
     int queries; /* query positions in a tile */
     int rows;    /* heads * queries rounded up to CS_PV_ROWS */
     int keys;    /* keys per block, a multiple of CS_KEY_STEP */
+    int ring;    /* keys the K/V ring of a thread holds, a multiple of CS_KEY_STEP */
     int64_t dq;  /* head_dim rounded up to CS_DIM_STEP */
     int threads;
     int64_t max_tiles; /* query tiles of every sequence together, at most */
@@ -35,8 +38,8 @@ typedef struct cs_tiling {
 
 /* Tile shape for p, sized so that a tile's Q and O stay in L2 and a key block in L1. */
 void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t);
-/* Scratch the run needs: threads x (one tile + one key block) and the list of query tiles,
- * never a function of N^2. */
+/* Scratch the run needs: threads x (one tile + a K/V ring) and the list of query tiles, never a
+ * function of N^2. */
 size_t cs_scratch_bytes(const cs_tiling *t);
 
 /* The tiling as a plan's kernel parameters: stored by the planner, read back by run(). */

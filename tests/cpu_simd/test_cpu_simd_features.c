@@ -552,6 +552,14 @@ static int edge_cases(flashport_context *ctx, flashport_context *ref, const char
             s.window_right = 0;
             failures += check(ctx, ref, &s, kernel, 1);
         }
+    /* Window sides as wide as INT64_MAX see every key, with Nq above and below Nkv: they are
+     * clamped before they meet a row's diagonal. */
+    for (int big = 0; big <= 1; ++big) {
+        s = random_spec(F_WINDOW, big);
+        s.causal = 0;
+        s.window_left = s.window_right = INT64_MAX;
+        failures += check(ctx, ref, &s, kernel, 1);
+    }
     /* Sequences without keys, packed and paged. */
     s = random_spec(F_VARLEN | F_PAGED | F_SINKS, 0);
     s.batch = 3;
