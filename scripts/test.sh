@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds into build-test, and runs every test
 # (unit tests, and the conformance suite on every backend built here) with ctest, except those
-# labelled long (sweeps that take tens of minutes without a GPU; scripts/gpu-run.sh's ctest
+# labelled long (sweeps that take about an hour without a GPU; scripts/gpu-run.sh's ctest
 # stage runs them, or: ctest --test-dir build-test -L long). Arguments go to ctest.
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
