@@ -34,6 +34,7 @@ typedef struct bench_shape {
     int64_t page_size; /* > 0: K and V in a paged cache of pages this size */
     int varlen;        /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
                         * Lkv = Lq + seq_kv - seq_q keys */
+    int kv_mixed;      /* 1: sequence b has Lkv drawn from 1..seq_kv (paged or varlen only) */
 } bench_shape;
 
 /* A shape made concrete: its descriptor and the host tables the descriptor needs, with the
@@ -48,6 +49,7 @@ typedef struct bench_problem {
     int64_t tokens_q, tokens_kv;        /* rows of real data: the sums of the lengths */
     int64_t q_elems, kv_elems, o_elems; /* elements of one Q, of one of K and V, of O */
     double flops;                       /* bench_problem_create's count (bench_shape_help) */
+    double bytes; /* what the call must move at least: Q, O, and each sequence's visible K/V */
 } bench_problem;
 
 /* Everything the command line decides. */
@@ -59,6 +61,7 @@ typedef struct bench_options {
     int dtype_given;     /* --dtype was on the command line */
     int layout_given;    /* --layout was */
     int warmup, repeat;
+    int queue;          /* calls queued back to back per timed sample */
     double max_seconds; /* > 0: fewer repeats when they would take longer than this */
     int threads;        /* 0: leave FLASHPORT_NUM_THREADS alone */
     int cpu_time;       /* time calls by process CPU time (CPU devices) */
@@ -91,7 +94,10 @@ typedef struct bench_record {
     char ceiling_name[64]; /* "" when no ceiling applies */
     double ceiling_tflops; /* 0 when unknown */
     double pct_of_ceiling; /* < 0 when unknown */
-    int checked;           /* max_abs_err / rel_l2_err are set */
+    double bytes_moved;    /* bench_problem.bytes */
+    /* bytes_moved per median time over the measured copy bandwidth; < 0 when unknown */
+    double bandwidth_fraction;
+    int checked; /* max_abs_err / rel_l2_err are set */
     double max_abs_err, rel_l2_err;
     char checked_on[96];        /* which part of the output was compared */
     double speedup_vs_previous; /* ladder only; 0 when not applicable */

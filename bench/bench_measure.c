@@ -92,6 +92,8 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     memset(rec, 0, sizeof *rec);
     rec->shape = *shape;
     rec->pct_of_ceiling = -1;
+    rec->bandwidth_fraction = -1;
+    rec->bytes_moved = bp->bytes;
     rec->input_sets = in->sets;
     rec->input_bytes = in->q_bytes + in->k_bytes + in->v_bytes;
     rec->output_bytes = in->o_bytes;
@@ -165,9 +167,12 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
             free(ms);
             return fail(rec, "timer start");
         }
-        st = run_set(ctx, p, in, (warmup + i) % in->sets);
+        st = FLASHPORT_OK;
+        for (int q = 0; q < opt->queue && st == FLASHPORT_OK; ++q)
+            st = run_set(ctx, p, in, (warmup + i * opt->queue + q) % in->sets);
         /* The timer is stopped even after a failed call so that it is freed. */
         flashport_status st_stop = flashport_timer_stop(t, &ms[i]);
+        ms[i] /= opt->queue;
         if (st != FLASHPORT_OK || st_stop != FLASHPORT_OK) {
             free(ms);
             return fail(rec, st != FLASHPORT_OK ? "attention" : "timer stop");
@@ -181,6 +186,9 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     rec->tflops = rec->ms_median > 0 ? rec->flops / (rec->ms_median * 1e-3) / 1e12 : 0;
     choose_ceiling(env, shape->dtype, rec->precision, rec);
     if (rec->ceiling_tflops > 0) rec->pct_of_ceiling = 100.0 * rec->tflops / rec->ceiling_tflops;
+    if (env->have_peaks && env->peaks.copy_gbps > 0 && rec->ms_median > 0)
+        rec->bandwidth_fraction =
+            rec->bytes_moved / (rec->ms_median * 1e-3) / (env->peaks.copy_gbps * 1e9);
 
     if (ref_o) {
         void *out = malloc(in->o_bytes);

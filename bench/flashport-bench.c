@@ -10,8 +10,8 @@
 #include "cli.h"
 
 static const char *const preset_choices[] = {
-    "seed",  "fa-grid", "ladder", "decode",       "cpu", "window", "softcap",
-    "alibi", "paged",   "varlen", "decode-paged", "fp8", NULL};
+    "seed",  "fa-grid", "ladder", "decode",       "cpu",   "window", "softcap",
+    "alibi", "paged",   "varlen", "decode-paged", "serve", "fp8",    NULL};
 /* In flashport_dtype order, so that a choice's index is the enum value. */
 static const char *const dtype_choices[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const layout_choices[] = {"bhnd", "bnhd", NULL};
@@ -27,7 +27,10 @@ static const char *const epilogue =
     "flashport_timer_start/stop (device events where the backend has them); the table shows the\n"
     "median of --repeat calls after --warmup calls (with --cpu-time, by the process's CPU time\n"
     "instead: on a CPU backend with --threads 1 that is the call's compute time, however busy\n"
-    "the machine is). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
+    "the machine is). With --queue N a timed sample is N calls queued back to back and the\n"
+    "time per call is the sample over N: the device's time per call once the host keeps ahead\n"
+    "of it, without the host's launch latency that a lone call shows (decode serving runs many\n"
+    "calls back to back). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
     "for the units the kernel uses (printed at the start).\n"
     "\n"
     "Exit status: 0 every run succeeded (unsupported variants included), 1 a run or a check\n"
@@ -35,7 +38,7 @@ static const char *const epilogue =
     "\n";
 
 typedef struct bench_cli {
-    int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
+    int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, queue, threads, sets, seed;
     double check_gflop, max_seconds;
     int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes, cpu_time;
     const char *backend, *kernel, *json, *csv, *shape;
@@ -64,6 +67,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                    .nkv = UNSET,
                    .d = UNSET,
                    .warmup = 3,
+                   .queue = 1,
                    .repeat = 10,
                    .seed = 1234,
                    .check_gflop = 8.0,
@@ -92,6 +96,8 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"warmup", CLI_INT, &c.warmup, "N", "untimed calls first (default 3)", NULL},
         {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)",
          NULL},
+        {"queue", CLI_INT, &c.queue, "N",
+         "calls queued back to back per timed sample (default 1; see Timing)", NULL},
         {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S",
          "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)",
          NULL},
@@ -143,10 +149,11 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 (long long)c.hq, (long long)c.hkv);
         return BENCH_EXIT_USAGE;
     }
-    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 || c.threads < 0 ||
-        c.threads > 65536 || c.sets < 0 || c.sets > 4096 || c.check_gflop <= 0 ||
-        c.max_seconds < 0) {
+    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 || c.queue < 1 ||
+        c.queue > 10000 || c.threads < 0 || c.threads > 65536 || c.sets < 0 || c.sets > 4096 ||
+        c.check_gflop <= 0 || c.max_seconds < 0) {
         fprintf(stderr, "flashport-bench: need 0 <= --warmup <= 1e6, 1 <= --repeat <= 1e6, "
+                        "1 <= --queue <= 1e4, "
                         "0 <= --threads <= 65536, 0 <= --sets <= 4096, --check-gflop > 0, "
                         "--max-seconds >= 0\n");
         return BENCH_EXIT_USAGE;
@@ -184,6 +191,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->layout_given = c.layout >= 0;
     opt->warmup = (int)c.warmup;
     opt->repeat = (int)c.repeat;
+    opt->queue = (int)c.queue;
     opt->max_seconds = c.max_seconds;
     opt->threads = (int)c.threads;
     opt->cpu_time = c.cpu_time;
