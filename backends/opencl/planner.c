@@ -32,8 +32,15 @@ static int find_kernel(const char *name) {
     return -1;
 }
 
-/* Asks variant i; on yes fills the plan. The reason, either way, is in out->reason. */
+/* Asks variant i, when it implements every feature of the problem; on yes fills the plan. The
+ * reason, either way, is in out->reason. */
 static flashport_status try_variant(int i, fp_cl_dev *dev, const fp_problem *p, fp_plan *out) {
+    const unsigned missing = fp_problem_features(p, FP_OP_FORWARD) & ~kernels[i]->info.features;
+    if (missing) {
+        snprintf(out->reason, sizeof out->reason, "%s does not implement %s",
+                 kernels[i]->info.name, fp_feature_name(missing & -missing));
+        return FLASHPORT_ERROR_UNSUPPORTED;
+    }
     fp_cl_kernel_params params;
     memset(&params, 0, sizeof params);
     flashport_status st = kernels[i]->plan(dev, p, &params, out->reason, sizeof out->reason);
