@@ -30,9 +30,9 @@ flashport_status fp_cl_set_feature_args(const fp_cl_api *cl, cl_kernel kernel, c
                                         const fp_problem *p, const fp_args *a) {
     const cl_mem cu_q = as_mem(a->cu_seqlens_q), cu_kv = as_mem(a->cu_seqlens_kv),
                  seqlens_kv = as_mem(a->seqlens_kv), table = as_mem(a->block_table),
-                 slopes = as_mem(a->alibi_slopes), bias = as_mem(a->bias),
-                 sinks = as_mem(a->sinks), q_ds = as_mem(a->q_descale),
-                 k_ds = as_mem(a->k_descale), v_ds = as_mem(a->v_descale);
+                 slopes = as_mem(a->alibi_slopes), bias = as_mem(a->bias), sinks = as_mem(a->sinks),
+                 q_ds = as_mem(a->q_descale), k_ds = as_mem(a->k_descale),
+                 v_ds = as_mem(a->v_descale);
     const cl_int q_varlen = p->q_varlen != 0, kv_layout = (cl_int)p->kv_layout;
     const cl_int total_q = p->q_varlen ? (cl_int)p->total_q : 0;
     const int paged = p->kv_layout == FLASHPORT_KV_PAGED;
@@ -41,14 +41,15 @@ flashport_status fp_cl_set_feature_args(const fp_cl_api *cl, cl_kernel kernel, c
     const cl_int max_pages = paged ? (cl_int)p->max_pages_per_seq : 0;
     const cl_int window_left = clamp_int(p->window_left), window_right = clamp_int(p->window_right);
     const cl_float scale_abs = fabsf(p->scale), softcap = p->softcap;
-    const cl_int alibi_batch_stride =
-        p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? (cl_int)p->heads_q : 0;
+    const cl_int alibi = (cl_int)p->alibi;
+    const cl_int bias_dtype = p->bias.enabled ? (cl_int)p->bias.dtype : -1;
     const cl_long bias_strides[4] = {p->bias.batch, p->bias.head, p->bias.query, p->bias.key};
     const cl_int has_sinks = p->sinks != 0;
     /* Per tensor: one factor, position / 2^31-1 = 0 for every position. */
     const int per_block = p->descale == FLASHPORT_DESCALE_BLOCK;
     const cl_int descale_block = per_block ? clamp_int(p->descale_block) : INT_MAX;
-    const cl_int q_blocks = per_block ? (cl_int)((p->seq_q + descale_block - 1) / descale_block) : 0;
+    const cl_int q_blocks =
+        per_block ? (cl_int)((p->seq_q + descale_block - 1) / descale_block) : 0;
     const cl_int kv_blocks =
         per_block ? (cl_int)((p->seq_kv + descale_block - 1) / descale_block) : 0;
 
@@ -68,8 +69,9 @@ flashport_status fp_cl_set_feature_args(const fp_cl_api *cl, cl_kernel kernel, c
                 {sizeof window_right, &window_right},
                 {sizeof scale_abs, &scale_abs},
                 {sizeof softcap, &softcap},
+                {sizeof alibi, &alibi},
                 {sizeof slopes, &slopes},
-                {sizeof alibi_batch_stride, &alibi_batch_stride},
+                {sizeof bias_dtype, &bias_dtype},
                 {sizeof bias, &bias},
                 {sizeof bias_strides[0], &bias_strides[0]},
                 {sizeof bias_strides[1], &bias_strides[1]},

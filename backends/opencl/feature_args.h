@@ -7,8 +7,8 @@
  *   int q_varlen, kv_layout, total_q, page_size, max_pages
  *   int window_left, window_right                  -1: unbounded; both clamped to 2^31-1
  *   float |scale|, softcap
- *   alibi_slopes, int alibi_batch_stride           0 for slopes per head, heads_q per batch
- *   bias, long bias strides (batch, head, query, key)
+ *   int alibi (flashport_alibi), alibi_slopes
+ *   int bias_dtype (-1: no bias), bias, long bias strides (batch, head, query, key)
  *   int has_sinks, sinks
  *   q_descale, k_descale, v_descale, int descale_block, q_descale_blocks, kv_descale_blocks
  *                                                  per tensor: block 2^31-1, 0 blocks

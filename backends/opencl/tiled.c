@@ -98,8 +98,9 @@ static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, const fp
         return;
     }
     if (t[FP_CL_P_PF] && p->kv_layout == FLASHPORT_KV_PAGED) {
-        snprintf(why, len, "tile pf=1 prefetches a block before the paged KV cache's block table "
-                           "is read for it: a paged cache needs pf=0");
+        snprintf(why, len,
+                 "tile pf=1 prefetches a block before the paged KV cache's block table "
+                 "is read for it: a paged cache needs pf=0");
         return;
     }
     size_t local = tile_local_bytes(t, p);
@@ -244,8 +245,8 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_ke
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8], (long long)t[9],
              (long long)t[10], (long long)t[11],
              (dev->desc->type & CL_DEVICE_TYPE_CPU) ? "CPU shape" : "GPU shape",
-             override && *override ? ", FLASHPORT_OPENCL_TILE" : "",
-             tile_local_bytes(t, p), (long long)slices, slices == 1 ? "" : "s");
+             override && *override ? ", FLASHPORT_OPENCL_TILE" : "", tile_local_bytes(t, p),
+             (long long)slices, slices == 1 ? "" : "s");
     return FLASHPORT_OK;
 }
 
@@ -284,25 +285,15 @@ static void tiled_options(const fp_cl_device_desc *dev, const fp_cl_kernel_param
             snprintf(nvidia, sizeof nvidia, " -cl-nv-verbose -cl-nv-maxrregcount=%lld",
                      (long long)t[FP_CL_P_RG]);
     }
-    /* The features with code in the block loop are compiled in only where a problem asks for
-     * them (the others are runtime arguments): a program per combination in use. */
-    char features[96];
-    snprintf(features, sizeof features, " -DPAGED=%d -DSOFTCAP=%d -DALIBI=%d -DBIAS=%d",
-             p->kv_layout == FLASHPORT_KV_PAGED, p->softcap > 0.0f,
-             p->alibi != FLASHPORT_ALIBI_NONE, p->bias.enabled != 0);
-    if (p->bias.enabled) {
-        size_t used = strlen(features);
-        snprintf(features + used, sizeof features - used, " -DBIAS_DTYPE=%d", (int)p->bias.dtype);
-    }
     snprintf(buf, len,
              "-cl-std=CL1.2 -DBR=%lld -DBC=%lld -DTM=%lld -DTN=%lld -DKC=%lld -DVC=%lld "
              "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DUR=%lld -DWIDE=%d -DVEC=%d "
-             "-DDTYPE=%d -DODTYPE=%d%s%s",
+             "-DDTYPE=%d -DODTYPE=%d -DPAGED=%d%s",
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
              (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]), (long long)t[9],
              (long long)t[11], needs_wide_offsets(t, p), quad_loads(p), (int)p->dtype,
-             (int)p->out_dtype, features, nvidia);
+             (int)p->out_dtype, p->kv_layout == FLASHPORT_KV_PAGED, nvidia);
 }
 
 static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params, const fp_problem *p) {

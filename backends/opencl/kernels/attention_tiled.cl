@@ -37,11 +37,11 @@
  * of some row's range are masked.
  *
  * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF UR WIDE VEC, the dtypes DTYPE
- * and ODTYPE (dtype.cl), PAGED (kv_addressing.cl), SOFTCAP ALIBI BIAS and with BIAS=1
- * BIAS_DTYPE (score_mods.cl, dtype.cl). DQ is the head dim rounded up to KC (the resident Q
- * width when QR=1); WIDE=1 computes offsets inside a tile in 64 bits; VEC=1 (float only) loads
- * four elements at a time. Features without a build option (windows, varlen, sinks, descales)
- * cost nothing inside the block loop. Accumulation is float32 throughout.
+ * and ODTYPE (dtype.cl) and PAGED (kv_addressing.cl). DQ is the head dim rounded up to KC (the
+ * resident Q width when QR=1); WIDE=1 computes offsets inside a tile in 64 bits; VEC=1 (float
+ * only) loads four elements at a time. The other features are runtime arguments that a
+ * problem without them pays for with a few uniform branches per block of keys (windows,
+ * score modifiers) or per work-group (varlen, sinks). Accumulation is float32 throughout.
  */
 
 #define CT     (BC / TN)  /* work-items across the keys of a block */
@@ -121,9 +121,9 @@ __attribute__((always_inline)) float chunk_element(__global const storage_t *x, 
     const int quads = n_cols / 4;                                                                  \
     for (int e = tid; e < n_rows * quads; e += NT) {                                               \
         const int r = e / quads, c = 4 * (e % quads);                                              \
-        LOCAL4(dst, r * dst_stride + c) = (r < rows && c0 + c < d)                                 \
-                                              ? LOAD4(x, ROW(r) + c0 + c) * ROW_FACTOR(rs, r)      \
-                                              : (float4)(0.0f);                                    \
+        LOCAL4(dst, r *dst_stride + c) = (r < rows && c0 + c < d)                                  \
+                                             ? LOAD4(x, ROW(r) + c0 + c) * ROW_FACTOR(rs, r)       \
+                                             : (float4)(0.0f);                                     \
     }
 #else
 #define STAGE_ROWS(ROW)                                                                            \
@@ -139,7 +139,7 @@ __attribute__((always_inline)) void stage_rows(__local float *dst, int dst_strid
                                                int n_cols, __global const storage_t *x,
                                                index_t stride, int rows, int c0, int d,
                                                row_scale rs, int tid) {
-#define STRIDED_ROW(r) ((r) * stride)
+#define STRIDED_ROW(r) ((r)*stride)
     STAGE_ROWS(STRIDED_ROW)
 #undef STRIDED_ROW
 }
@@ -188,24 +188,21 @@ __attribute__((always_inline)) void accumulate_pv(float acc[OM][OCN], __local co
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-attention_tiled(__global const storage_t *q, __global const storage_t *k,
-                __global const storage_t *v, __global out_t *o, __global float *lse, int has_lse,
-                int seq_q, int seq_kv, int d, int heads_q, int group, int n_slices, int causal,
-                float q_sign, float scale_log2, long q_sb, long q_sh, long q_sn, long k_sb,
-                long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb, long o_sh,
-                long o_sn,
-                /* API v2, in feature_args.h's order */
-                __global const int *cu_seqlens_q, __global const int *cu_seqlens_kv,
-                __global const int *seqlens_kv, __global const int *block_table, int q_varlen,
-                int kv_layout, int total_q, int page_size, int max_pages, int window_left,
-                int window_right, float scale_abs, float softcap,
-                __global const float *alibi_slopes, int alibi_batch_stride,
-                __global const bias_t *bias, long bias_sb, long bias_sh, long bias_sq,
-                long bias_sk, int has_sinks, __global const float *sinks,
-                __global const float *q_descale, __global const float *k_descale,
-                __global const float *v_descale, int descale_block, int q_descale_blocks,
-                int kv_descale_blocks) {
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_tiled(
+    __global const storage_t *q, __global const storage_t *k, __global const storage_t *v,
+    __global out_t *o, __global float *lse, int has_lse, int seq_q, int seq_kv, int d, int heads_q,
+    int group, int n_slices, int causal, float q_sign, float scale_log2, long q_sb, long q_sh,
+    long q_sn, long k_sb, long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb,
+    long o_sh, long o_sn,
+    /* API v2, in feature_args.h's order */
+    __global const int *cu_seqlens_q, __global const int *cu_seqlens_kv,
+    __global const int *seqlens_kv, __global const int *block_table, int q_varlen, int kv_layout,
+    int total_q, int page_size, int max_pages, int window_left, int window_right, float scale_abs,
+    float softcap, int alibi, __global const float *alibi_slopes, int bias_dtype,
+    __global const uchar *bias, long bias_sb, long bias_sh, long bias_sq, long bias_sk,
+    int has_sinks, __global const float *sinks, __global const float *q_descale,
+    __global const float *k_descale, __global const float *v_descale, int descale_block,
+    int q_descale_blocks, int kv_descale_blocks) {
     __local float4 stage4[STAGE_FLOATS / 4];
     __local float4 ps4[BR * PS / 4];
     __local float red[BR * CT_PAD];
@@ -267,9 +264,8 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
                   osn = (index_t)o_sn;
     const int q_rows = nq - r0;
     /* Q carries the sign of the scale (and its descale); K and V their descales. */
-    const row_scale q_rs =
-        make_row_scale(q_sign, q_descale, ((long)b * heads_q + h) * q_descale_blocks, r0,
-                       descale_block);
+    const row_scale q_rs = make_row_scale(
+        q_sign, q_descale, ((long)b * heads_q + h) * q_descale_blocks, r0, descale_block);
     const long kv_ds_base = ((long)b * (heads_q / group) + hk) * kv_descale_blocks;
 #define K_SCALE(pos0) make_row_scale(1.0f, k_descale, kv_ds_base, (pos0), descale_block)
 #define V_SCALE(pos0) make_row_scale(1.0f, v_descale, kv_ds_base, (pos0), descale_block)
@@ -280,25 +276,25 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
                      V_SCALE((kb) + (v0)), tid)
 #else
 #define STAGE_V(kb, v0)                                                                            \
-    stage_rows(vs, DV, VC, DV, vh + ((long)((kb) + (v0)) * v_sn + dv0), vsn, nkv - (kb) - (v0), 0,  \
+    stage_rows(vs, DV, VC, DV, vh + ((long)((kb) + (v0)) * v_sn + dv0), vsn, nkv - (kb) - (v0), 0, \
                d - dv0, V_SCALE((kb) + (v0)), tid)
 #endif
 
-#if MODS
-    /* Scores are scaled and modified in the log2 domain, so the softmax below takes them as
-     * they are. */
-    const float exp_c = 1.0f;
-    score_row mods;
+    /* With modifiers, scores are scaled and modified in the log2 domain, and the softmax
+     * below takes them as they are. */
+    score_mods mods;
     mods.cap = softcap;
     mods.inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
-    mods.slope = ALIBI ? alibi_slopes[(long)b * alibi_batch_stride + h] : 0.0f;
+    mods.alibi = alibi != 0;
+    mods.slope = alibi ? alibi_slopes[(alibi == 2 ? (long)b * heads_q : 0) + h] : 0.0f;
+    mods.bias_dtype = bias_dtype;
+    mods.bias = bias;
+    mods.bias_head = b * bias_sb + h * bias_sh;
+    mods.bias_sq = bias_sq;
     mods.bias_sk = bias_sk;
-#if BIAS
-    __global const bias_t *bias_head = bias + (b * bias_sb + h * bias_sh);
-#endif
-#else
-    const float exp_c = scale_log2;
-#endif
+    mods.scale = scale_abs;
+    mods.any = mods.cap > 0.0f || mods.alibi || bias_dtype >= 0;
+    const float exp_c = mods.any ? 1.0f : scale_log2;
 
 #if QR
     stage_rows(qres, QS, BR, DQ, qt, qsn, q_rows, 0, d, q_rs, tid);
@@ -323,8 +319,8 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
         UNROLLED
         for (int u = 0; u < K_PER_ITEM; u++) {
             const int e = tid + u * NT;
-            k_next[u] = e < BC * KC ? chunk_element(kh + (long)kv_begin * k_sn, ksn,
-                                                    nkv - kv_begin, 0, d, e, K_SCALE(kv_begin))
+            k_next[u] = e < BC * KC ? chunk_element(kh + (long)kv_begin * k_sn, ksn, nkv - kv_begin,
+                                                    0, d, e, K_SCALE(kv_begin))
                                     : 0.0f;
         }
 #if !QR
@@ -383,7 +379,8 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 UNROLLED
                 for (int u = 0; u < Q_PER_ITEM; u++) {
                     const int e = tid + u * NT;
-                    q_next[u] = e < BR * KC ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_rs) : 0.0f;
+                    q_next[u] =
+                        e < BR * KC ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_rs) : 0.0f;
                 }
 #endif
             }
@@ -425,21 +422,18 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
 #undef Q_STRIDE
         }
 
-#if MODS
-        /* Rows past the sequence's queries and keys past its keys read the last ones' bias
-         * (their scores are never used). */
-        UNROLLED
-        for (int i = 0; i < TM; i++) {
-            const int row = min(r0 + tr + i * RT, nq - 1);
-            mods.diag = row + (nkv - nq);
-#if BIAS
-            mods.bias = bias_head + row * bias_sq;
-#endif
+        if (mods.any) {
+            /* Rows past the sequence's queries and keys past its keys are scored as the last
+             * ones (their scores are never used), so that every read stays in bounds. */
             UNROLLED
-            for (int j = 0; j < TN; j++)
-                s[i][j] = score_log2(&mods, s[i][j] * scale_abs, min(kb + tc + j * CT, nkv - 1));
+            for (int i = 0; i < TM; i++) {
+                const int row = min(r0 + tr + i * RT, nq - 1);
+                UNROLLED
+                for (int j = 0; j < TN; j++)
+                    s[i][j] = score_log2(&mods, s[i][j], row, row + (nkv - nq),
+                                         min(kb + tc + j * CT, nkv - 1));
+            }
         }
-#endif
 
         /* Only blocks crossing the end of the keys or an edge of the window need a mask. */
         const int masked = kb < open_lo || kb + BC > open_hi;

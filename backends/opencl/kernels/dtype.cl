@@ -3,8 +3,7 @@
  * options: DTYPE, the type of Q, K and V, and ODTYPE, that of O (the same but for FP8 inputs),
  * by flashport_dtype: 0 float, 1 IEEE half (through vload_half/vstore_half, so no cl_khr_fp16
  * is needed), 2 bfloat16 (bit shifts), 3 FP8 E4M3, 4 FP8 E5M2 (inputs only, decoded by bit
- * manipulation, each row times its descale factor). BIAS_DTYPE, when BIAS=1, that of the
- * additive bias (0, 1 or 2).
+ * manipulation, each row times its descale factor).
  */
 
 #define FP_CAT_(a, b) a##b
@@ -60,13 +59,6 @@ typedef FP_CAT(FP_TYPE_, DTYPE) storage_t;
 typedef FP_CAT(FP_TYPE_, ODTYPE) out_t;
 #define LOAD(p, i)     FP_CAT(FP_LOAD_, DTYPE)(p, i)
 #define STORE(p, i, x) FP_CAT(FP_STORE_, ODTYPE)(p, i, x)
-
-#if BIAS
-typedef FP_CAT(FP_TYPE_, BIAS_DTYPE) bias_t;
-#define LOAD_BIAS(p, i) FP_CAT(FP_LOAD_, BIAS_DTYPE)(p, i)
-#else
-typedef float bias_t; /* the argument is there, unused */
-#endif
 
 #define FP8 (DTYPE >= 3)
 

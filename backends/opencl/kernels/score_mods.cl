@@ -1,12 +1,13 @@
 /*
  * The per-(query, key) part of API v2 (flashport.h), in its order: which keys a query sees
  * (window and causal, bottom-right aligned per sequence), the score from the dot product
- * (scale, then softcap, ALiBi and additive bias, each compiled in only by its build option
- * SOFTCAP, ALIBI, BIAS), and the sink that joins the denominator. Scores leave in the log2
- * domain (times log2(e)).
+ * (scale, then softcap, ALiBi and additive bias), and the sink that joins the denominator.
+ * Modified scores leave in the log2 domain (times log2(e)).
+ *
+ * The modifiers are runtime arguments, not build options: each combination of them would be
+ * another program to build (seconds each on a CPU driver), while a kernel without any pays one
+ * uniform branch per block of keys (score_mods.any).
  */
-
-#define MODS (SOFTCAP || ALIBI || BIAS)
 
 /* Keys [lo, hi) that query i of a sequence with nq queries and nkv keys sees, for a window of
  * wl keys before and wr after the aligned diagonal (-1: unbounded). Bounds are clamped before
@@ -18,32 +19,37 @@ __attribute__((always_inline)) int2 visible_keys(int i, int nq, int nkv, int wl,
     return (int2)(lo, last < lo ? lo : last + 1);
 }
 
-#if MODS
-/* What the modifiers of one row need: its ALiBi slope and distance origin, its bias row. */
-typedef struct score_row {
-    float inv_cap, cap; /* softcap */
-    float slope;        /* ALiBi, of this (batch, head) */
-    int diag;           /* the row's aligned diagonal: the ALiBi distance is |diag - key| */
-    __global const bias_t *bias; /* this row's bias (BIAS) */
-    long bias_sk;
-} score_row;
+/* The modifiers of one (batch, query head). */
+typedef struct score_mods {
+    int any;                    /* 0: scores are scale * (q . k), nothing else */
+    float scale;                /* |scale| (Q carries its sign) */
+    float cap, inv_cap;         /* softcap, when cap > 0 */
+    int alibi;                  /* ALiBi on */
+    float slope;                /* its slope for this (batch, head) */
+    int bias_dtype;             /* -1: no bias; else flashport_dtype 0..2 */
+    __global const uchar *bias; /* the bias tensor */
+    long bias_head;             /* element offset of this (batch, head) in it */
+    long bias_sq, bias_sk;      /* its query and key strides */
+} score_mods;
 
-/* The log2-domain score of a row against key j from scale * (q . k). Rows past the sequence's
- * queries and keys past its keys are the caller's to keep in bounds (their scores are never
- * used). */
-__attribute__((always_inline)) float score_log2(const score_row *m, float s, int j) {
-#if SOFTCAP
-    s = m->cap * tanh(s * m->inv_cap);
-#endif
-#if ALIBI
-    s = fma(-m->slope, (float)abs(m->diag - j), s);
-#endif
-#if BIAS
-    s += LOAD_BIAS(m->bias, j * m->bias_sk);
-#endif
+/* Element i of a bias of flashport_dtype dt. */
+__attribute__((always_inline)) float load_bias(__global const uchar *p, int dt, long i) {
+    if (dt == 1) return vload_half((size_t)i, (__global const half *)p);
+    if (dt == 2) return as_float((uint)((__global const ushort *)p)[i] << 16);
+    return ((__global const float *)p)[i];
+}
+
+/* The log2-domain score of query `row` (aligned diagonal diag) against key j, from q . k.
+ * The caller keeps row and j within the sequence (scores outside it are never used). */
+__attribute__((always_inline)) float score_log2(const score_mods *m, float dot, int row, int diag,
+                                                int j) {
+    float s = m->scale * dot;
+    if (m->cap > 0.0f) s = m->cap * tanh(s * m->inv_cap);
+    if (m->alibi) s = fma(-m->slope, (float)abs(diag - j), s);
+    if (m->bias_dtype >= 0)
+        s += load_bias(m->bias, m->bias_dtype, m->bias_head + row * m->bias_sq + j * m->bias_sk);
     return s * M_LOG2E_F;
 }
-#endif
 
 /* Folds the sink logit (natural log) into a row's final maximum m (log2 domain, -inf when no
  * key was seen) and sum l. *o_factor receives what the row's output accumulator is multiplied
