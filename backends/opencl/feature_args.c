@@ -39,6 +39,8 @@ flashport_status fp_cl_set_feature_args(const fp_cl_api *cl, cl_kernel kernel, c
     /* Keys sit below 2^31-1, so a wider page holds them all as one of 2^31-1 rows does. */
     const cl_int page_size = paged ? clamp_int(p->page_size) : 1;
     const cl_int max_pages = paged ? (cl_int)p->max_pages_per_seq : 0;
+    /* Table entries are int32: a larger cache is addressed the same. */
+    const cl_int num_pages = paged ? clamp_int(p->num_pages) : 0;
     const cl_int window_left = clamp_int(p->window_left), window_right = clamp_int(p->window_right);
     const cl_float scale_abs = fabsf(p->scale), softcap = p->softcap;
     const cl_int alibi = (cl_int)p->alibi;
@@ -65,6 +67,7 @@ flashport_status fp_cl_set_feature_args(const fp_cl_api *cl, cl_kernel kernel, c
                 {sizeof total_q, &total_q},
                 {sizeof page_size, &page_size},
                 {sizeof max_pages, &max_pages},
+                {sizeof num_pages, &num_pages},
                 {sizeof window_left, &window_left},
                 {sizeof window_right, &window_right},
                 {sizeof scale_abs, &scale_abs},

@@ -4,7 +4,7 @@
  * kernels' signatures repeat:
  *
  *   cu_seqlens_q, cu_seqlens_kv, seqlens_kv, block_table        buffers (NULL when unused)
- *   int q_varlen, kv_layout, total_q, page_size, max_pages
+ *   int q_varlen, kv_layout, total_q, page_size, max_pages, num_pages
  *   int window_left, window_right                  -1: unbounded; both clamped to 2^31-1
  *   float |scale|, softcap
  *   int alibi (flashport_alibi), alibi_slopes

@@ -197,8 +197,8 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_tiled(
     /* API v2, in feature_args.h's order */
     __global const int *cu_seqlens_q, __global const int *cu_seqlens_kv,
     __global const int *seqlens_kv, __global const int *block_table, int q_varlen, int kv_layout,
-    int total_q, int page_size, int max_pages, int window_left, int window_right, float scale_abs,
-    float softcap, int alibi, __global const float *alibi_slopes, int bias_dtype,
+    int total_q, int page_size, int max_pages, int num_pages, int window_left, int window_right,
+    float scale_abs, float softcap, int alibi, __global const float *alibi_slopes, int bias_dtype,
     __global const uchar *bias, long bias_sb, long bias_sh, long bias_sq, long bias_sk,
     int has_sinks, __global const float *sinks, __global const float *q_descale,
     __global const float *k_descale, __global const float *v_descale, int descale_block,
@@ -255,7 +255,7 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_tiled(
     __global const storage_t *qt = q + q_row_offset(&seq, q_sb, q_sh, q_sn, h, r0);
     __global out_t *ot = o + (q_row_offset(&seq, o_sb, o_sh, o_sn, h, r0) + dv0);
 #if PAGED
-    const page_table T = {block_table, page_size, max_pages};
+    const page_table T = {block_table, page_size, max_pages, num_pages};
 #else
     __global const storage_t *kh = k + kv_first_row_offset(&seq, k_sb, k_sh, k_sn, hk);
     __global const storage_t *vh = v + kv_first_row_offset(&seq, v_sb, v_sh, v_sn, hk);
@@ -282,19 +282,8 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_tiled(
 
     /* With modifiers, scores are scaled and modified in the log2 domain, and the softmax
      * below takes them as they are. */
-    score_mods mods;
-    mods.cap = softcap;
-    mods.inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
-    mods.alibi = alibi != 0;
-    mods.slope = alibi ? alibi_slopes[(alibi == 2 ? (long)b * heads_q : 0) + h] : 0.0f;
-    mods.bias_dtype = bias_dtype;
-    mods.bias = bias;
-    mods.bias_head = b * bias_sb + h * bias_sh;
-    mods.bias_sq = bias_sq;
-    mods.bias_sk = bias_sk;
-    mods.scale = scale_abs;
-    mods.any = mods.cap > 0.0f || mods.alibi || bias_dtype >= 0;
-    const float exp_c = mods.any ? 1.0f : scale_log2;
+    const int modified = softcap > 0.0f || alibi || bias_dtype >= 0;
+    const float exp_c = modified ? 1.0f : scale_log2;
 
 #if QR
     stage_rows(qres, QS, BR, DQ, qt, qsn, q_rows, 0, d, q_rs, tid);
@@ -422,7 +411,10 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_tiled(
 #undef Q_STRIDE
         }
 
-        if (mods.any) {
+        if (modified) {
+            const score_mods mods =
+                score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype, bias, bias_sb,
+                              bias_sh, bias_sq, bias_sk, b, h, heads_q);
             /* Rows past the sequence's queries and keys past its keys are scored as the last
              * ones (their scores are never used), so that every read stays in bounds. */
             UNROLLED

@@ -15,6 +15,7 @@
 #define FP_TYPE_3 uchar
 #define FP_TYPE_4 uchar
 
+#if DTYPE == 3
 /* OCP E4M3 ("fn"): bias 7, no infinities, S.1111.111 is NaN, subnormals m * 2^-9. */
 __attribute__((always_inline)) float e4m3_to_float(uchar x) {
     const uint e = (x >> 3) & 15u, m = x & 7u;
@@ -22,7 +23,9 @@ __attribute__((always_inline)) float e4m3_to_float(uchar x) {
     const float v = e == 15u && m == 7u ? NAN : mag;
     return x & 0x80u ? -v : v;
 }
+#endif
 
+#if DTYPE == 4
 /* OCP E5M2: bias 15, IEEE-like (exponent 31: infinity when m = 0, else NaN), subnormals
  * m * 2^-16. */
 __attribute__((always_inline)) float e5m2_to_float(uchar x) {
@@ -32,7 +35,9 @@ __attribute__((always_inline)) float e5m2_to_float(uchar x) {
                                : (float)m * 0x1p-16f;
     return x & 0x80u ? -mag : mag;
 }
+#endif
 
+#if ODTYPE == 2
 /* Round to nearest even; NaN stays a (quiet) NaN. */
 __attribute__((always_inline)) ushort float_to_bf16(float x) {
     uint u = as_uint(x);
@@ -40,6 +45,7 @@ __attribute__((always_inline)) ushort float_to_bf16(float x) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (ushort)(u >> 16);
 }
+#endif
 
 #define FP_LOAD_0(p, i) ((p)[i])
 #define FP_LOAD_1(p, i) vload_half((size_t)(i), (p))

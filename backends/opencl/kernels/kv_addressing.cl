@@ -67,7 +67,7 @@ __attribute__((always_inline)) long lse_index(const seq_layout *L, const seq_t *
  * table[b * max_pages + j / page_size]; the page is what the K and V batch strides multiply. */
 typedef struct page_table {
     __global const int *table;
-    int page_size, max_pages;
+    int page_size, max_pages, num_pages;
 } page_table;
 
 /* Offsets of n key rows kb.. of kv head hk (those below nkv) in K and V, for a block staged
@@ -79,7 +79,9 @@ __attribute__((always_inline)) void paged_rows(__local long *k_rows, __local lon
     for (int r = tid; r < n && kb + r < s->nkv; r += nt) {
         const int j = kb + r, slot = j / T->page_size;
         const int row = j - slot * T->page_size;
-        const long page = T->table[(long)s->b * T->max_pages + slot];
+        /* A table entry outside the cache (device tables are checked only with FLASHPORT_CHECK=1)
+         * reads a wrong page rather than memory outside K and V. */
+        const long page = clamp(T->table[(long)s->b * T->max_pages + slot], 0, T->num_pages - 1);
         k_rows[r] = page * k_sb + row * k_sn + hk * k_sh;
         v_rows[r] = page * v_sb + row * v_sn + hk * v_sh;
     }

@@ -5,9 +5,11 @@
  * Modified scores leave in the log2 domain (times log2(e)).
  *
  * The modifiers are runtime arguments, not build options: each combination of them would be
- * another program to build (seconds each on a CPU driver), while a kernel without any pays one
- * uniform branch per block of keys (score_mods.any).
+ * another program to build (seconds each on a CPU driver), while a problem without any pays one
+ * uniform branch per block of keys.
  */
+
+#define ALIBI_PER_BATCH_HEAD 2 /* flashport_alibi: slopes [batch, heads_q] */
 
 /* Keys [lo, hi) that query i of a sequence with nq queries and nkv keys sees, for a window of
  * wl keys before and wr after the aligned diagonal (-1: unbounded). Bounds are clamped before
@@ -21,7 +23,6 @@ __attribute__((always_inline)) int2 visible_keys(int i, int nq, int nkv, int wl,
 
 /* The modifiers of one (batch, query head). */
 typedef struct score_mods {
-    int any;                    /* 0: scores are scale * (q . k), nothing else */
     float scale;                /* |scale| (Q carries its sign) */
     float cap, inv_cap;         /* softcap, when cap > 0 */
     int alibi;                  /* ALiBi on */
@@ -31,6 +32,28 @@ typedef struct score_mods {
     long bias_head;             /* element offset of this (batch, head) in it */
     long bias_sq, bias_sk;      /* its query and key strides */
 } score_mods;
+
+/* The modifiers of batch b, query head h, from the kernel arguments (feature_args.h). Kernels
+ * gather them where they are used, inside the key loop, rather than holding them in registers
+ * across it for problems that have none. */
+__attribute__((always_inline)) score_mods score_mods_of(float scale_abs, float softcap, int alibi,
+                                                        __global const float *slopes,
+                                                        int bias_dtype, __global const uchar *bias,
+                                                        long bias_sb, long bias_sh, long bias_sq,
+                                                        long bias_sk, int b, int h, int heads_q) {
+    score_mods m;
+    m.scale = scale_abs;
+    m.cap = softcap;
+    m.inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+    m.alibi = alibi != 0;
+    m.slope = alibi ? slopes[(alibi == ALIBI_PER_BATCH_HEAD ? (long)b * heads_q : 0) + h] : 0.0f;
+    m.bias_dtype = bias_dtype;
+    m.bias = bias;
+    m.bias_head = b * bias_sb + h * bias_sh;
+    m.bias_sq = bias_sq;
+    m.bias_sk = bias_sk;
+    return m;
+}
 
 /* Element i of a bias of flashport_dtype dt. */
 __attribute__((always_inline)) float load_bias(__global const uchar *p, int dt, long i) {
