@@ -29,6 +29,7 @@ static int masked(const fp_problem *p) {
 
 void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
+    t->split = 0;
     /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
      * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
     int64_t rows = min64(96, max64(CS_Q_PANEL, 65536 / t->dq));
@@ -160,7 +161,7 @@ typedef struct tile_scratch {
 static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
     cs_convert_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k + row * c->t->dq,
-                  ts->v + row * c->t->dq);
+                  ts->v + row * c->t->dq, 0, 0);
 }
 
 static int64_t ring_row(const tile_scratch *ts, const cs_tiling *t, int64_t j) {
@@ -235,8 +236,8 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
         if (slopes)
             ts->slope[r] = (float)(CS_LOG2E * slopes[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD
-                                                      ? tp->s->b * p->heads_q + h
-                                                      : h]);
+                                                         ? tp->s->b * p->heads_q + h
+                                                         : h]);
         if (p->bias.enabled)
             ts->bias_at[r] = tp->s->b * p->bias.batch + h * p->bias.head + i * p->bias.query;
     }
@@ -252,7 +253,8 @@ static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
         const int64_t at = ts->bias_at[r] + j0 * bd->key;
         if (bd->dtype == FLASHPORT_F32) {
             const float *b = (const float *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)CS_LOG2E * b[j * bd->key];
+            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
+                out[j * ld] = (float)CS_LOG2E * b[j * bd->key];
         } else if (bd->dtype == FLASHPORT_F16) {
             const uint16_t *b = (const uint16_t *)c->a->bias + at;
             for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
@@ -276,8 +278,8 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     const int64_t dq = c->t->dq;
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim, dq,
-                         cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
+        c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim,
+                         dq, cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
     }
     for (int r = 0; r < rows; ++r) {
@@ -491,12 +493,6 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
     return n;
 }
 
-#if defined(_OPENMP)
-/* Worker threads are bound to cores once; the caller's own thread is left where it is, so the
- * library never changes the application's affinity. */
-static _Thread_local int bound_core = -1;
-#endif
-
 /* Work item `it`: a query tile of the list, one KV head, one chunk of its query heads; the
  * items of one head and chunk are consecutive, so that a thread's next tile is usually of the
  * same head and finds most of its keys in the ring. */
@@ -543,10 +539,7 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
 #pragma omp parallel num_threads(threads)
     {
         const int me = omp_get_thread_num();
-        if (me > 0 && bound_core != me) {
-            cs_bind_thread_to_core(me);
-            bound_core = me;
-        }
+        cs_bind_worker(me);
         tile_scratch ts = scratch_of(&c, scratch, me);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, threads);

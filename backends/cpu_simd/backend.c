@@ -14,6 +14,7 @@
 #include "attention.h"
 #include "backend.h"
 #include "cpu_features.h"
+#include "decode.h"
 #include "fp_host_memory.h"
 #include "topology.h"
 
@@ -94,7 +95,7 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
                               "run: plan names variant %d, which this build lacks", pl->variant);
     cs_tiling t;
     cs_tiling_from_plan(pl, &t);
-    const size_t need = cs_scratch_bytes(&t);
+    const size_t need = t.split ? cs_decode_scratch_bytes(p, &t) : cs_scratch_bytes(&t);
     pthread_mutex_lock(&d->lock);
     if (need > d->scratch_bytes) {
         void *grown = aligned_alloc(64, (need + 63) / 64 * 64);
@@ -108,7 +109,10 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         d->scratch = grown;
         d->scratch_bytes = need;
     }
-    cs_attention(ops, &t, p, args, d->scratch);
+    if (t.split)
+        cs_decode(ops, &t, p, args, d->scratch);
+    else
+        cs_attention(ops, &t, p, args, d->scratch);
     pthread_mutex_unlock(&d->lock);
     return FLASHPORT_OK;
 }
