@@ -20,7 +20,7 @@ import tempfile
 import time
 
 SCHEMA = "flashport-bench/1"
-PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu"]
+PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "cpu-decode"]
 IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 IMPL_DESCRIPTIONS = {
@@ -59,6 +59,10 @@ def preset_shapes(name, dtype_default):
     if name == "cpu":
         return [shape(1, 1, 1, n, n, d, "f32", c)
                 for c in (0, 1) for d in (64, 128) for n in (512, 1024, 2048, 4096)]
+    if name == "cpu-decode":
+        return ([shape(1, 32, 8, nq, kv, 128, dtype_default, 0)
+                 for nq in (1, 4, 16) for kv in (32768, 131072)]
+                + [shape(1, 32, 32, nq, 32768, 128, dtype_default, 0) for nq in (1, 4, 16)])
     raise ValueError(name)
 
 

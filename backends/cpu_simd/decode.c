@@ -279,7 +279,7 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
                           cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, s->b, h, i),
                           rs->q + r * dq);
         }
-        /* Rows past `real` in the softmax's last register of rows: defined, and masked. */
+        /* Rows past `real` in the softmax's last register of rows: finite scores. */
         memset(rs->s, 0, (size_t)t->keys * (size_t)ld * sizeof(float));
         const int score_rows = (int)round_up(real, CS_ROW_STEP);
         const flashport_dtype dt = c->direct ? p->dtype : FLASHPORT_F32;
@@ -287,11 +287,19 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
         for (int64_t j0 = lo; j0 < hi; j0 += t->keys) {
             const int n = (int)min64(t->keys, hi - j0);
             block_rows(c, rs, s, kvh, j0, n, hi);
-            for (int r = 0; r < score_rows; ++r) {
+            int uniform = 1; /* every real row sees the same keys of the block */
+            for (int r = 0; r < real; ++r) {
                 const int a = (int)max64(0, min64(rs->key_lo[r] - j0, n));
                 const int e = (int)max64(0, min64(rs->key_hi[r] - j0, n));
                 rs->lo[r] = e > a ? a : 0;
                 rs->hi[r] = e > a ? e : 0;
+                uniform &= rs->lo[r] == rs->lo[0] && rs->hi[r] == rs->hi[0];
+            }
+            /* Padding rows see no key, or, when the real rows agree, the same keys as they do:
+             * the softmax then needs no mask (their finite results are never used). */
+            for (int r = real; r < score_rows; ++r) {
+                rs->lo[r] = uniform ? rs->lo[0] : 0;
+                rs->hi[r] = uniform ? rs->hi[0] : 0;
             }
             /* Keys `ahead` further on are prefetched a few per call of the scores kernel: the
              * core's own window of loads is too short for memory latency (its loads and FMAs
