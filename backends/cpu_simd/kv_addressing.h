@@ -76,22 +76,26 @@ static inline float cs_descale(const fp_problem *p, const void *factors, int64_t
     return 1.0f;
 }
 
-/* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh. Inlined: GCC takes a
- * function that only prefetches for one without effects and drops its calls. */
+/* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh, addressed once per page.
+ * Inlined: GCC takes a function that only prefetches for one without effects and drops its
+ * calls. */
 static inline __attribute__((always_inline)) void cs_prefetch_keys(const fp_problem *p,
                                                                    const fp_args *a,
                                                                    const cs_seq *s, int64_t kvh,
                                                                    int64_t j, int64_t n) {
     const size_t es = flashport_dtype_size(p->dtype);
     const int64_t bytes = p->head_dim * (int64_t)es;
-    for (int64_t key = j; key < j + n; ++key) {
+    for (int64_t key = j; key < j + n;) {
         int64_t k_at, v_at;
-        cs_kv_rows(p, s, kvh, key, &k_at, &v_at);
-        const char *k = (const char *)a->k + (size_t)k_at * es;
-        const char *v = (const char *)a->v + (size_t)v_at * es;
-        for (int64_t at = 0; at < bytes; at += 64) {
-            __builtin_prefetch(k + at, 0, 3);
-            __builtin_prefetch(v + at, 0, 3);
+        const int64_t rest = cs_kv_rows(p, s, kvh, key, &k_at, &v_at);
+        const int64_t run = rest < j + n - key ? rest : j + n - key;
+        for (int64_t r = 0; r < run; ++r, ++key) {
+            const char *k = (const char *)a->k + (size_t)(k_at + r * p->k.seq) * es;
+            const char *v = (const char *)a->v + (size_t)(v_at + r * p->v.seq) * es;
+            for (int64_t at = 0; at < bytes; at += 64) {
+                __builtin_prefetch(k + at, 0, 3);
+                __builtin_prefetch(v + at, 0, 3);
+            }
         }
     }
 }
