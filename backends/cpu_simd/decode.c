@@ -17,10 +17,10 @@
 #define BLOCK_BYTES (16 << 10)
 /* Keys of the scores kernel per call, between prefetches of the next block. */
 #define PREFETCH_STEP 4
-/* Bytes of K and V rows between the keys computed and those prefetched: best at 8 KiB on the
- * Zen 5 development machine (4 to 128 KiB tried, one thread: 8 KiB ran at 20 GB/s where no
- * prefetch ran at 11). A prefetch holds one of the core's few line-fill slots until its line
- * arrives, so prefetching further ahead only makes the later ones wait. */
+/* Bytes of K and V rows between the keys computed and those prefetched: best at 8 KiB of the
+ * distances tried (4 to 128 KiB) on the Zen 5 development machine. A prefetch holds one of the
+ * core's few line-fill slots until its line arrives, so prefetching further ahead only makes
+ * the later ones wait. */
 #define AHEAD_BYTES (8 << 10)
 /* Splits are at least this many keys, so an item's fixed work (its rows of Q, its partial
  * result and their merge) stays small beside its keys. */
