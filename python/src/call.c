@@ -5,31 +5,57 @@
  * own. Every check the library cannot make on host pointers (shapes that agree, devices, dtypes)
  * is made here, before anything runs or is written. The forward pass fills the slots up to the
  * block table; a backward pass adds its gradients as further slots and runs through
- * fpy_call_run with flashport_attention_backward and _backward_host.
+ * fpy_call_repeat with flashport_attention_backward and _backward_host.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "dlpack_abi.h"
 #include "fpy.h"
 
-static const char *const slot_name[FPY_SLOT_COUNT] = {
-    "q",    "k",     "v",           "out",           "lse",        "sinks",
-    "alibi_slopes", "bias", "cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv", "block_table"};
+static const char *const slot_name[FPY_SLOT_COUNT] = {"q",
+                                                      "k",
+                                                      "v",
+                                                      "out",
+                                                      "lse",
+                                                      "sinks",
+                                                      "alibi_slopes",
+                                                      "bias",
+                                                      "cu_seqlens_q",
+                                                      "cu_seqlens_kv",
+                                                      "seqlens_kv",
+                                                      "block_table"};
 
 #define HOST_OFF(m) offsetof(flashport_attention_host_args, m)
 #define DEV_OFF(m)  offsetof(flashport_attention_args, m)
-static const size_t host_offset[FPY_SLOT_COUNT] = {
-    HOST_OFF(q),     HOST_OFF(k),          HOST_OFF(v),            HOST_OFF(o),
-    HOST_OFF(lse),   HOST_OFF(sinks),      HOST_OFF(alibi_slopes), HOST_OFF(bias),
-    HOST_OFF(cu_seqlens_q), HOST_OFF(cu_seqlens_kv), HOST_OFF(seqlens_kv), HOST_OFF(block_table)};
-static const size_t device_offset[FPY_SLOT_COUNT] = {
-    DEV_OFF(q),     DEV_OFF(k),          DEV_OFF(v),            DEV_OFF(o),
-    DEV_OFF(lse),   DEV_OFF(sinks),      DEV_OFF(alibi_slopes), DEV_OFF(bias),
-    DEV_OFF(cu_seqlens_q), DEV_OFF(cu_seqlens_kv), DEV_OFF(seqlens_kv), DEV_OFF(block_table)};
+static const size_t host_offset[FPY_SLOT_COUNT] = {HOST_OFF(q),
+                                                   HOST_OFF(k),
+                                                   HOST_OFF(v),
+                                                   HOST_OFF(o),
+                                                   HOST_OFF(lse),
+                                                   HOST_OFF(sinks),
+                                                   HOST_OFF(alibi_slopes),
+                                                   HOST_OFF(bias),
+                                                   HOST_OFF(cu_seqlens_q),
+                                                   HOST_OFF(cu_seqlens_kv),
+                                                   HOST_OFF(seqlens_kv),
+                                                   HOST_OFF(block_table)};
+static const size_t device_offset[FPY_SLOT_COUNT] = {DEV_OFF(q),
+                                                     DEV_OFF(k),
+                                                     DEV_OFF(v),
+                                                     DEV_OFF(o),
+                                                     DEV_OFF(lse),
+                                                     DEV_OFF(sinks),
+                                                     DEV_OFF(alibi_slopes),
+                                                     DEV_OFF(bias),
+                                                     DEV_OFF(cu_seqlens_q),
+                                                     DEV_OFF(cu_seqlens_kv),
+                                                     DEV_OFF(seqlens_kv),
+                                                     DEV_OFF(block_table)};
 
 /* ---- options ---- */
 
@@ -107,8 +133,9 @@ static int check_device(const fpy_call *c, const fpy_tensor *t, const char *name
     char where_t[48] = "", where_q[48] = "";
     if (t->device_type != FPY_DL_CPU) snprintf(where_t, sizeof where_t, " of device %d", t->device);
     if (q->device_type != FPY_DL_CPU) snprintf(where_q, sizeof where_q, " of device %d", q->device);
-    fpy_raise(FPY_ERR_DEVICE, "%s is in %s memory%s, q in %s memory%s: every array of a call must "
-                              "be on q's device",
+    fpy_raise(FPY_ERR_DEVICE,
+              "%s is in %s memory%s, q in %s memory%s: every array of a call must "
+              "be on q's device",
               name, memory_name(t), where_t, memory_name(q), where_q);
     return -1;
 }
@@ -135,8 +162,9 @@ static int check_rank(const fpy_tensor *t, const char *name, int ndim, const cha
 static int check_head_dim(const fpy_tensor *t, const char *name) {
     const int last = t->ndim - 1;
     if (t->strides[last] == 1 || t->shape[last] == 1) return 0;
-    fpy_raise(FPY_ERR_STRIDE, "%s: the head dimension (the last) has stride %lld; flashport needs it "
-                              "contiguous (stride 1)",
+    fpy_raise(FPY_ERR_STRIDE,
+              "%s: the head dimension (the last) has stride %lld; flashport needs it "
+              "contiguous (stride 1)",
               name, (long long)t->strides[last]);
     return -1;
 }
@@ -212,8 +240,9 @@ static int read_modifiers(fpy_call *c) {
         else if (t->ndim == 2 && t->shape[0] == d->batch && t->shape[1] == d->heads_q)
             d->alibi = FLASHPORT_ALIBI_PER_BATCH_HEAD;
         else {
-            fpy_raise(FPY_ERR_LAYOUT, "alibi_slopes must be [heads_q] or [batch, heads_q] = [%lld] "
-                                      "or [%lld, %lld]",
+            fpy_raise(FPY_ERR_LAYOUT,
+                      "alibi_slopes must be [heads_q] or [batch, heads_q] = [%lld] "
+                      "or [%lld, %lld]",
                       (long long)d->heads_q, (long long)d->batch, (long long)d->heads_q);
             return -1;
         }
@@ -239,8 +268,9 @@ static int read_modifiers(fpy_call *c) {
         int64_t s[4];
         for (int i = 0; i < 4; i++) {
             if (t->shape[i] != 1 && t->shape[i] != full[i]) {
-                fpy_raise(FPY_ERR_LAYOUT, "bias has %lld entries in dimension %d; it must be %lld, "
-                                          "or 1 to broadcast ([batch, heads_q, seq_q, seq_kv])",
+                fpy_raise(FPY_ERR_LAYOUT,
+                          "bias has %lld entries in dimension %d; it must be %lld, "
+                          "or 1 to broadcast ([batch, heads_q, seq_q, seq_kv])",
                           (long long)t->shape[i], i, (long long)full[i]);
                 return -1;
             }
@@ -350,8 +380,9 @@ static int check_gpu_backend(const fpy_call *c, const char *spec) {
         ok = end && *end == '\0' && end != spec + n + 1 && dev == q->device;
     }
     if (ok) return 0;
-    fpy_raise(FPY_ERR_DEVICE, "q is in %s memory of device %d; backend '%s' cannot run on it (pass "
-                              "backend=None or '%s:%d', or move the arrays to the host)",
+    fpy_raise(FPY_ERR_DEVICE,
+              "q is in %s memory of device %d; backend '%s' cannot run on it (pass "
+              "backend=None or '%s:%d', or move the arrays to the host)",
               memory_name(q), q->device, spec, want, q->device);
     return -1;
 }
@@ -406,8 +437,9 @@ int fpy_call_prepare(fpy_call *c, PyObject *q, PyObject *k, PyObject *v, PyObjec
         opt_int64(opts[FPY_OPT_MAX_SEQLEN_KV], "max_seqlen_kv", -1, &max_seqlen[1]))
         return -1;
     if (!layout || (strcmp(layout, "bnhd") != 0 && strcmp(layout, "bhnd") != 0)) {
-        fpy_raise(FPY_ERR_LAYOUT, "layout must be 'bnhd' ([batch, seq, heads, d]) or 'bhnd' "
-                                  "([batch, heads, seq, d]); got %s",
+        fpy_raise(FPY_ERR_LAYOUT,
+                  "layout must be 'bnhd' ([batch, seq, heads, d]) or 'bhnd' "
+                  "([batch, heads, seq, d]); got %s",
                   layout ? layout : "None");
         return -1;
     }
@@ -450,8 +482,8 @@ static int check_output(fpy_call *c, fpy_slot slot) {
     }
     if (slot == FPY_LSE) {
         if (check_dtype(t, name, FLASHPORT_F32, "float32") ||
-            check_rank(t, name, c->lse_rank, c->lse_rank == 2 ? "[heads_q, total_q]"
-                                                              : "[batch, heads_q, seq_q]") ||
+            check_rank(t, name, c->lse_rank,
+                       c->lse_rank == 2 ? "[heads_q, total_q]" : "[batch, heads_q, seq_q]") ||
             check_contiguous(t, name))
             return -1;
         for (int i = 0; i < c->lse_rank; i++)
@@ -482,12 +514,11 @@ PyObject *fpy_call_output(fpy_call *c, fpy_slot slot, PyObject *given) {
         if (!c->kind->empty_f32)
             return fpy_raise(FPY_ERR_ARGUMENT,
                              "flashport cannot allocate arrays of type %s for the LSE", type);
-        PyObject *shape = c->lse_rank == 2
-                              ? Py_BuildValue("(LL)", c->lse_shape[0], c->lse_shape[1])
-                              : Py_BuildValue("(LLL)", c->lse_shape[0], c->lse_shape[1],
-                                              c->lse_shape[2]);
-        arr = shape ? PyObject_CallFunctionObjArgs(c->kind->empty_f32, shape, c->q_obj, NULL)
-                    : NULL;
+        PyObject *shape = c->lse_rank == 2 ? Py_BuildValue("(LL)", c->lse_shape[0], c->lse_shape[1])
+                                           : Py_BuildValue("(LLL)", c->lse_shape[0],
+                                                           c->lse_shape[1], c->lse_shape[2]);
+        arr =
+            shape ? PyObject_CallFunctionObjArgs(c->kind->empty_f32, shape, c->q_obj, NULL) : NULL;
         Py_XDECREF(shape);
     }
     if (!arr) return NULL;
@@ -544,9 +575,8 @@ int fpy_call_repeat(fpy_call *c, fpy_device_fn device_fn, fpy_host_fn host_fn, i
     if (!ctx) return -1;
     double unused;
     if (!seconds) seconds = &unused;
-    const flashport_status st = c->place.gpu
-                                    ? run_device(c, ctx, device_fn, repeat, seconds)
-                                    : run_host(c, ctx, host_fn, repeat, seconds);
+    const flashport_status st = c->place.gpu ? run_device(c, ctx, device_fn, repeat, seconds)
+                                             : run_host(c, ctx, host_fn, repeat, seconds);
     return st ? (fpy_raise_status(st), -1) : 0;
 }
 

@@ -30,8 +30,7 @@ static uint64_t clock_ticks;
 static int matches(const entry *e, const fpy_place *p, unsigned long thread) {
     if (!e->ctx || e->gpu != p->gpu) return 0;
     if (p->gpu)
-        return e->device_type == p->device_type && e->device == p->device &&
-               e->stream == p->stream;
+        return e->device_type == p->device_type && e->device == p->device && e->stream == p->stream;
     if (e->thread != thread || e->has_spec != (p->spec != NULL)) return 0;
     return !p->spec || strcmp(e->spec, p->spec) == 0;
 }

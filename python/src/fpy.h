@@ -41,11 +41,11 @@ PyObject *fpy_raise(fpy_error kind, const char *fmt, ...);
 /* How arrays of one Python type are exported and allocated (flashport._arrays.kind_for). */
 typedef struct fpy_kind {
     PyTypeObject *type;
-    PyObject *export_fn;      /* callable(array) -> DLPack capsule, or NULL: __dlpack__ */
-    int pass_stream;          /* __dlpack__(stream=) for device arrays */
-    int versioned;            /* __dlpack__(max_version=(1, 0)) accepted: 1, refused: 0, -1 untried */
-    PyObject *empty_like;     /* callable(array) -> new array, or NULL */
-    PyObject *empty_f32;      /* callable(shape, like) -> new float32 array, or NULL */
+    PyObject *export_fn;  /* callable(array) -> DLPack capsule, or NULL: __dlpack__ */
+    int pass_stream;      /* __dlpack__(stream=) for device arrays */
+    int versioned;        /* __dlpack__(max_version=(1, 0)) accepted: 1, refused: 0, -1 untried */
+    PyObject *empty_like; /* callable(array) -> new array, or NULL */
+    PyObject *empty_f32;  /* callable(shape, like) -> new float32 array, or NULL */
     PyObject *current_stream; /* callable(device index) -> stream as int, or NULL */
 } fpy_kind;
 
@@ -146,8 +146,8 @@ typedef struct fpy_call {
     flashport_attention_desc desc;
     fpy_tensor t[FPY_SLOT_COUNT];
     fpy_place place;
-    fpy_kind *kind;   /* of q: allocates O and the LSE */
-    PyObject *q_obj;  /* q itself (borrowed), for the kind's allocators */
+    fpy_kind *kind;  /* of q: allocates O and the LSE */
+    PyObject *q_obj; /* q itself (borrowed), for the kind's allocators */
     int bhnd;
     int64_t lse_shape[3]; /* [B, Hq, Nq], or [Hq, total_q] with packed Q (lse_rank 2) */
     int lse_rank;

@@ -27,8 +27,8 @@ int fpy_kinds_init(PyObject *kind_for) {
         kw_version_stream = Py_BuildValue("(ss)", "max_version", "stream");
         kw_stream = Py_BuildValue("(s)", "stream");
         max_version = Py_BuildValue("(ii)", 1, 0);
-        if (!str_dlpack || !str_dlpack_device || !kw_version || !kw_version_stream ||
-            !kw_stream || !max_version)
+        if (!str_dlpack || !str_dlpack_device || !kw_version || !kw_version_stream || !kw_stream ||
+            !max_version)
             return -1;
     }
     return 0;
@@ -76,8 +76,9 @@ int fpy_dlpack_device(PyObject *obj, const char *name, int *type, int *index) {
     if (!r) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
             PyErr_Clear();
-            fpy_raise(FPY_ERR_ARGUMENT, "%s must be an array with __dlpack__ (NumPy, torch, CuPy); "
-                                        "got %s",
+            fpy_raise(FPY_ERR_ARGUMENT,
+                      "%s must be an array with __dlpack__ (NumPy, torch, CuPy); "
+                      "got %s",
                       name, Py_TYPE(obj)->tp_name);
         }
         return -1;

@@ -92,12 +92,14 @@ static PyObject *backends(PyObject *self, PyObject *unused) {
     for (int i = 0; list && i < n; i++) {
         flashport_backend_info b;
         flashport_status st = flashport_backend_get_info(i, &b);
-        PyObject *item = st ? fpy_raise_status(st)
-                            : Py_BuildValue("(sOiOss)", b.name, b.available ? Py_True : Py_False,
-                                            b.device_count, b.is_module ? Py_True : Py_False,
-                                            b.reason, b.location);
-        if (!item) Py_CLEAR(list);
-        else PyList_SET_ITEM(list, i, item);
+        PyObject *item =
+            st ? fpy_raise_status(st)
+               : Py_BuildValue("(sOiOss)", b.name, b.available ? Py_True : Py_False, b.device_count,
+                               b.is_module ? Py_True : Py_False, b.reason, b.location);
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
     }
     return list;
 }
@@ -137,11 +139,13 @@ static PyObject *kernels(PyObject *self, PyObject *arg) {
     for (int i = 0; list && i < n; i++) {
         flashport_kernel_info k;
         flashport_status st = flashport_kernel_get_info(backend, i, &k);
-        PyObject *item = st ? fpy_raise_status(st)
-                            : Py_BuildValue("(sss)", k.name, precision_name(k.precision),
-                                            k.description);
-        if (!item) Py_CLEAR(list);
-        else PyList_SET_ITEM(list, i, item);
+        PyObject *item =
+            st ? fpy_raise_status(st)
+               : Py_BuildValue("(sss)", k.name, precision_name(k.precision), k.description);
+        if (!item)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
     }
     return list;
 }
@@ -169,8 +173,14 @@ static PyMethodDef methods[] = {
     {"init", init, METH_VARARGS, "init(status_classes, specific_classes, kind_for)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,
+                                    "_C",
                                     "flashport's extension module (use the flashport package)",
-                                    -1, methods, NULL, NULL, NULL, NULL};
+                                    -1,
+                                    methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }

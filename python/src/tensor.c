@@ -101,16 +101,18 @@ int fpy_tensor_get(PyObject *obj, const char *name, int64_t stream, fpy_tensor *
         /* A dimension of extent 1 is addressed by no stride, whatever its producer reports. */
         if (dl->shape[i] == 1 && t->strides[i] < 0) t->strides[i] = 0;
         if (t->strides[i] < 0) {
-            fpy_raise(FPY_ERR_STRIDE, "%s has a negative stride in dimension %d; flashport takes "
-                                      "strides >= 0",
+            fpy_raise(FPY_ERR_STRIDE,
+                      "%s has a negative stride in dimension %d; flashport takes "
+                      "strides >= 0",
                       name, i);
             return -1;
         }
     }
     if (t->device_type != FPY_DL_CPU && t->device_type != FPY_DL_CUDA &&
         t->device_type != FPY_DL_ROCM) {
-        fpy_raise(FPY_ERR_DEVICE, "%s is in memory of DLPack device type %d (%s); flashport takes "
-                                  "host, CUDA and ROCm memory",
+        fpy_raise(FPY_ERR_DEVICE,
+                  "%s is in memory of DLPack device type %d (%s); flashport takes "
+                  "host, CUDA and ROCm memory",
                   name, dl->device.device_type, device_name(t->device_type));
         return -1;
     }
