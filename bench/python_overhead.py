@@ -8,10 +8,11 @@ For each shape, three loops of back-to-back calls on the same arrays, timed on t
   py_out   flashport.attention(q, k, v, out=out): the Python call, output given
   py_alloc flashport.attention(q, k, v): the Python call, allocating the output
 Each loop runs `--calls` calls, `--rounds` times, interleaved; the medians and the minima are
-reported, with the overhead py - c of each (on a shared machine the minima are the steadier). On a GPU the loops measure launch cost as long as the GPU keeps up; the
-"gpu" column (loop plus synchronisation, per call) says whether it did: when gpu exceeds c,
-the kernel, not the host, set the pace of that loop. On a CPU backend each call includes the
-computation, and the overhead is the difference of two much larger numbers.
+reported, with the overhead py - c of each (on a shared machine the minima are the steadier).
+On a GPU the loops measure launch cost as long as the GPU keeps up; the "gpu" column (the C
+loop plus synchronisation, per call) says whether it did: when gpu exceeds c, the kernel, not
+the host, set the pace of that loop. On a CPU backend each call includes the computation, and
+the overhead is the difference of two much larger numbers.
 
 usage: python_overhead.py [--array torch|numpy|cupy] [--device cuda|cpu] [--backend SPEC]
                           [--dtype f16|bf16|f32] [--shape B,H,Nq,Nkv,d ...] [--calls N]
