@@ -6,9 +6,9 @@
 #include "dlpack_abi.h"
 #include "fpy.h"
 
-enum { MAX_KINDS = 16 };
-
-static fpy_kind kinds[MAX_KINDS];
+/* One entry per type ever seen, never freed: entries stay where they are, so a call can keep a
+ * pointer to its kind whatever other types it meets. */
+static fpy_kind **kinds;
 static int n_kinds;
 static PyObject *kind_for_fn;
 static PyObject *str_dlpack, *str_dlpack_device, *kw_version, *kw_version_stream, *kw_stream,
@@ -39,7 +39,7 @@ static PyObject *none_to_null(PyObject *o) { return o == Py_None ? NULL : Py_New
 fpy_kind *fpy_kind_of(PyObject *obj) {
     PyTypeObject *type = Py_TYPE(obj);
     for (int i = 0; i < n_kinds; i++)
-        if (kinds[i].type == type) return &kinds[i];
+        if (kinds[i]->type == type) return kinds[i];
     if (!kind_for_fn) {
         PyErr_SetString(PyExc_RuntimeError, "flashport._C used before flashport was imported");
         return NULL;
@@ -48,25 +48,27 @@ fpy_kind *fpy_kind_of(PyObject *obj) {
     if (!r) return NULL;
     PyObject *export_fn, *empty_like, *empty_f32, *current_stream;
     int pass_stream;
-    if (!PyArg_ParseTuple(r, "OpOOO", &export_fn, &pass_stream, &empty_like, &empty_f32,
-                          &current_stream)) {
-        Py_DECREF(r);
-        return NULL;
+    fpy_kind *k = NULL, **grown = NULL;
+    if (PyArg_ParseTuple(r, "OpOOO", &export_fn, &pass_stream, &empty_like, &empty_f32,
+                         &current_stream) &&
+        (k = PyMem_Calloc(1, sizeof *k)) &&
+        (grown = PyMem_Realloc(kinds, sizeof *kinds * (size_t)(n_kinds + 1)))) {
+        *k = (fpy_kind){.type = (PyTypeObject *)Py_NewRef((PyObject *)type),
+                        .export_fn = none_to_null(export_fn),
+                        .pass_stream = pass_stream,
+                        .versioned = -1,
+                        .empty_like = none_to_null(empty_like),
+                        .empty_f32 = none_to_null(empty_f32),
+                        .current_stream = none_to_null(current_stream)};
+        kinds = grown;
+        kinds[n_kinds++] = k;
+    } else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
     }
-    /* Types beyond the table share its last entry's slot: rare, and only slower. */
-    fpy_kind *k = &kinds[n_kinds < MAX_KINDS ? n_kinds++ : MAX_KINDS - 1];
-    Py_XDECREF(k->export_fn);
-    Py_XDECREF(k->empty_like);
-    Py_XDECREF(k->empty_f32);
-    Py_XDECREF(k->current_stream);
-    Py_XDECREF((PyObject *)k->type);
-    k->type = (PyTypeObject *)Py_NewRef((PyObject *)type);
-    k->export_fn = none_to_null(export_fn);
-    k->pass_stream = pass_stream;
-    k->versioned = -1;
-    k->empty_like = none_to_null(empty_like);
-    k->empty_f32 = none_to_null(empty_f32);
-    k->current_stream = none_to_null(current_stream);
+    if (k && !grown) {
+        PyMem_Free(k);
+        k = NULL;
+    }
     Py_DECREF(r);
     return k;
 }
