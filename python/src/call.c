@@ -571,13 +571,15 @@ static flashport_status run_host(fpy_call *c, flashport_context *ctx, fpy_host_f
 
 int fpy_call_repeat(fpy_call *c, fpy_device_fn device_fn, fpy_host_fn host_fn, int repeat,
                     double *seconds) {
-    flashport_context *ctx = fpy_context_get(&c->place);
-    if (!ctx) return -1;
+    fpy_lease lease;
+    if (fpy_context_acquire(&c->place, &lease)) return -1;
     double unused;
     if (!seconds) seconds = &unused;
-    const flashport_status st = c->place.gpu ? run_device(c, ctx, device_fn, repeat, seconds)
-                                             : run_host(c, ctx, host_fn, repeat, seconds);
-    return st ? (fpy_raise_status(st), -1) : 0;
+    const flashport_status st = c->place.gpu ? run_device(c, lease.ctx, device_fn, repeat, seconds)
+                                             : run_host(c, lease.ctx, host_fn, repeat, seconds);
+    if (st) fpy_raise_status(st); /* before the release, which may destroy the context */
+    fpy_context_release(&lease);
+    return st ? -1 : 0;
 }
 
 void fpy_call_release(fpy_call *c) {

@@ -2,8 +2,9 @@
  * Contexts cached per place: a GPU context per (backend, device, stream), made with
  * flashport_context_create_on_queue on the caller's stream; a host context per (backend
  * argument, thread), so that a host call can run without the interpreter lock and without
- * sharing a context between threads. The least recently used context is destroyed when the
- * table is full.
+ * sharing a context between threads. When the table is full, the least recently used context
+ * that no call holds is destroyed; when every one is held (as many threads in host calls as
+ * entries), the new context serves its call alone.
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,7 @@ typedef struct {
     int has_spec;
     char spec[MAX_SPEC];
     uint64_t last_use;
+    int users; /* calls holding it, which may run without the interpreter lock */
 } entry;
 
 static entry cache[MAX_CONTEXTS];
@@ -53,33 +55,52 @@ static flashport_context *create(const fpy_place *p) {
     return ctx;
 }
 
-flashport_context *fpy_context_get(const fpy_place *p) {
+int fpy_context_acquire(const fpy_place *p, fpy_lease *lease) {
     const unsigned long thread = p->gpu ? 0 : PyThread_get_thread_ident();
+    lease->ctx = NULL;
+    lease->entry = NULL;
     if (p->spec && strlen(p->spec) >= MAX_SPEC) {
         fpy_raise(FPY_ERR_ARGUMENT, "backend spec of %zu characters; at most %d are taken",
                   strlen(p->spec), MAX_SPEC - 1);
-        return NULL;
+        return -1;
     }
-    entry *oldest = &cache[0];
+    entry *victim = NULL;
     for (int i = 0; i < MAX_CONTEXTS; i++) {
         entry *e = &cache[i];
         if (matches(e, p, thread)) {
             e->last_use = ++clock_ticks;
-            return e->ctx;
+            e->users++;
+            lease->ctx = e->ctx;
+            lease->entry = e;
+            return 0;
         }
-        if (!e->ctx || (oldest->ctx && e->last_use < oldest->last_use)) oldest = e;
+        if (e->users) continue;
+        if (!victim || !e->ctx || (victim->ctx && e->last_use < victim->last_use)) victim = e;
     }
     flashport_context *ctx = create(p);
-    if (!ctx) return NULL;
-    flashport_context_destroy(oldest->ctx);
-    *oldest = (entry){.ctx = ctx,
+    if (!ctx) return -1;
+    lease->ctx = ctx;
+    if (!victim) return 0; /* every entry is held: this context is the call's alone */
+    flashport_context_destroy(victim->ctx);
+    *victim = (entry){.ctx = ctx,
                       .gpu = p->gpu,
                       .device_type = p->device_type,
                       .device = p->device,
                       .stream = p->stream,
                       .thread = thread,
                       .has_spec = p->spec != NULL,
-                      .last_use = ++clock_ticks};
-    if (p->spec) snprintf(oldest->spec, sizeof oldest->spec, "%s", p->spec);
-    return ctx;
+                      .last_use = ++clock_ticks,
+                      .users = 1};
+    if (p->spec) snprintf(victim->spec, sizeof victim->spec, "%s", p->spec);
+    lease->entry = victim;
+    return 0;
+}
+
+void fpy_context_release(fpy_lease *lease) {
+    entry *e = lease->entry;
+    if (e)
+        e->users--;
+    else
+        flashport_context_destroy(lease->ctx);
+    lease->ctx = NULL;
 }

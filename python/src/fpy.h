@@ -99,8 +99,16 @@ typedef struct fpy_place {
     const char *spec; /* host: the backend argument, NULL when not given; GPU: unused */
 } fpy_place;
 
-/* The cached context of a place, created on first use; NULL with an exception on failure. */
-flashport_context *fpy_context_get(const fpy_place *place);
+/* A context of a place, held by one call: the cached one, created on first use. */
+typedef struct fpy_lease {
+    flashport_context *ctx;
+    void *entry; /* the cache entry; NULL for a context made for this call alone */
+} fpy_lease;
+
+/* -1 with an exception set on failure (then nothing is to be released). */
+int fpy_context_acquire(const fpy_place *place, fpy_lease *lease);
+/* Called with the interpreter lock held, once the call is done with the context. */
+void fpy_context_release(fpy_lease *lease);
 
 /* ---- call.c ---- */
 

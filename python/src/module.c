@@ -59,19 +59,19 @@ static PyObject *plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (check_nargs(nargs, ARG_OPTS + FPY_OPT_COUNT, "plan")) return NULL;
     fpy_call c;
     PyObject *result = NULL;
-    if (fpy_call_prepare(&c, args[0], args[1], args[2], args + ARG_OPTS) == 0) {
-        flashport_context *ctx = fpy_context_get(&c.place);
+    fpy_lease lease;
+    if (fpy_call_prepare(&c, args[0], args[1], args[2], args + ARG_OPTS) == 0 &&
+        fpy_context_acquire(&c.place, &lease) == 0) {
         flashport_plan_info info;
-        flashport_status st = ctx ? flashport_attention_plan(ctx, &c.desc, &info) : FLASHPORT_OK;
-        if (!ctx)
-            ; /* the exception is set */
-        else if (st == FLASHPORT_OK || st == FLASHPORT_ERROR_UNSUPPORTED)
-            result = Py_BuildValue("(sizsn)", flashport_context_backend(ctx),
-                                   flashport_context_device(ctx),
+        flashport_status st = flashport_attention_plan(lease.ctx, &c.desc, &info);
+        if (st == FLASHPORT_OK || st == FLASHPORT_ERROR_UNSUPPORTED)
+            result = Py_BuildValue("(sizsn)", flashport_context_backend(lease.ctx),
+                                   flashport_context_device(lease.ctx),
                                    st == FLASHPORT_OK ? info.kernel : NULL, info.reason,
                                    (Py_ssize_t)info.workspace_bytes);
         else
             fpy_raise_status(st);
+        fpy_context_release(&lease);
     }
     fpy_call_release(&c);
     return result;

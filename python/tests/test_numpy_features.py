@@ -176,3 +176,27 @@ def test_threads(rng):
         t.join()
     for r in results:
         assert_close(r, want)
+
+
+def test_context_cache_eviction(rng):
+    # More backend specs than the context cache holds (32): the oldest contexts are destroyed
+    # and remade as needed, from threads too, and every call still runs.
+    import threading
+    q, k, v = (random(rng, (1, 8, 1, 16)) for _ in range(3))
+    want, _ = reference(q, k, v)
+    specs = ["opencl:no-such-device-%d,reference" % i for i in range(40)]
+    errors = []
+
+    def work(offset):
+        try:
+            for i in range(len(specs)):
+                assert_close(flashport.attention(q, k, v, backend=specs[(i + offset) % 40]), want)
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i * 13,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
