@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
 # usage: pip_install.sh PYTHON SOURCE_DIR WORK_DIR
-# `pip install SOURCE_DIR` into a fresh virtual environment in WORK_DIR (no GPU modules, which
-# only lengthen the build), then the numpy group of the tests against the installed package,
-# from outside the source tree and with no FLASHPORT_* variable: the installed core must find
-# the OpenCL module (when built) beside itself.
+# `pip install SOURCE_DIR` into WORK_DIR/site (pip's --target: nothing outside WORK_DIR changes),
+# without the GPU modules, which only lengthen the build; then the numpy group of the tests
+# against that copy, from outside the source tree and with no FLASHPORT_* variable: the
+# installed core must find the OpenCL module (when built) beside itself. scikit-build-core is
+# fetched by pip unless PYTHON has it already (then the build uses it: no network needed).
 set -euo pipefail
 python=$1 src=$2 work=$3
 rm -rf "$work"
-"$python" -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$src" pytest \
-  -C cmake.define.FLASHPORT_CUDA=OFF -C cmake.define.FLASHPORT_HIP=OFF \
+mkdir -p "$work"
+isolation=()
+"$python" -c 'import scikit_build_core' 2>/dev/null && isolation=(--no-build-isolation)
+"$python" -m pip install -q --disable-pip-version-check "${isolation[@]}" --target "$work/site" \
+  "$src" -C cmake.define.FLASHPORT_CUDA=OFF -C cmake.define.FLASHPORT_HIP=OFF \
   -C build-dir="$work/build"
 cd "$work"
 unset FLASHPORT_BACKEND FLASHPORT_BACKEND_PATH FLASHPORT_KERNEL
-site=$("$work/venv/bin/python" -c 'import flashport, os; print(os.path.dirname(flashport.__file__))')
-case $site in "$work"/venv/*) ;; *) echo "flashport imported from $site, not the venv" >&2; exit 1 ;; esac
-"$work/venv/bin/python" -m flashport
+export PYTHONPATH=$work/site
+site=$("$python" -c 'import flashport, os; print(os.path.dirname(flashport.__file__))')
+[ "$site" = "$work/site/flashport" ] || { echo "flashport imported from $site" >&2; exit 1; }
+"$python" -m flashport
 if [ -e "$site/libflashport-opencl.so" ]; then
-  "$work/venv/bin/python" -m flashport --json | "$work/venv/bin/python" -c '
+  "$python" -m flashport --json | "$python" -c '
 import json, sys
 b = {x["name"]: x for x in json.load(sys.stdin)["backends"]}["opencl"]
-assert b["location"].startswith(sys.argv[1]), b["location"]
+assert b["location"] == sys.argv[1] + "/libflashport-opencl.so", b["location"]
 print("opencl module found beside the installed core:", b["location"])' "$site"
 fi
-"$work/venv/bin/python" "$src/python/tests/run_pytest.py" numpy
+"$python" "$src/python/tests/run_pytest.py" numpy
