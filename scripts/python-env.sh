@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # usage: scripts/python-env.sh DIR
 # Makes (or completes) the Python environment of the package's tests: a virtual environment in
-# DIR that sees the interpreter's own packages (NumPy) and adds pytest and PyTorch from PyPI,
-# by package name. PyPI's torch wheel for Linux is the CUDA build (about 3 GB with its NVIDIA
+# DIR that sees the interpreter's own packages and adds what is missing of NumPy, pytest and
+# PyTorch, from PyPI by package name. PyPI's torch wheel for Linux is the CUDA build (about 3 GB with its NVIDIA
 # dependencies); it runs on CPUs too, which is how the tests use it without a GPU.
 # FLASHPORT_TEST_TORCH=0 leaves PyTorch out (the torch tests then report themselves skipped).
 # Prints the environment's python.
@@ -14,7 +14,7 @@ fi
 dir=$1
 [ -x "$dir/bin/python" ] || python3 -m venv --system-site-packages "$dir" >&2
 py=$dir/bin/python
-want=(pytest)
+want=(numpy pytest)
 [ "${FLASHPORT_TEST_TORCH:-1}" = 0 ] || want+=(torch)
 missing=()
 for m in "${want[@]}"; do
