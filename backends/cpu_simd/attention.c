@@ -247,36 +247,17 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
         ts->diag[r] = 0.0f;
         if (r >= real) continue;
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        if (slopes)
-            ts->slope[r] = (float)(LOG2E * slopes[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD
-                                                      ? tp->s->b * p->heads_q + h
-                                                      : h]);
-        if (p->bias.enabled)
-            ts->bias_at[r] = tp->s->b * p->bias.batch + h * p->bias.head + i * p->bias.query;
+        if (slopes) ts->slope[r] = (float)(LOG2E * cs_alibi_slope(p, slopes, tp->s->b, h));
+        if (p->bias.enabled) ts->bias_at[r] = cs_bias_at(p, tp->s, h, i);
     }
 }
 
 /* The bias of the block starting at key j0, times log2 e, laid out as the scores, for rows
  * r < real over the keys each sees. */
 static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
-    const flashport_bias_desc *bd = &c->p->bias;
-    const int64_t ld = c->t->rows;
-    for (int r = 0; r < real; ++r) {
-        float *out = ts->bias + r;
-        const int64_t at = ts->bias_at[r] + j0 * bd->key;
-        if (bd->dtype == FLASHPORT_F32) {
-            const float *b = (const float *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * b[j * bd->key];
-        } else if (bd->dtype == FLASHPORT_F16) {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
-        } else {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
-        }
-    }
+    for (int r = 0; r < real; ++r)
+        cs_bias_row(c->p, c->a->bias, ts->bias_at[r] + j0 * c->p->bias.key, ts->lo[r], ts->hi[r],
+                    (float)LOG2E, ts->bias + r, c->t->rows);
 }
 
 /* ---- the tile ---- */

@@ -3,7 +3,8 @@
  *   - KV addressing: a sequence of the batch (dense, packed by cu_seqlens, or paged), its
  *     lengths, and the element offsets of its query, key and value rows and LSE entries;
  *   - the window: which keys each query row sees (causal is one window).
- * The FP8 descale of a row lives here too, since it is addressed by the row's position.
+ * The per-row inputs of the score modifiers live here too (the FP8 descale, the ALiBi slope,
+ * the bias row), since they are addressed by the row's sequence, head and position.
  */
 #ifndef CS_SEQUENCES_H
 #define CS_SEQUENCES_H
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "fp_backend.h"
+#include "fp_half.h"
 
 /* One sequence of the batch: its lengths, and where its rows are. */
 typedef struct cs_seq {
@@ -96,6 +98,36 @@ static inline void cs_row_keys(const fp_problem *p, const cs_seq *s, int64_t i, 
     const int64_t e = right < 0 ? s->nkv : diag + right + 1 < s->nkv ? diag + right + 1 : s->nkv;
     *lo = e > a ? a : 0;
     *hi = e > a ? e : 0;
+}
+
+/* Element of the bias of row i of query head h of sequence s at key 0 (the keys then follow at
+ * the key stride). */
+static inline int64_t cs_bias_at(const fp_problem *p, const cs_seq *s, int64_t h, int64_t i) {
+    return s->b * p->bias.batch + h * p->bias.head + i * p->bias.query;
+}
+
+/* out[j * ld] = scale * bias[at + j * key] for lo <= j < hi: one row of a block's bias, laid
+ * out as the scores (scale is log2 e: the kernels take base-2 logits). */
+static inline void cs_bias_row(const fp_problem *p, const void *bias, int64_t at, int lo, int hi,
+                               float scale, float *out, int64_t ld) {
+    const int64_t key = p->bias.key;
+    if (p->bias.dtype == FLASHPORT_F32) {
+        const float *b = (const float *)bias + at;
+        for (int j = lo; j < hi; ++j) out[j * ld] = scale * b[j * key];
+    } else if (p->bias.dtype == FLASHPORT_F16) {
+        const uint16_t *b = (const uint16_t *)bias + at;
+        for (int j = lo; j < hi; ++j) out[j * ld] = scale * fp_f16_to_f32(b[j * key]);
+    } else {
+        const uint16_t *b = (const uint16_t *)bias + at;
+        for (int j = lo; j < hi; ++j) out[j * ld] = scale * fp_bf16_to_f32(b[j * key]);
+    }
+}
+
+/* The ALiBi slope of query head h of batch b. */
+static inline float cs_alibi_slope(const fp_problem *p, const void *slopes, int64_t b,
+                                   int64_t h) {
+    return ((const float *)slopes)[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? b * p->heads_q + h
+                                                                               : h];
 }
 
 #endif /* CS_SEQUENCES_H */
