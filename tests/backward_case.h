@@ -134,8 +134,9 @@ static void bwd_case_make(bwd_case *c, const bwd_spec *s) {
             for (int64_t h = 0; h < s->heads_q; h++)
                 for (int64_t j = 0; j < s->seq_kv; j++)
                     c->bias[h * s->seq_q * s->seq_kv + j] = -INFINITY;
-        c->d.bias = (flashport_bias_desc){1, FLASHPORT_F32, s->heads_q * s->seq_q * s->seq_kv,
-                                          s->seq_q * s->seq_kv, s->seq_kv, 1};
+        c->d.bias = (flashport_bias_desc){
+            1, FLASHPORT_F32, s->heads_q * s->seq_q * s->seq_kv, s->seq_q * s->seq_kv, s->seq_kv,
+            1};
         c->a.bias = c->bias;
     }
     c->a.q = c->q, c->a.k = c->k, c->a.v = c->v, c->a.o = c->o, c->a.lse = c->lse;
@@ -161,8 +162,8 @@ static flashport_status bwd_case_backward(flashport_context *ctx, bwd_case *c, c
 }
 
 static void bwd_case_free(bwd_case *c) {
-    void *all[] = {c->q, c->k, c->v, c->o, c->d_o, c->dq, c->dk, c->dv,
-                   c->lse, c->sinks, c->slopes, c->bias};
+    void *all[] = {c->q,  c->k,  c->v,   c->o,     c->d_o,    c->dq,
+                   c->dk, c->dv, c->lse, c->sinks, c->slopes, c->bias};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 

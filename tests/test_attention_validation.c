@@ -415,8 +415,9 @@ static void declines(flashport_context *reference) {
     f.a.d_o = o, f.a.d_q = dq, f.a.d_k = dk, f.a.d_v = dv;
     fill_sentinels();
     CHECK_STATUS(flashport_attention_backward_host(reference, &f.d, &f.a),
-                 FLASHPORT_ERROR_UNSUPPORTED, "kernel double_accumulation unsupported: the backward "
-                                              "pass of FP8 inputs is not implemented");
+                 FLASHPORT_ERROR_UNSUPPORTED,
+                 "kernel double_accumulation unsupported: the backward "
+                 "pass of FP8 inputs is not implemented");
     CHECK(untouched(dq, sizeof dq));
 }
 

@@ -19,7 +19,8 @@ static double loss(flashport_context *ctx, bwd_case *c) {
     if (bwd_case_forward(ctx, c) != FLASHPORT_OK) return NAN;
     double l = 0.0;
     for (int64_t i = 0; i < c->n_q; i++)
-        if (!bwd_unowned(c, 0, i)) l += bwd_get(c->d_o, FLASHPORT_F32, i) * bwd_get(c->o, FLASHPORT_F32, i);
+        if (!bwd_unowned(c, 0, i))
+            l += bwd_get(c->d_o, FLASHPORT_F32, i) * bwd_get(c->o, FLASHPORT_F32, i);
     return l;
 }
 
@@ -59,8 +60,9 @@ static int written_exactly(const bwd_case *c) {
 }
 
 static bwd_spec base(void) {
-    return (bwd_spec){FLASHPORT_F32, 2, 4, 2, 5, 7, 8, FLASHPORT_LAYOUT_BHND, 0, -1, -1,
-                      0.0f,          0.0f, FLASHPORT_ALIBI_NONE, 0, 0, 0, 0, 0};
+    return (bwd_spec){
+        FLASHPORT_F32,        2, 4, 2, 5, 7, 8, FLASHPORT_LAYOUT_BHND, 0, -1, -1, 0.0f, 0.0f,
+        FLASHPORT_ALIBI_NONE, 0, 0, 0, 0, 0};
 }
 
 static void finite_differences(flashport_context *ref) {
@@ -113,7 +115,8 @@ static void half_dtypes(flashport_context *ref) {
     const double tol[2] = {2e-3, 1e-2};
     for (int t = 0; t < 2; t++) {
         bwd_spec s = base();
-        s.dtype = dts[t], s.causal = 1, s.softcap = 3.0f, s.seq_q = 9, s.seq_kv = 13, s.head_dim = 16;
+        s.dtype = dts[t], s.causal = 1, s.softcap = 3.0f, s.seq_q = 9, s.seq_kv = 13,
+        s.head_dim = 16;
         bwd_case h, f;
         const uint64_t seed = bwd_rng;
         bwd_case_make(&h, &s);
@@ -124,7 +127,8 @@ static void half_dtypes(flashport_context *ref) {
         const void *hs[4] = {h.q, h.k, h.v, h.d_o};
         const int64_t ns[4] = {f.n_q, f.n_kv, f.n_kv, f.n_q};
         for (int k = 0; k < 4; k++)
-            for (int64_t i = 0; i < ns[k]; i++) bwd_set(fs[k], FLASHPORT_F32, i, bwd_get(hs[k], dts[t], i));
+            for (int64_t i = 0; i < ns[k]; i++)
+                bwd_set(fs[k], FLASHPORT_F32, i, bwd_get(hs[k], dts[t], i));
         CHECK(bwd_case_forward(ref, &h) == FLASHPORT_OK);
         CHECK(bwd_case_forward(ref, &f) == FLASHPORT_OK);
         CHECK(bwd_case_backward(ref, &h, NULL) == FLASHPORT_OK);

@@ -165,14 +165,16 @@ static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kv
         const int64_t run = min64(cs_kv_rows(c->p, s, kvh, j0 + j, &k_at, &v_at), n - j);
         for (int64_t r = 0; r < run; ++r, ++j) {
             const int64_t key = j0 + j;
-            c->ops->load_row((const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size,
-                             p->dtype, p->head_dim, dq,
-                             cs_descale(c->p, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->k + (row + j) * dq);
-            c->ops->load_row((const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size,
-                             p->dtype, p->head_dim, dq,
-                             cs_descale(c->p, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->v + (row + j) * dq);
+            c->ops->load_row(
+                (const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size, p->dtype,
+                p->head_dim, dq,
+                cs_descale(c->p, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
+                ts->k + (row + j) * dq);
+            c->ops->load_row(
+                (const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size, p->dtype,
+                p->head_dim, dq,
+                cs_descale(c->p, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
+                ts->v + (row + j) * dq);
         }
     }
 }
@@ -271,7 +273,8 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     const int64_t dq = c->t->dq;
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim, dq,
+        c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim,
+                         dq,
                          cs_descale(c->p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
     }

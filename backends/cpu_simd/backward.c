@@ -92,7 +92,8 @@ static size_t shared_dsum_at(const cs_bwd_tiling *t) {
            (size_t)round_up(t->max_items * (int64_t)sizeof(bwd_item), ALIGN_BYTES);
 }
 static size_t shared_dq_at(const cs_bwd_tiling *t) {
-    return shared_dsum_at(t) + (size_t)round_up(t->rows_total * (int64_t)sizeof(float), ALIGN_BYTES);
+    return shared_dsum_at(t) +
+           (size_t)round_up(t->rows_total * (int64_t)sizeof(float), ALIGN_BYTES);
 }
 
 size_t cs_bwd_scratch_bytes(const cs_bwd_tiling *t) {
@@ -129,8 +130,8 @@ typedef struct bcall {
 } bcall;
 
 typedef struct bscratch {
-    float *k, *v, *dk, *dv, *q, *d_o, *qp, *dop, *st, *dp, *bias, *dqt, *lse2, *dsum, *slope,
-        *diag, *ones;
+    float *k, *v, *dk, *dv, *q, *d_o, *qp, *dop, *st, *dp, *bias, *dqt, *lse2, *dsum, *slope, *diag,
+        *ones;
     int *lo, *hi;
     int64_t *key_lo, *key_hi, *bias_at;
 } bscratch;
@@ -219,8 +220,8 @@ static void pack_rows(const bcall *c, bscratch *ts, const cs_seq *s, int64_t h, 
 }
 
 /* Converts keys [j0, j0 + n) of KV head kvh into rows of k and v, zero rows up to kp. */
-static void pack_keys(const bcall *c, bscratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
-                      int n, int kp) {
+static void pack_keys(const bcall *c, bscratch *ts, const cs_seq *s, int64_t kvh, int64_t j0, int n,
+                      int kp) {
     const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
     for (int j = 0; j < n; ++j) {

@@ -87,8 +87,9 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
     if (paged || fp8) {
         snprintf(out->reason, sizeof out->reason,
                  "the %s of %s%s%s is not implemented (only the forward pass reads them)",
-                 fp_feature_name(FP_FEATURE_BACKWARD), paged ? fp_feature_name(FP_FEATURE_PAGED) : "",
-                 paged && fp8 ? " + " : "", fp8 ? fp_feature_name(FP_FEATURE_FP8) : "");
+                 fp_feature_name(FP_FEATURE_BACKWARD),
+                 paged ? fp_feature_name(FP_FEATURE_PAGED) : "", paged && fp8 ? " + " : "",
+                 fp8 ? fp_feature_name(FP_FEATURE_FP8) : "");
         return FLASHPORT_ERROR_UNSUPPORTED;
     }
     cs_bwd_tiling t;

@@ -72,8 +72,8 @@ static inline int64_t cs_lse_index(const fp_problem *p, const cs_seq *s, int64_t
 
 /* The FP8 descale of a row: the tensor's factor, or that of (batch, head, block of positions);
  * 1 for other dtypes. `len` is the tensor's longest sequence. */
-static inline float cs_descale(const fp_problem *p, const void *factors, int64_t heads,
-                               int64_t len, int64_t b, int64_t h, int64_t pos) {
+static inline float cs_descale(const fp_problem *p, const void *factors, int64_t heads, int64_t len,
+                               int64_t b, int64_t h, int64_t pos) {
     const float *f = (const float *)factors;
     if (p->descale == FLASHPORT_DESCALE_TENSOR) return f[0];
     if (p->descale == FLASHPORT_DESCALE_BLOCK) {
@@ -124,10 +124,9 @@ static inline void cs_bias_row(const fp_problem *p, const void *bias, int64_t at
 }
 
 /* The ALiBi slope of query head h of batch b. */
-static inline float cs_alibi_slope(const fp_problem *p, const void *slopes, int64_t b,
-                                   int64_t h) {
-    return ((const float *)slopes)[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? b * p->heads_q + h
-                                                                               : h];
+static inline float cs_alibi_slope(const fp_problem *p, const void *slopes, int64_t b, int64_t h) {
+    return (
+        (const float *)slopes)[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? b * p->heads_q + h : h];
 }
 
 #endif /* CS_SEQUENCES_H */

@@ -75,14 +75,22 @@ static void check(flashport_context *simd, flashport_context *ref, const bwd_spe
                "%.1e dV %.1e\n",
                ok ? "ok  " : "FAIL", what ? what : "random", flashport_dtype_name(s->dtype),
                (long long)s->batch, (long long)s->heads_q, (long long)s->heads_kv,
-               (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim,
-               s->deterministic, err[0], err[1], err[2]);
+               (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim, s->deterministic,
+               err[0], err[1], err[2]);
     for (int k = 0; k < 3; k++) free(want[k]);
     bwd_case_free(&c);
 }
 
-enum { F_WINDOW = 1, F_CAUSAL = 2, F_SOFTCAP = 4, F_ALIBI = 8, F_BIAS = 16, F_SINKS = 32,
-       F_VARLEN = 64, F_ALL = 127 };
+enum {
+    F_WINDOW = 1,
+    F_CAUSAL = 2,
+    F_SOFTCAP = 4,
+    F_ALIBI = 8,
+    F_BIAS = 16,
+    F_SINKS = 32,
+    F_VARLEN = 64,
+    F_ALL = 127
+};
 
 static bwd_spec random_spec(unsigned f, int big) {
     static const int64_t dims[] = {8, 13, 40, 64, 72, 128};
@@ -105,9 +113,9 @@ static bwd_spec random_spec(unsigned f, int big) {
         if (!s.causal) s.window_right = bwd_pick(-1, 8);
     }
     s.softcap = f & F_SOFTCAP ? (float)bwd_uniform(1.0, 30.0) : 0.0f;
-    s.alibi = f & F_ALIBI ? (bwd_pick(0, 1) ? FLASHPORT_ALIBI_PER_HEAD
-                                            : FLASHPORT_ALIBI_PER_BATCH_HEAD)
-                          : FLASHPORT_ALIBI_NONE;
+    s.alibi = f & F_ALIBI
+                  ? (bwd_pick(0, 1) ? FLASHPORT_ALIBI_PER_HEAD : FLASHPORT_ALIBI_PER_BATCH_HEAD)
+                  : FLASHPORT_ALIBI_NONE;
     s.bias = (f & F_BIAS) != 0;
     s.masked = s.bias && bwd_pick(0, 1);
     s.sinks = (f & F_SINKS) != 0;

@@ -222,14 +222,15 @@ static void grads_portable(float *st, float *dp, int64_t ld, int rows, int keys,
                     const float y = tanh_portable(*sj * mods->cap_in);
                     g *= 1.0f - y * y;
                 }
-                const float prob = exp2_portable(logit_portable(*sj, mods, ld, r + i, j) - lse2[r + i]);
+                const float prob =
+                    exp2_portable(logit_portable(*sj, mods, ld, r + i, j) - lse2[r + i]);
                 *sj = prob;
                 *dj = prob * (*dj - dsum[r + i]) * g;
             }
 }
 
-static void pt_rows_portable(const float *a, int64_t lda, const float *x, int64_t dq,
-                             int64_t cols, int n, float *o) {
+static void pt_rows_portable(const float *a, int64_t lda, const float *x, int64_t dq, int64_t cols,
+                             int n, float *o) {
     for (int r = 0; r < n; ++r) {
         const float *xrow = x + (int64_t)r * dq;
         for (int j = 0; j < CS_PV_ROWS; ++j) {

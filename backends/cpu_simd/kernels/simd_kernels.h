@@ -407,8 +407,8 @@ static void SIMD_FN(grads)(float *st, float *dp, int64_t ld, int rows, int keys,
 /* pv_rows transposed: CS_PV_ROWS output rows x 2 registers of columns in registers over the
  * whole reduction; per row r of x, two loads and CS_PV_ROWS broadcasts feed 2 * CS_PV_ROWS
  * FMAs. */
-static void SIMD_FN(pt_rows)(const float *a, int64_t lda, const float *x, int64_t dq,
-                             int64_t cols, int n, float *o) {
+static void SIMD_FN(pt_rows)(const float *a, int64_t lda, const float *x, int64_t dq, int64_t cols,
+                             int n, float *o) {
     int64_t c = 0;
     for (; c + 2 * VL <= cols; c += 2 * VL) {
         vf acc[CS_PV_ROWS][2];

@@ -27,7 +27,7 @@
 
 typedef struct bwd_scratch {
     double *q, *d_o, *d_q, *k, *v; /* d each: the query row, its dO and dQ, a key's K and V */
-    double *d_k, *d_v;           /* Nkv x d each: the sequence's KV head */
+    double *d_k, *d_v;             /* Nkv x d each: the sequence's KV head */
 } bwd_scratch;
 
 static void load_row(const void *base, flashport_dtype dt, int64_t at, int64_t d, double *out) {
@@ -69,7 +69,8 @@ static void backward_row(const fp_problem *p, const fp_args *a, const ref_seq *s
         const double qk = dot(w->q, w->k, d);
         const double prob = exp(ref_score(p, a, s, h, i, j, qk) - lse);
         /* The gradient of q . k, shared by dQ and dK. */
-        const double grad = prob * (dot(w->d_o, w->v, d) - big_d) * score_slope(p, scale * qk) * scale;
+        const double grad =
+            prob * (dot(w->d_o, w->v, d) - big_d) * score_slope(p, scale * qk) * scale;
         double *dk = w->d_k + j * d, *dv = w->d_v + j * d;
         for (int64_t c = 0; c < d; c++) {
             w->d_q[c] += grad * w->k[c];
@@ -88,8 +89,12 @@ flashport_status fp_reference_attention_backward(const fp_problem *p, const fp_a
     }
     double *scratch = malloc(sizeof(double) * (size_t)(5 * d + 2 * longest * d));
     if (!scratch) return FLASHPORT_ERROR_OUT_OF_MEMORY;
-    const bwd_scratch w = {scratch,         scratch + d,     scratch + 2 * d,
-                           scratch + 3 * d, scratch + 4 * d, scratch + 5 * d,
+    const bwd_scratch w = {scratch,
+                           scratch + d,
+                           scratch + 2 * d,
+                           scratch + 3 * d,
+                           scratch + 4 * d,
+                           scratch + 5 * d,
                            scratch + 5 * d + longest * d};
     for (int64_t b = 0; b < p->batch; b++) {
         const ref_seq s = ref_sequence(p, a, b);
