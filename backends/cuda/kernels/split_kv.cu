@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
         for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = 0.0f;
             /* Unrolled and without branches, so that the loads of several splits are in flight at
              * once: with tens of splits a serial chain of loads is what the merge would cost. */
-#pragma unroll 4
+#pragma unroll 8
         for (int s = 0; s < a.splits; s++) {
             const float2 v = ml[s * a.rows + row];
             /* A split without keys has m = -inf, l = 0 and part_o = 0: its weight is exactly 0
