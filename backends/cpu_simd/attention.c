@@ -9,8 +9,9 @@
 #endif
 
 #include "fp_half.h"
-#include "kv_addressing.h"
-#include "score_policy.h"
+#include "kv_stream.h"
+#include "row_normaliser.h"
+#include "sequences.h"
 #include "topology.h"
 
 #define ALIGN_BYTES 64 /* every scratch array starts on a cache line */
@@ -155,8 +156,6 @@ typedef struct tile_scratch {
     int *group_lo, *group_hi; /* keys every row of a P V group sees */
 } tile_scratch;
 
-/* ---- the K/V ring ---- */
-
 /* Converts keys [j0, j0 + n) into rows [row, row + n) of the ring. */
 static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
@@ -234,37 +233,17 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
         ts->diag[r] = 0.0f;
         if (r >= real) continue;
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        if (slopes)
-            ts->slope[r] = (float)(CS_LOG2E * slopes[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD
-                                                         ? tp->s->b * p->heads_q + h
-                                                         : h]);
-        if (p->bias.enabled)
-            ts->bias_at[r] = tp->s->b * p->bias.batch + h * p->bias.head + i * p->bias.query;
+        if (slopes) ts->slope[r] = (float)(CS_LOG2E * cs_alibi_slope(p, slopes, tp->s->b, h));
+        if (p->bias.enabled) ts->bias_at[r] = cs_bias_at(p, tp->s, h, i);
     }
 }
 
 /* The bias of the block starting at key j0, times log2 e, laid out as the scores, for rows
  * r < real over the keys each sees. */
 static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
-    const flashport_bias_desc *bd = &c->p->bias;
-    const int64_t ld = c->t->rows;
-    for (int r = 0; r < real; ++r) {
-        float *out = ts->bias + r;
-        const int64_t at = ts->bias_at[r] + j0 * bd->key;
-        if (bd->dtype == FLASHPORT_F32) {
-            const float *b = (const float *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)CS_LOG2E * b[j * bd->key];
-        } else if (bd->dtype == FLASHPORT_F16) {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)CS_LOG2E * fp_f16_to_f32(b[j * bd->key]);
-        } else {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)CS_LOG2E * fp_bf16_to_f32(b[j * bd->key]);
-        }
-    }
+    for (int r = 0; r < real; ++r)
+        cs_bias_row(c->p, c->a->bias, ts->bias_at[r] + j0 * c->p->bias.key, ts->lo[r], ts->hi[r],
+                    (float)CS_LOG2E, ts->bias + r, c->t->rows);
 }
 
 /* ---- the tile ---- */
@@ -279,7 +258,8 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
         c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim,
-                         dq, cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
+                         dq,
+                         cs_descale(c->p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
     }
     for (int r = 0; r < rows; ++r) {
@@ -304,9 +284,7 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
         cs_row_normaliser(ts->m[r], ts->l[r], sinks ? sinks[h] : -INFINITY, &mul, &row_lse);
         c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim, mul, p->out_dtype,
                           (void *)cs_q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
-        if (lse)
-            lse[p->q_varlen ? h * p->total_q + tp->s->q_row0 + i
-                            : (tp->s->b * p->heads_q + h) * p->seq_q + i] = row_lse;
+        if (lse) lse[cs_lse_index(p, tp->s, h, i)] = row_lse;
     }
 }
 

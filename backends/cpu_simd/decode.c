@@ -7,8 +7,9 @@
 #include <omp.h>
 #endif
 
-#include "kv_addressing.h"
-#include "score_policy.h"
+#include "kv_stream.h"
+#include "row_normaliser.h"
+#include "sequences.h"
 #include "topology.h"
 
 #define ALIGN_BYTES 64
@@ -262,15 +263,12 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
     if (hi > lo) {
         cs_score_mods mods = c->mods;
         if (p->alibi != FLASHPORT_ALIBI_NONE) {
-            const float *slopes = (const float *)c->a->alibi_slopes;
+            const void *slopes = c->a->alibi_slopes;
             for (int r = 0; r < ld; ++r) {
                 const int64_t h = head_of(c, kvh, r);
                 rs->diag[r] = 0.0f; /* padding rows: finite, as the kernels read whole registers */
                 rs->slope[r] =
-                    r >= real ? 0.0f
-                              : (float)(CS_LOG2E * slopes[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD
-                                                              ? s->b * p->heads_q + h
-                                                              : h]);
+                    r >= real ? 0.0f : (float)(CS_LOG2E * cs_alibi_slope(p, slopes, s->b, h));
             }
             mods.slope = rs->slope;
             mods.diag = rs->diag;
@@ -365,9 +363,7 @@ static void merge(const call *c, int64_t b, int64_t kvh, float *acc) {
         c->ops->store_row(
             acc, p->head_dim, mul, p->out_dtype,
             (void *)cs_q_row(c->a->o, &p->o, flashport_dtype_size(p->out_dtype), &s, h, i));
-        if (lse)
-            lse[p->q_varlen ? h * p->total_q + s.q_row0 + i : (b * p->heads_q + h) * p->seq_q + i] =
-                row_lse;
+        if (lse) lse[cs_lse_index(p, &s, h, i)] = row_lse;
     }
 }
 

@@ -11,8 +11,9 @@
  * done they are merged per row by their LSE in split order, so the result is the same bits for
  * any thread count. The kernels are the tile path's (kernels/kernel_ops.h): scores_rows for the
  * group's few rows, the online softmax with every modifier and the P V micro-kernel; the window,
- * varlen and paged K/V and FP8 descales come from the shared policies (score_policy.h,
- * kv_addressing.h). An additive bias goes to the tile path (its gather is per tile).
+ * varlen and paged K/V and FP8 descales come from the shared policies (sequences.h,
+ * kv_stream.h), the sinks and LSE from row_normaliser.h. An additive bias goes to the tile path
+ * (its gather is per tile).
  */
 #ifndef CS_DECODE_H
 #define CS_DECODE_H
