@@ -66,6 +66,8 @@ typedef struct bench_options {
     int threads;        /* 0: leave FLASHPORT_NUM_THREADS alone */
     int cpu_time;       /* time calls by process CPU time (CPU devices) */
     int check;          /* compare each output with the reference backend */
+    int backward;       /* time the backward pass (FLOPs: 2.5x the forward's) */
+    int deterministic;  /* with backward: desc.deterministic = 1 */
     double check_flops; /* most FLOPs the reference spends per shape on a check */
     int measure_peaks;
     int input_sets; /* 0: automatic (rotate when the inputs fit in cache) */
@@ -151,6 +153,7 @@ typedef struct bench_inputs {
     int sets;
     flashport_buffer **q, **k, **v;
     flashport_buffer *o;
+    flashport_buffer *lse, *d_o, *d_q, *d_k, *d_v; /* backward only: the forward's LSE, dO, grads */
     flashport_buffer *cu_q, *cu_kv, *seqlens_kv, *block_table, *alibi, *descale[3];
     void *host_q, *host_k, *host_v; /* set 0, in the shape's dtype */
     size_t q_bytes, k_bytes, v_bytes, o_bytes;
@@ -169,8 +172,14 @@ int bench_choose_sets(size_t set_bytes, size_t cache_bytes);
 flashport_status bench_inputs_create(flashport_context *ctx, const bench_problem *p, int sets,
                                      uint64_t seed, bench_inputs *in, char *why, size_t why_len);
 void bench_inputs_destroy(bench_inputs *in);
-/* The buffers of input set `set` as the arguments of a call. */
+/* The buffers of input set `set` as the arguments of a call (of the backward pass, with its
+ * buffers, when bench_inputs_add_backward made them). */
 void bench_inputs_args(const bench_inputs *in, int set, flashport_attention_args *args);
+/* The backward pass's buffers: a random dO, the gradients, and the LSE, with O and LSE filled by
+ * a forward call on input set 0 (the only set: the backward reads that set's O and LSE). */
+flashport_status bench_inputs_add_backward(flashport_context *ctx, const bench_problem *p,
+                                           uint64_t seed, bench_inputs *in, char *why,
+                                           size_t why_len);
 
 /* ---- checks against the reference backend (bench_check.c) ---- */
 /* The part of the output that is compared: the batch's first `batch` entries (of a packed

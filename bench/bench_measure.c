@@ -78,11 +78,13 @@ static bench_status fail(bench_record *rec, const char *what) {
     return rec->status;
 }
 
+/* One call: the forward pass, or the backward when the inputs carry its buffers. */
 static flashport_status run_set(flashport_context *ctx, const flashport_attention_desc *d,
                                 const bench_inputs *in, int set) {
     flashport_attention_args args;
     bench_inputs_args(in, set, &args);
-    return flashport_attention_run(ctx, d, &args);
+    return in->d_o ? flashport_attention_backward(ctx, d, &args)
+                   : flashport_attention_run(ctx, d, &args);
 }
 
 bench_status bench_measure(flashport_context *ctx, const bench_env *env, const bench_options *opt,
@@ -103,12 +105,16 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
 
     flashport_attention_desc d = bp->desc;
     d.kernel = kernel;
+    d.deterministic = opt->backward && opt->deterministic;
     const flashport_attention_desc *p = &d;
-    rec->flops = bp->flops;
+    /* The backward pass does five products of the forward's two sizes, minus one it shares:
+     * FLOPs counted as 2.5 times the forward's, as the FlashAttention papers count them. */
+    rec->flops = opt->backward ? 2.5 * bp->flops : bp->flops;
 
     flashport_plan_info plan;
     memset(&plan, 0, sizeof plan);
-    flashport_status st = flashport_attention_plan(ctx, p, &plan);
+    flashport_status st = opt->backward ? flashport_attention_backward_plan(ctx, p, &plan)
+                                        : flashport_attention_plan(ctx, p, &plan);
     if (st == FLASHPORT_ERROR_UNSUPPORTED) {
         rec->status = BENCH_UNSUPPORTED;
         snprintf(rec->message, sizeof rec->message, "%s",

@@ -205,6 +205,10 @@ int bench_write_json(const char *path, const bench_env *env, const bench_options
     json_num(&j, "max_seconds", opt->max_seconds);
     json_int(&j, "threads", opt->threads);
     json_str(&j, "clock", opt->cpu_time ? "process_cpu" : "timer");
+    /* "backward": flashport_attention_backward, FLOPs 2.5x the forward's */
+    json_str(&j, "pass",
+             opt->backward ? (opt->deterministic ? "backward_deterministic" : "backward")
+                           : "forward");
     json_int(&j, "cpu_threads_for_ceiling", env->cpu_threads);
     json_int(&j, "seed", (int64_t)opt->seed);
     json_int(&j, "cache_bytes", (int64_t)env->cache_bytes);

@@ -4,6 +4,10 @@ backend (flash, efficient, cudnn, math) and an unfused matmul baseline (Q K^T, s
 optionally running flashport-bench in the same run, and writes flashport-bench's JSON schema
 (one record per shape and implementation) with a side-by-side table of ratios.
 
+With --backward it times the backward pass instead: autograd through each implementation's
+forward (recorded once per input set, outside the timing), torch.autograd.grad for dQ, dK, dV
+from a random dO, FLOPs counted as 2.5x the forward's (flashport-bench --backward's count).
+
 PyTorch is needed only here; nothing in flashport's build or tests uses this script.
 The shape lists mirror flashport-bench's presets (bench/bench_presets.c)."""
 import argparse
@@ -20,7 +24,7 @@ import tempfile
 import time
 
 SCHEMA = "flashport-bench/1"
-PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve"]
+PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve", "cpu-decode"]
 IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 IMPL_DESCRIPTIONS = {
@@ -69,6 +73,10 @@ def preset_shapes(name, dtype_default):
                 + [shape(8, 32, 8, 4, 8192, 128, dtype_default, 1, page_size=16, kv_mixed=True),
                    shape(4, 32, 8, 512, 8192, 128, dtype_default, 1, page_size=16),
                    shape(1, 32, 8, 32768, 32768, 128, dtype_default, 1, window=(4095, 0))])
+    if name == "cpu-decode":
+        return ([shape(1, 32, 8, nq, kv, 128, dtype_default, 0)
+                 for nq in (1, 4, 16) for kv in (32768, 131072)]
+                + [shape(1, 32, 32, nq, 32768, 128, dtype_default, 0) for nq in (1, 4, 16)])
     raise ValueError(name)
 
 
@@ -98,9 +106,10 @@ def torch_bytes(s):
         2 * s["heads_q"] * s["seq_q"] + 2 * s["heads_kv"] * s["seq_kv"])
 
 
-def flops(s):
+def flops(s, backward=False):
     f = 4.0 * s["batch"] * s["heads_q"] * s["seq_q"] * s["seq_kv"] * s["head_dim"]
-    return f / 2 if s["causal"] else f
+    f = f / 2 if s["causal"] else f
+    return 2.5 * f if backward else f
 
 
 def shape_text(s):
@@ -144,6 +153,8 @@ def parse_args(argv):
     ap.add_argument("--flashport-args", default="",
                     help="more flashport-bench arguments, one string (e.g. '--no-peaks')")
     ap.add_argument("--json", metavar="FILE", help="write every record as JSON")
+    ap.add_argument("--backward", action="store_true",
+                    help="time the backward pass (dQ, dK, dV), here and in flashport-bench")
     ap.add_argument("--list-shapes", action="store_true",
                     help="print the shapes and exit (needs no PyTorch)")
     a = ap.parse_args(argv)
@@ -184,6 +195,8 @@ def flashport_command(a, json_path):
         cmd += ["--kernel", a.kernel]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
+    if a.backward:
+        cmd.append("--backward")
     return cmd + a.flashport_args.split()
 
 
@@ -375,19 +388,37 @@ class Torch:
                 ms.append((time.perf_counter_ns() - t0) / 1e6)
         return ms
 
+    def graphs(self, fn, sets):
+        """Per input set, the forward recorded for autograd: (O, [q, k, v] leaves, dO)."""
+        out = []
+        for q, k, v in sets:
+            leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+            o = fn(*leaves)
+            out.append((o, leaves, self.torch.randn_like(o)))
+        return out
+
+    def grad_step(self, o, leaves, d_o):
+        """One backward pass: dQ, dK, dV of sum(dO * O), the graph kept for the next call."""
+        self.torch.autograd.grad(o, leaves, d_o, retain_graph=True)
+
     def measure(self, impl, s, sets, a):
         t = self.torch
         es = DTYPE_BYTES[s["dtype"]]
         rec = dict(shape=dict(s), implementation=f"torch:{impl}", backend="torch-sdpa",
                    kernel_requested=impl, kernel=impl, precision="native",
-                   description=IMPL_DESCRIPTIONS[impl], status="ok",
-                   message="", flops=flops(s))
+                   description=IMPL_DESCRIPTIONS[impl] + (", backward" if a.backward else ""),
+                   status="ok", message="", flops=flops(s, a.backward))
         try:
             fn, backend_choice, note = self.callable_for(impl, s)
             if self.device == "cuda":
                 t.cuda.reset_peak_memory_stats()
-            with t.no_grad(), backend_choice:
-                ms = self.time(fn, sets, a.warmup, a.repeat, a.queue)
+            if a.backward:
+                with backend_choice:
+                    ms = self.time(self.grad_step, self.graphs(fn, sets), a.warmup, a.repeat,
+                                   a.queue)
+            else:
+                with t.no_grad(), backend_choice:
+                    ms = self.time(fn, sets, a.warmup, a.repeat, a.queue)
         except NotImplementedError as e:
             rec.update(status="unsupported", message=str(e))
             return rec
@@ -404,7 +435,7 @@ class Torch:
             message=note,
             repeats=len(ms),
             ms=dict(min=min(ms), median=med, max=max(ms)),
-            tflops=flops(s) / (med * 1e-3) / 1e12,
+            tflops=flops(s, a.backward) / (med * 1e-3) / 1e12,
             ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,
             input_bytes=es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
                                                             + 2 * s["heads_kv"] * s["seq_kv"]),
@@ -508,6 +539,7 @@ def main(argv=None):
                    device=device,
                    settings=dict(warmup=a.warmup, repeat=a.repeat, queue=a.queue,
                                  threads=a.threads, seed=a.seed,
+                                 **{"pass": "backward" if a.backward else "forward"},
                                  torch_version=tch.torch.__version__, torch_device=a.device,
                                  cache_bytes=tch.cache_bytes),
                    ceilings=fp_doc.get("ceilings") if fp_doc else None,

@@ -10,8 +10,8 @@
 #include "cli.h"
 
 static const char *const preset_choices[] = {
-    "seed",  "fa-grid", "ladder", "decode",       "cpu",   "window", "softcap",
-    "alibi", "paged",   "varlen", "decode-paged", "serve", "fp8",    NULL};
+    "seed",  "fa-grid", "ladder",       "decode", "cpu", "window",     "softcap", "alibi",
+    "paged", "varlen",  "decode-paged", "serve",  "fp8", "cpu-decode", NULL};
 /* In flashport_dtype order, so that a choice's index is the enum value. */
 static const char *const dtype_choices[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const layout_choices[] = {"bhnd", "bnhd", NULL};
@@ -33,6 +33,11 @@ static const char *const epilogue =
     "calls back to back). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
     "for the units the kernel uses (printed at the start).\n"
     "\n"
+    "--backward times flashport_attention_backward instead (dQ, dK, dV from a random dO and the\n"
+    "forward's O and LSE, computed once on one input set), FLOPs counted as 2.5x the forward's;\n"
+    "--deterministic sets desc.deterministic. Its gradients are checked by the tests and the\n"
+    "conformance suite, not by --check.\n"
+    "\n"
     "Exit status: 0 every run succeeded (unsupported variants included), 1 a run or a check\n"
     "failed, 2 bad command line or unknown kernel, 3 backend unavailable.\n"
     "\n";
@@ -41,6 +46,7 @@ typedef struct bench_cli {
     int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, queue, threads, sets, seed;
     double check_gflop, max_seconds;
     int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes, cpu_time;
+    int backward, deterministic;
     const char *backend, *kernel, *json, *csv, *shape;
 } bench_cli;
 
@@ -105,6 +111,10 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
          "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
         {"cpu-time", CLI_FLAG, &c.cpu_time, NULL,
          "time calls by the process's CPU time (CPU devices; see below)", NULL},
+        {"backward", CLI_FLAG, &c.backward, NULL,
+         "time the backward pass (dQ, dK, dV) instead of the forward", NULL},
+        {"deterministic", CLI_FLAG, &c.deterministic, NULL,
+         "--backward: deterministic mode (desc.deterministic = 1)", NULL},
         {"check", CLI_FLAG, &c.check, NULL,
          "compare each output with the reference backend (always on for ladder)", NULL},
         {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G",
@@ -165,8 +175,19 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 "flashport-bench: --preset ladder runs its own kernel list; drop --kernel\n");
         return BENCH_EXIT_USAGE;
     }
+    if (c.backward && (c.check || is_ladder)) {
+        fprintf(stderr, "flashport-bench: --check compares O; drop it (and the ladder) with "
+                        "--backward\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (c.deterministic && !c.backward) {
+        fprintf(stderr, "flashport-bench: --deterministic goes with --backward\n");
+        return BENCH_EXIT_USAGE;
+    }
     memset(opt, 0, sizeof *opt);
     opt->backend = c.backend;
+    opt->backward = c.backward;
+    opt->deterministic = c.deterministic;
     opt->kernel = c.kernel;
     opt->preset = preset;
     bench_shape s = {.batch = c.b,
@@ -340,11 +361,14 @@ static void run_shape(bench_run *run, const bench_shape *s) {
                             "not a kernel of this backend");
     } else {
         size_t set_bytes = flashport_dtype_size(s->dtype) * (size_t)(p.q_elems + 2 * p.kv_elems);
-        int sets = opt->input_sets > 0 ? opt->input_sets
-                                       : bench_choose_sets(set_bytes, run->env->cache_bytes);
+        int sets = opt->backward         ? 1
+                   : opt->input_sets > 0 ? opt->input_sets
+                                         : bench_choose_sets(set_bytes, run->env->cache_bytes);
         bench_inputs in;
         if (bench_inputs_create(run->ctx, &p, sets, opt->seed, &in, why, sizeof why) !=
-            FLASHPORT_OK) {
+                FLASHPORT_OK ||
+            (opt->backward && bench_inputs_add_backward(run->ctx, &p, opt->seed, &in, why,
+                                                        sizeof why) != FLASHPORT_OK)) {
             for (int ki = 0; ki < run->n_kernels; ++ki) {
                 bench_record *r = &run->recs[run->n_recs++];
                 set_failed(r, s, &p, run->kernels[ki], why);

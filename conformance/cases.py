@@ -40,6 +40,9 @@ _paged (a paged K/V cache, Q dense or packed). Fields (defaults in DEFAULTS):
   tol_factor multiplies the dtype's tolerances on O (not LSE, which is judged relative to
              its magnitude); only where the case's own conditioning demands it, with the
              reason beside it
+  backward   the case checks the backward pass (dQ, dK, dV from dO and the expected O and LSE)
+             instead of the forward; BACKWARD_CASES derives one, named <case>_bwd, from every
+             forward case a backward pass applies to
 Derived by the constructors: q_varlen, total_q, total_kv, num_pages, max_pages.
 
 Sizes are chosen so that the whole list runs in a couple of minutes on two CPU cores on the
@@ -53,7 +56,7 @@ DEFAULTS = dict(dtype="f32", out_dtype=None, batch=1, heads_q=1, heads_kv=1, hea
                 softcap=0.0, alibi="none", bias=None, sinks=False, seqlens_q=None,
                 seqlens_kv=None, kv_layout="dense", q_slack=(0, 0), kv_slack=(0, 0),
                 page_size=0, descale="none", descale_block=0, zero_descale=(), pad=0,
-                inputs="normal", nan=None, inf=None, tol_factor=1.0)
+                inputs="normal", nan=None, inf=None, tol_factor=1.0, backward=False)
 
 
 def _base(name, kw):
@@ -126,6 +129,8 @@ def features(c):
         f.append("paged")
     if c["dtype"] in FP8:
         f.append("fp8")
+    if c["backward"]:
+        f.append("backward")
     return f
 
 
@@ -387,6 +392,23 @@ CASES = [
 ]
 
 
+def backward_applies(c):
+    """Whether the backward pass is defined for case c: not for a paged cache or FP8 inputs
+    (declined by every backend: no training step differentiates them), nor for NaN or
+    infinite inputs, whose gradients the API leaves undefined."""
+    return c["kv_layout"] != "paged" and c["dtype"] not in FP8 and c["nan"] is None and \
+        c["inf"] is None
+
+
+def _backward_of(c):
+    b = dict(c)
+    b.update(name=c["name"] + "_bwd", backward=True)
+    return b
+
+
+BACKWARD_CASES = [_backward_of(c) for c in CASES if backward_applies(c)]
+CASES = CASES + BACKWARD_CASES
+
 BIAS_KINDS = ("normal", "sparse_mask", "key_padding", "masked_rows")
 
 
@@ -411,6 +433,7 @@ def validate(cases):
         assert (c["descale"] == "block") == (c["descale_block"] > 0), n
         assert c["nan"] is None or (not c["q_varlen"] and c["kv_layout"] == "dense"), n
         assert c["inf"] is None or (c["dtype"] == "e5m2" and c["kv_layout"] == "dense"), n
+        assert not c["backward"] or backward_applies(c), n
         if c["bias"]:
             b = c["bias"]
             assert b["dtype"] in ("f32", "f16", "bf16") and b["kind"] in BIAS_KINDS, n

@@ -9,6 +9,9 @@
 #endif
 
 #include "fp_half.h"
+#include "kv_stream.h"
+#include "row_normaliser.h"
+#include "sequences.h"
 #include "topology.h"
 
 #define ALIGN_BYTES 64 /* every scratch array starts on a cache line */
@@ -16,7 +19,6 @@
  * keys at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the
  * source rows would be, so the bound only caps the scratch. */
 #define RING_BYTES ((int64_t)2 << 20)
-#define LOG2E      1.44269504088896340736
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -28,6 +30,7 @@ static int masked(const fp_problem *p) {
 
 void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
+    t->split = 0;
     /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
      * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
     int64_t rows = min64(96, max64(CS_Q_PANEL, 65536 / t->dq));
@@ -153,94 +156,11 @@ typedef struct tile_scratch {
     int *group_lo, *group_hi; /* keys every row of a P V group sees */
 } tile_scratch;
 
-/* ---- KV addressing: dense, varlen or paged ---- */
-
-/* One sequence of the batch: its lengths, and where its rows are. */
-typedef struct seq_view {
-    int64_t b;
-    int64_t nq, nkv;
-    int64_t q_row0;       /* packed row of its first query (0 when Q is dense) */
-    int64_t kv_row0;      /* packed row of its first key (0 unless K/V are varlen) */
-    const int32_t *pages; /* its block-table row (paged K/V only) */
-} seq_view;
-
-static seq_view seq_of(const call *c, int64_t b) {
-    const fp_problem *p = c->p;
-    seq_view s = {b, p->seq_q, p->seq_kv, 0, 0, NULL};
-    if (p->q_varlen) {
-        const int32_t *cu = (const int32_t *)c->a->cu_seqlens_q;
-        s.q_row0 = cu[b];
-        s.nq = (int64_t)cu[b + 1] - cu[b];
-    }
-    if (p->kv_layout == FLASHPORT_KV_VARLEN) {
-        const int32_t *cu = (const int32_t *)c->a->cu_seqlens_kv;
-        s.kv_row0 = cu[b];
-        s.nkv = (int64_t)cu[b + 1] - cu[b];
-    } else if (p->kv_layout == FLASHPORT_KV_PAGED) {
-        s.nkv = ((const int32_t *)c->a->seqlens_kv)[b];
-        s.pages = (const int32_t *)c->a->block_table + b * p->max_pages_per_seq;
-    }
-    return s;
-}
-
-/* Element offsets of key j's rows in K and V, and how many keys from j on follow at the seq
- * strides: the rest of its page when paged, unbounded otherwise. */
-static int64_t kv_rows(const call *c, const seq_view *s, int64_t kvh, int64_t j, int64_t *k_at,
-                       int64_t *v_at) {
-    const fp_problem *p = c->p;
-    int64_t block = s->b, row = s->kv_row0 + j, run = INT64_MAX;
-    if (s->pages) {
-        block = s->pages[j / p->page_size];
-        row = j % p->page_size;
-        run = p->page_size - row;
-    }
-    *k_at = block * p->k.batch + kvh * p->k.head + row * p->k.seq;
-    *v_at = block * p->v.batch + kvh * p->v.head + row * p->v.seq;
-    return run;
-}
-
-/* Query or output row i of query head h (packed rows have batch stride 0). */
-static const void *q_row(const void *base, const flashport_strides *st, size_t esize,
-                         const seq_view *s, int64_t h, int64_t i) {
-    return (const char *)base +
-           (size_t)(s->b * st->batch + h * st->head + (s->q_row0 + i) * st->seq) * esize;
-}
-
-/* The FP8 descale of a row: the tensor's factor, or that of (batch, head, block of positions);
- * 1 for other dtypes. `len` is the tensor's longest sequence. */
-static float descale(const call *c, const void *factors, int64_t heads, int64_t len, int64_t b,
-                     int64_t h, int64_t pos) {
-    const fp_problem *p = c->p;
-    const float *f = (const float *)factors;
-    if (p->descale == FLASHPORT_DESCALE_TENSOR) return f[0];
-    if (p->descale == FLASHPORT_DESCALE_BLOCK) {
-        const int64_t per_head = (len + p->descale_block - 1) / p->descale_block;
-        return f[(b * heads + h) * per_head + pos / p->descale_block];
-    }
-    return 1.0f;
-}
-
-/* Converts keys [j0, j0 + n) of K and V into rows [row, row + n) of the ring, a page (or the
- * whole run) at a time. */
-static void pack_kv(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t j0,
+/* Converts keys [j0, j0 + n) into rows [row, row + n) of the ring. */
+static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
-    const fp_problem *p = c->p;
-    const int64_t dq = c->t->dq;
-    for (int64_t j = 0; j < n;) {
-        int64_t k_at, v_at;
-        const int64_t run = min64(kv_rows(c, s, kvh, j0 + j, &k_at, &v_at), n - j);
-        for (int64_t r = 0; r < run; ++r, ++j) {
-            const int64_t key = j0 + j;
-            c->ops->load_row((const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size,
-                             p->dtype, p->head_dim, dq,
-                             descale(c, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->k + (row + j) * dq);
-            c->ops->load_row((const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size,
-                             p->dtype, p->head_dim, dq,
-                             descale(c, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->v + (row + j) * dq);
-        }
-    }
+    cs_convert_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k + row * c->t->dq,
+                  ts->v + row * c->t->dq, 0, 0);
 }
 
 static int64_t ring_row(const tile_scratch *ts, const cs_tiling *t, int64_t j) {
@@ -252,7 +172,7 @@ static int64_t ring_row(const tile_scratch *ts, const cs_tiling *t, int64_t j) {
  * the ring, converting only those it does not hold: consecutive tiles of one head share all
  * their keys without a window, and all but a tile height of them with one. The rows of keys
  * outside [a, e) are free afterwards; e - a leaves CS_KEY_STEP of them past e. */
-static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t a,
+static void ring_fill(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t a,
                       int64_t e) {
     if (ts->ring_b != s->b || ts->ring_kvh != kvh || e <= ts->ring_lo || a >= ts->ring_hi) {
         ts->ring_b = s->b;
@@ -273,30 +193,15 @@ static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_
 
 /* ---- scores: the window and the modifiers ---- */
 
-/* Keys [*lo, *hi) of sequence s that its query i sees: the window (causal is one) around the
- * sequence's own bottom-right diagonal; [0, 0) when none. */
-static void row_keys(const fp_problem *p, const seq_view *s, int64_t i, int64_t *lo, int64_t *hi) {
-    const int64_t diag = i + s->nkv - s->nq;
-    /* A side longer than the sequence's queries and keys together reaches past every key from
-     * every row: clamped to that, it adds to the diagonal without overflow. */
-    const int64_t span = s->nq + s->nkv;
-    const int64_t left = min64(p->window_left, span);
-    const int64_t right = min64(p->causal ? 0 : p->window_right, span);
-    const int64_t a = left < 0 ? 0 : max64(0, diag - left);
-    const int64_t e = right < 0 ? s->nkv : min64(s->nkv, diag + right + 1);
-    *lo = e > a ? a : 0;
-    *hi = e > a ? e : 0;
-}
-
 /* Union of the keys its rows see of a tile of nq positions from i0 ([0, 0) when none): what
  * the tile visits, for its cost. */
-static void tile_keys(const fp_problem *p, const seq_view *s, int64_t i0, int64_t nq, int64_t *lo,
+static void tile_keys(const fp_problem *p, const cs_seq *s, int64_t i0, int64_t nq, int64_t *lo,
                       int64_t *hi) {
     *lo = INT64_MAX;
     *hi = 0;
     for (int64_t i = i0; i < i0 + nq; ++i) {
         int64_t a, e;
-        row_keys(p, s, i, &a, &e);
+        cs_row_keys(p, s, i, &a, &e);
         if (e > a) {
             *lo = min64(*lo, a);
             *hi = max64(*hi, e);
@@ -308,7 +213,7 @@ static void tile_keys(const fp_problem *p, const seq_view *s, int64_t i0, int64_
 /* Row r of a tile is position i0 + r / nh of query head h0 + r % nh (within KV head kvh's
  * group), so rows that share a position, and so a window, sit next to each other. */
 typedef struct tile_pos {
-    const seq_view *s;
+    const cs_seq *s;
     int64_t kvh, h0, i0;
     int nh;
 } tile_pos;
@@ -328,36 +233,17 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
         ts->diag[r] = 0.0f;
         if (r >= real) continue;
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        if (slopes)
-            ts->slope[r] = (float)(LOG2E * slopes[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD
-                                                      ? tp->s->b * p->heads_q + h
-                                                      : h]);
-        if (p->bias.enabled)
-            ts->bias_at[r] = tp->s->b * p->bias.batch + h * p->bias.head + i * p->bias.query;
+        if (slopes) ts->slope[r] = (float)(CS_LOG2E * cs_alibi_slope(p, slopes, tp->s->b, h));
+        if (p->bias.enabled) ts->bias_at[r] = cs_bias_at(p, tp->s, h, i);
     }
 }
 
 /* The bias of the block starting at key j0, times log2 e, laid out as the scores, for rows
  * r < real over the keys each sees. */
 static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
-    const flashport_bias_desc *bd = &c->p->bias;
-    const int64_t ld = c->t->rows;
-    for (int r = 0; r < real; ++r) {
-        float *out = ts->bias + r;
-        const int64_t at = ts->bias_at[r] + j0 * bd->key;
-        if (bd->dtype == FLASHPORT_F32) {
-            const float *b = (const float *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * b[j * bd->key];
-        } else if (bd->dtype == FLASHPORT_F16) {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
-        } else {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
-        }
-    }
+    for (int r = 0; r < real; ++r)
+        cs_bias_row(c->p, c->a->bias, ts->bias_at[r] + j0 * c->p->bias.key, ts->lo[r], ts->hi[r],
+                    (float)CS_LOG2E, ts->bias + r, c->t->rows);
 }
 
 /* ---- the tile ---- */
@@ -371,8 +257,9 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     const int64_t dq = c->t->dq;
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        c->ops->load_row(q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim, dq,
-                         descale(c, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
+        c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim,
+                         dq,
+                         cs_descale(c->p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
     }
     for (int r = 0; r < rows; ++r) {
@@ -385,11 +272,7 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     }
 }
 
-/* O and LSE of the tile's rows. The normaliser is the rows' sum plus, with sinks, exp(sink_h),
- * both taken relative to the larger of the row's max and the sink, in double so that a sink far
- * above every score neither overflows nor loses the sum. A NaN max or sink makes the row NaN;
- * with no mass at all (no visible key, or only -inf scores, and no sink) O is 0 times the
- * accumulator (0, or NaN in a column whose V was NaN) and LSE is -inf. */
+/* O and LSE of the tile's rows (cs_row_normaliser: sinks, rows without mass). */
 static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int real) {
     const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
@@ -397,43 +280,18 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
     float *lse = (float *)c->a->lse;
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        const double l = ts->l[r], m = ts->m[r];
-        const double sink = sinks ? LOG2E * sinks[h] : -INFINITY;
-        const double top = sink > m || isnan(sink) ? sink : m;
-        const double denom = top == -INFINITY ? 0.0 : l * exp2(m - top) + exp2(sink - top);
-        c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim,
-                          denom == 0.0 ? 0.0f : (float)(exp2(m - top) / denom), p->out_dtype,
-                          (void *)q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
-        if (lse) {
-            const int64_t at = p->q_varlen ? h * p->total_q + tp->s->q_row0 + i
-                                           : (tp->s->b * p->heads_q + h) * p->seq_q + i;
-            lse[at] =
-                denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
-        }
-    }
-}
-
-/* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh of sequence s. Inlined: GCC
- * takes a function that only prefetches for one without effects and drops its calls. */
-static inline __attribute__((always_inline)) void prefetch_keys(const call *c, const seq_view *s,
-                                                                int64_t kvh, int64_t j, int64_t n) {
-    const int64_t bytes = c->p->head_dim * (int64_t)c->in_size;
-    for (int64_t key = j; key < j + n; ++key) {
-        int64_t k_at, v_at;
-        kv_rows(c, s, kvh, key, &k_at, &v_at);
-        const char *k = (const char *)c->a->k + (size_t)k_at * c->in_size;
-        const char *v = (const char *)c->a->v + (size_t)v_at * c->in_size;
-        for (int64_t at = 0; at < bytes; at += ALIGN_BYTES) {
-            __builtin_prefetch(k + at, 0, 3);
-            __builtin_prefetch(v + at, 0, 3);
-        }
+        float mul, row_lse;
+        cs_row_normaliser(ts->m[r], ts->l[r], sinks ? sinks[h] : -INFINITY, &mul, &row_lse);
+        c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim, mul, p->out_dtype,
+                          (void *)cs_q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
+        if (lse) lse[cs_lse_index(p, tp->s, h, i)] = row_lse;
     }
 }
 
 /* One tile: query positions [i0, i0 + nq) of query heads [h0, h0 + nh) within the group of KV
  * head kvh, of sequence s. next_i0: the first position of the tile of the same sequence and
  * heads this thread likely runs next, or -1. */
-static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t h0,
+static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t h0,
                      int64_t i0, int64_t next_i0) {
     const fp_problem *p = c->p;
     const cs_tiling *t = c->t;
@@ -452,7 +310,7 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
         ts->alpha[r] = 1.0f;
         ts->key_lo[r] = ts->key_hi[r] = 0;
         if (r >= real) continue;
-        row_keys(p, s, position_of(&tp, r), &ts->key_lo[r], &ts->key_hi[r]);
+        cs_row_keys(p, s, position_of(&tp, r), &ts->key_lo[r], &ts->key_hi[r]);
         if (ts->key_hi[r] > ts->key_lo[r]) {
             k_lo = min64(k_lo, ts->key_lo[r]);
             k_hi = max64(k_hi, ts->key_hi[r]);
@@ -539,7 +397,7 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
                              ts->o + (int64_t)g * dq + c0);
                 if (pf_done < pf_n) {
                     const int64_t take = min64(pf_n - pf_done, (pf_n + pf_calls - 1) / pf_calls);
-                    prefetch_keys(c, s, kvh, pf_lo + pf_done, take);
+                    cs_prefetch_keys(p, c->a, s, kvh, pf_lo + pf_done, take);
                     pf_done += take;
                 }
             }
@@ -601,7 +459,7 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
     const fp_problem *p = c->p;
     int64_t n = 0;
     for (int64_t b = 0; b < p->batch; ++b) {
-        const seq_view s = seq_of(c, b);
+        const cs_seq s = cs_seq_of(c->p, c->a, b);
         for (int64_t i0 = 0; i0 < s.nq; i0 += c->t->queries) {
             const int64_t nq = min64(c->t->queries, s.nq - i0);
             int64_t lo, hi;
@@ -612,12 +470,6 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
     qsort(list, (size_t)n, sizeof *list, by_cost);
     return n;
 }
-
-#if defined(_OPENMP)
-/* Worker threads are bound to cores once; the caller's own thread is left where it is, so the
- * library never changes the application's affinity. */
-static _Thread_local int bound_core = -1;
-#endif
 
 /* Work item `it`: a query tile of the list, one KV head, one chunk of its query heads; the
  * items of one head and chunk are consecutive, so that a thread's next tile is usually of the
@@ -634,7 +486,7 @@ static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_
     const int64_t rest = it / w->tiles_n, next = it + threads;
     const tile_entry *n =
         next < w->items && next / w->tiles_n == rest ? &w->tiles[next % w->tiles_n] : NULL;
-    const seq_view s = seq_of(c, e->b);
+    const cs_seq s = cs_seq_of(c->p, c->a, e->b);
     run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0,
              n && n->b == e->b ? n->i0 : -1);
 }
@@ -651,10 +503,10 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
         .group = p->heads_q / p->heads_kv,
         .L = layout_of(t),
     };
-    c.mods.scale2 = (float)(p->scale * LOG2E);
+    c.mods.scale2 = (float)(p->scale * CS_LOG2E);
     if (p->softcap > 0.0f) {
         c.mods.cap_in = p->scale / p->softcap;
-        c.mods.cap_out = (float)(p->softcap * LOG2E);
+        c.mods.cap_out = (float)(p->softcap * CS_LOG2E);
     }
     tile_entry *tiles = (tile_entry *)((char *)scratch + c.L.total * (size_t)t->threads);
     work_list w = {tiles, list_tiles(&c, tiles), (c.group + t->heads - 1) / t->heads, 0, 0};
@@ -665,10 +517,7 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
 #pragma omp parallel num_threads(threads)
     {
         const int me = omp_get_thread_num();
-        if (me > 0 && bound_core != me) {
-            cs_bind_thread_to_core(me);
-            bound_core = me;
-        }
+        cs_bind_worker(me);
         tile_scratch ts = scratch_of(&c, scratch, me);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, threads);

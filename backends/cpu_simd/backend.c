@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "attention.h"
+#include "backward.h"
 #include "backend.h"
 #include "cpu_features.h"
+#include "decode.h"
 #include "fp_host_memory.h"
 #include "topology.h"
 
@@ -81,8 +83,7 @@ static void dev_close(void *dev) {
 
 static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
-    (void)op; /* forward only: the core declines a backward call before planning it */
-    return cs_plan(p, forced, out);
+    return cs_plan(p, op, forced, out);
 }
 
 static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
@@ -93,8 +94,18 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME,
                               "run: plan names variant %d, which this build lacks", pl->variant);
     cs_tiling t;
-    cs_tiling_from_plan(pl, &t);
-    const size_t need = cs_scratch_bytes(&t);
+    cs_bwd_tiling bt;
+    int threads;
+    size_t need;
+    if (pl->op == FP_OP_BACKWARD) {
+        cs_bwd_tiling_from_plan(pl, &bt);
+        need = cs_bwd_scratch_bytes(&bt);
+        threads = bt.threads;
+    } else {
+        cs_tiling_from_plan(pl, &t);
+        need = t.split ? cs_decode_scratch_bytes(p, &t) : cs_scratch_bytes(&t);
+        threads = t.threads;
+    }
     pthread_mutex_lock(&d->lock);
     if (need > d->scratch_bytes) {
         void *grown = aligned_alloc(64, (need + 63) / 64 * 64);
@@ -102,13 +113,18 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
             pthread_mutex_unlock(&d->lock);
             return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
                                   "run: out of host memory for %zu bytes of scratch (%d threads)",
-                                  need, t.threads);
+                                  need, threads);
         }
         free(d->scratch);
         d->scratch = grown;
         d->scratch_bytes = need;
     }
-    cs_attention(ops, &t, p, args, d->scratch);
+    if (pl->op == FP_OP_BACKWARD)
+        cs_attention_backward(ops, &bt, p, args, d->scratch);
+    else if (t.split)
+        cs_decode(ops, &t, p, args, d->scratch);
+    else
+        cs_attention(ops, &t, p, args, d->scratch);
     pthread_mutex_unlock(&d->lock);
     return FLASHPORT_OK;
 }
@@ -157,8 +173,9 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     return FLASHPORT_OK;
 }
 
-/* Every forward feature, in every path: the tile algorithm is shared (attention.c). */
-#define CS_FEATURES (FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD)
+/* Every feature, in every path: the tile algorithms are shared (attention.c, backward.c); the
+ * planner declines the backward pass of paged K/V and FP8 inputs by name. */
+#define CS_FEATURES FP_FEATURES_ALL
 
 static const fp_variant variants[CS_VARIANT_COUNT] = {
     [CS_VARIANT_AVX2] =

@@ -67,11 +67,14 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
         float acc[MERGE_COLS_PER_LANE];
 #pragma unroll
         for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = 0.0f;
+            /* Unrolled and without branches, so that the loads of several splits are in flight at
+             * once: with tens of splits a serial chain of loads is what the merge would cost. */
+#pragma unroll 8
         for (int s = 0; s < a.splits; s++) {
-            float2 v = ml[s * a.rows + row];
-            /* A split without keys has l = 0 and part_o = 0: weight 0, and no 0 * inf. */
-            if (v.y == 0.0f) continue;
-            float w = v.y * exp2f(v.x - base) * inv_total;
+            const float2 v = ml[s * a.rows + row];
+            /* A split without keys has m = -inf, l = 0 and part_o = 0: its weight is exactly 0
+             * (exp2(-inf) = 0, and base is finite), so 0 * part_o adds nothing. */
+            const float w = v.y * exp2f(v.x - base) * inv_total;
             const float *po = a.part_o + (s * a.rows + row) * a.d;
 #pragma unroll
             for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {

@@ -16,6 +16,10 @@
 
 /* Speculative decoding verifies a handful of tokens; longer query runs are prefill. */
 #define FP_DECODE_MAX_QUERIES 16
+/* Batches of mixed lengths (fp_decode_share): up to this many waves of blocks, while the
+ * longest sequence's splits keep at least FP_DECODE_MIXED_MIN_KEYS keys. */
+#define FP_DECODE_MIXED_WAVES    4
+#define FP_DECODE_MIXED_MIN_KEYS 2048
 
 static inline int fp_decode_elem_bytes(flashport_dtype t) { return (int)flashport_dtype_size(t); }
 
@@ -58,10 +62,14 @@ static inline int fp_decode_common_support(const fp_problem *p, const fp_gpu_dev
     return 1;
 }
 
-/* Rows chunks and splits for blocks of `rows` rows: as many blocks as one wave of
- * blocks_per_sm per SM holds (rounded down: one block more than the GPU holds at once costs a
- * whole second wave), no split shorter than FP_DECODE_MIN_TILES_PER_SPLIT tiles of the span.
- * Returns 0 with the reason when the grid would not fit one launch. */
+/* Rows chunks and splits for blocks of `rows` rows. Sequences of one length (dense K/V): as
+ * many blocks as one wave of blocks_per_sm per SM holds, rounded down, since one block more
+ * than the GPU holds at once costs a whole second wave. Sequences whose lengths the host cannot
+ * see (varlen and paged tables live on the device): up to FP_DECODE_MIXED_WAVES waves, so that
+ * the blocks of short sequences finish early and the SMs take up the splits of the long ones,
+ * as long as the splits stay long enough to repay their start and merge. No split is shorter
+ * than FP_DECODE_MIN_TILES_PER_SPLIT tiles of the span. Returns 0 with the
+ * reason when the grid would not fit one launch. */
 static inline int fp_decode_share(const fp_problem *p, const fp_gpu_device_props *props, int rows,
                                   int tile_keys, int blocks_per_sm, fp_decode_params *d, char *why,
                                   size_t why_len) {
@@ -70,8 +78,15 @@ static inline int fp_decode_share(const fp_problem *p, const fp_gpu_device_props
     d->row_chunks = (int)((group_rows + rows - 1) / rows);
     const int64_t units = p->batch * p->heads_kv * d->row_chunks;
     const int64_t target = (int64_t)(props->sm_count > 0 ? props->sm_count : 1) * blocks_per_sm;
+    const int64_t span = fp_decode_visible_span(p);
     int64_t splits = target / units;
-    const int64_t most = fp_decode_visible_span(p) / (FP_DECODE_MIN_TILES_PER_SPLIT * tile_keys);
+    const int mixed = p->q_varlen || p->kv_layout != FLASHPORT_KV_DENSE;
+    if (mixed) {
+        int64_t more = FP_DECODE_MIXED_WAVES * target / units;
+        if (more > span / FP_DECODE_MIXED_MIN_KEYS) more = span / FP_DECODE_MIXED_MIN_KEYS;
+        if (more > splits) splits = more;
+    }
+    const int64_t most = span / (FP_DECODE_MIN_TILES_PER_SPLIT * tile_keys);
     if (splits > most) splits = most;
     d->splits = splits < 1 ? 1 : (int)splits;
     if (units * d->splits > INT_MAX) {
