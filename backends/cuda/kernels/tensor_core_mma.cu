@@ -20,6 +20,7 @@
 #include "common/smem_limit.cuh"
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
+#include "split_kv.h"
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
@@ -151,20 +152,19 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
     prm.lse = splits ? NULL : L->lse;
     prm.part_o = splits ? part_o : NULL;
     prm.part_ml = splits ? part_ml : NULL;
-    prm.q_b = p->q.batch, prm.q_h = p->q.head, prm.q_s = p->q.seq;
-    prm.k_b = p->k.batch, prm.k_h = p->k.head, prm.k_s = p->k.seq;
-    prm.v_b = p->v.batch, prm.v_h = p->v.head, prm.v_s = p->v.seq;
-    prm.o_b = p->o.batch, prm.o_h = p->o.head, prm.o_s = p->o.seq;
-    prm.rows = p->batch * p->heads_q * p->seq_q;
-    prm.heads_q = (int)p->heads_q;
+    prm.qs = p->q;
+    prm.ks = p->k;
+    prm.vs = p->v;
+    prm.os = p->o;
+    prm.seq = fp_seq_layout_make(p, L->args);
+    prm.mods = fp_score_mods_make(p, L->args);
+    prm.mods.scale = fabsf(p->scale); /* a negative scale flips Q instead */
+    prm.rows = fp_split_kv_rows(p);
     prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.seq_q = (int)p->seq_q;
-    prm.seq_kv = (int)p->seq_kv;
     prm.d = (int)p->head_dim;
     prm.keys_per_split = splits ? keys_per_split : (int)p->seq_kv;
-    prm.scale_log2 = fabsf(p->scale) * 1.44269504088896340736f;
+    prm.scale_log2 = fabsf(p->scale) * FP_LOG2E;
     prm.negate_q = p->scale < 0.0f;
-    prm.causal = p->causal != 0;
     prm.o_pairs =
         aligned(L->o, 4) && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
 
@@ -189,7 +189,7 @@ extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
 const fp_gpu_kernel fp_kernel_tensor_core_mma = {
     {"tensor_core_mma",
      "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     FP_PRECISION_NATIVE, FP_TC_FORWARD_FEATURES},
     supports,
     NULL,
     launch,

@@ -53,12 +53,17 @@ static inline fp_attn_args fp_attn_args_make(const fp_gpu_launch *L) {
     return a;
 }
 
-/* Host check shared by every kernel's supports(): the sizes fit the kernels' int index
- * arithmetic with room to spare, and B * Hq fits the grid dimension (y or z) that enumerates
+/* Host check shared by every kernel's supports(): the sizes (packed row counts included) fit
+ * the kernels' int index arithmetic with room to spare, and B * Hq fits the grid dimension (y or z) that enumerates
  * it. Returns 1, or 0 with the reason. */
 static inline int fp_attn_sizes_fit(const fp_problem *p, char *why, size_t why_len) {
     if (p->seq_q > INT_MAX / 2 || p->seq_kv > INT_MAX / 2 || p->head_dim > INT_MAX / 2) {
         snprintf(why, why_len, "sequence lengths and head_dim must stay below 2^30");
+        return 0;
+    }
+    if ((p->q_varlen && p->total_q > INT_MAX / 2) ||
+        (p->kv_layout == FLASHPORT_KV_VARLEN && p->total_kv > INT_MAX / 2)) {
+        snprintf(why, why_len, "packed rows (total_q, total_kv) must stay below 2^30");
         return 0;
     }
     if (p->batch * p->heads_q > FP_GRID_Z_MAX) {

@@ -50,12 +50,7 @@ static inline int fp_decode_common_support(const fp_problem *p, const fp_gpu_dev
                      (long long)n);
             return 0;
         }
-    if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
-    if (p->q_varlen && p->total_q > INT_MAX / 2) {
-        snprintf(why, why_len, "total_q must stay below 2^30");
-        return 0;
-    }
-    return 1;
+    return fp_attn_sizes_fit(p, why, why_len);
 }
 
 /* Rows chunks and splits for blocks of `rows` rows: as many blocks as one wave of
@@ -116,7 +111,7 @@ static inline fp_decode_args fp_decode_args_make(const fp_gpu_launch *L, int til
     a.row_chunks = L->params->decode.row_chunks;
     a.splits = L->params->decode.splits;
     a.tile_keys = tile_keys;
-    a.part_rows = p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
+    a.part_rows = fp_split_kv_rows(p);
     a.part_o = (float *)L->workspace;
     a.part_ml =
         a.splits > 1 ? (float *)((char *)L->workspace + fp_split_kv_ml_offset(p, a.splits)) : NULL;

@@ -4,11 +4,14 @@
  * registers for the whole pass, and the per-tile math on them.
  *
  * Per key tile: S = Q K^T into registers (Q either held in registers, loaded at the warp's first
- * tile, or re-read from shared memory, per config); the mask, in the instance compiled for tiles
- * that need one (the end of the keys or the causal diagonal) and absent from the other, so that
- * the full tiles carry no per-element index arithmetic; the online-softmax step of
- * common/online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw
- * scores, which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
+ * tile, or re-read from shared memory, per config); then the scores in one of three instances
+ * (fp_tc_tile_kind): full tiles, which every row sees whole and no modifier touches, carry no
+ * per-element work at all; masked tiles (the end of the keys, a split's end, the causal diagonal
+ * or a window's edges) set the keys a row does not see to -inf; modified tiles (softcap, ALiBi,
+ * bias) take every score through common/score_mods.cuh, mask included. Then the online-softmax
+ * step of common/online_softmax_rows.cuh, with the scale folded into its FFMA for the first two
+ * (it takes the max over raw scores, which needs a positive scale: the kernel flips the signs of
+ * Q for a negative one), while modified scores arrive already scaled to the log2 domain. P is
  * rounded to the input type straight from the accumulators into A fragments (no shuffles), and
  * O += P V. O stays un-normalised until the kernel stores it, dividing by the row sum once.
  */
@@ -20,8 +23,20 @@
 
 #include "../common/online_softmax_rows.cuh"
 #include "../common/ptx.cuh"
+#include "../common/score_mods.cuh"
 #include "fragment_layout.h"
 #include "mma_ops.cuh"
+
+enum fp_tc_tile_kind { FP_TC_FULL, FP_TC_MASKED, FP_TC_MODIFIED };
+
+/* What masked and modified tiles need to know of the rows and keys: the keys each row sees, the
+ * end of the keys the block covers (the sequence's, or its split's), and for the modifiers the
+ * sequence and query head (rows and keys are numbered within the sequence). */
+struct fp_tc_tile_keys {
+    fp_key_band band;
+    int kv_end;
+    int b, h, nq, nkv;
+};
 
 template <typename T, typename Cfg> struct fp_tc_warp_rows {
     using Ops = fp_mma_ops<T>;
@@ -71,9 +86,67 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
     }
 
     /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. */
-    template <bool MASKED>
-    __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, int kv_end,
-                                         bool causal, int diag, float scale_log2) {
+    /* Sets the scores of keys a row does not see to -inf. */
+    __device__ __forceinline__ void mask(float (&s)[MT][KEY_TILES][4], int kb,
+                                         const fp_tc_tile_keys &c) const {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
+                    const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
+                    if (!fp_in_band(c.band, row, key) || key >= c.kv_end) s[mt][nt][r] = -INFINITY;
+                }
+    }
+
+    /* Raw dot products to log2-domain scores through the modifiers of score_mods.cuh, one pass
+     * a modifier, each behind one uniform branch; edge tiles are masked before the bias, whose
+     * loads are made only for seen keys of real rows. */
+    __device__ __forceinline__ void modify(float (&s)[MT][KEY_TILES][4], int kb, bool edge,
+                                           const fp_score_mods &mods,
+                                           const fp_tc_tile_keys &c) const {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2(mods, s[mt][nt][r]);
+        if (mods.alibi != FLASHPORT_ALIBI_NONE) {
+            const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        s[mt][nt][r] += fp_alibi_log2(
+                            slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                            kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq, c.nkv);
+        }
+        if (edge) mask(s, kb, c);
+        if (mods.bias) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
+                        if (s[mt][nt][r] != -INFINITY && row < c.nq)
+                            s[mt][nt][r] += fp_bias_log2(mods, c.b, c.h, row,
+                                                         kb + 8 * nt + fp_mma_acc_col(lane, r));
+                    }
+        }
+    }
+
+    /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. Full tiles take
+     * no mask, masked ones do, modified ones when `edge`. */
+    template <fp_tc_tile_kind KIND>
+    __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, bool edge,
+                                         const fp_score_mods &mods, const fp_tc_tile_keys &c,
+                                         float scale_log2) {
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
         float s[MT][KEY_TILES][4];
         fp_mma_zero(s);
@@ -102,20 +175,11 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
             }
         }
 
-        if (MASKED) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
-                        const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
-                        if (key >= kv_end || (causal && key > row + diag)) s[mt][nt][r] = -INFINITY;
-                    }
-        }
+        if (KIND == FP_TC_MODIFIED) modify(s, kb, edge, mods, c);
+        else if (KIND == FP_TC_MASKED) mask(s, kb, c);
 
-        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, scale_log2);
+        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o,
+                                                    KIND == FP_TC_MODIFIED ? 1.0f : scale_log2);
 
 #pragma unroll
         for (int ps = 0; ps < PV_STEPS; ++ps) {
