@@ -350,6 +350,47 @@ CASES = [
     _varlen("decode_varlen_bf16_key_padding", [1, 2, 1], [2000, 50, 1], dtype="bf16",
             heads_q=4, heads_kv=2, head_dim=128,
             bias=dict(dtype="f32", dims="b.qk", kind="key_padding")),
+    # Prefill at the head dims of the tensor-core kernels (64, 128), several 128-row query
+    # blocks and 64-key tiles per sequence, so that a GPU kernel meets full tiles, edge tiles,
+    # tiles a window skips and blocks past a short sequence's end. Row strides stay multiples
+    # of 16 bytes, as cp.async tile loads need.
+    _varlen("prefill_varlen_bf16_d128_causal", [130, 1, 257, 0, 64], [130, 40, 300, 20, 200],
+            dtype="bf16", heads_q=4, heads_kv=2, head_dim=128, causal=True, layout="bnhd"),
+    _varlen("prefill_varlen_f16_d64_slack", [200, 77], [150, 333], dtype="f16", heads_q=2,
+            heads_kv=1, head_dim=64, q_slack=(8, 5), kv_slack=(3, 16)),
+    _paged("prefill_paged_f16_d64_page16_causal", 150, [150, 300, 129], 16, dtype="f16",
+           heads_q=4, heads_kv=1, head_dim=64, causal=True),
+    _paged("prefill_paged_bf16_d128_page7", [140, 33], [200, 61], 7, dtype="bf16", heads_q=2,
+           heads_kv=2, head_dim=128, layout="bnhd"),
+    _case("prefill_window_causal_bf16_d128", 600, dtype="bf16", heads_q=2, heads_kv=1,
+          head_dim=128, causal=True, window_left=100),
+    _case("prefill_window_both_f16_d64", 300, 500, dtype="f16", heads_q=2, heads_kv=2,
+          head_dim=64, window_left=70, window_right=30, layout="bnhd"),
+    _case("prefill_softcap_f16_d64", 300, dtype="f16", heads_q=2, heads_kv=1, head_dim=64,
+          softcap=2.0),
+    # With a negative scale a kernel that flips Q's signs must still cap scale * q.k.
+    _case("prefill_softcap_negscale_bf16_d128", 200, dtype="bf16", head_dim=128, scale=-0.3,
+          softcap=5.0, causal=True),
+    _case("prefill_alibi_bf16_d128_causal", 260, dtype="bf16", batch=2, heads_q=4, heads_kv=2,
+          head_dim=128, causal=True, alibi="head"),
+    _case("prefill_bias_f16_d64_sparse_mask", 200, 260, dtype="f16", heads_q=2, heads_kv=1,
+          head_dim=64, bias=dict(dtype="f32", dims="bhqk", kind="sparse_mask")),
+    _case("prefill_bias_bf16_d128_qk_broadcast_causal", 190, dtype="bf16", heads_q=2,
+          heads_kv=2, head_dim=128, causal=True,
+          bias=dict(dtype="bf16", dims="..qk", kind="normal")),
+    # Nq > Nkv, causal: the first 50 rows see no key and keep LSE = sink.
+    _case("prefill_sinks_bf16_d128_causal", 200, 150, dtype="bf16", heads_q=4, heads_kv=1,
+          head_dim=128, causal=True, sinks=True),
+    # Few blocks of query rows over many keys: the split-KV variants split them, and only the
+    # first split may count the sink.
+    _paged("prefill_split_paged_sinks_window_bf16_d128", 64, [2000, 1500], 16, dtype="bf16",
+           heads_q=2, heads_kv=1, head_dim=128, causal=True, window_left=1200, sinks=True),
+    _varlen("prefill_split_varlen_softcap_alibi_f16_d64", [40, 90], [1800, 2500], dtype="f16",
+            heads_q=2, heads_kv=2, head_dim=64, softcap=10.0, alibi="batch_head", sinks=True),
+    _paged("prefill_combo_bf16_d128_page16", [100, 0, 150], [180, 30, 260], 16, dtype="bf16",
+           heads_q=4, heads_kv=2, head_dim=128, causal=True, window_left=90, softcap=20.0,
+           alibi="head", bias=dict(dtype="f16", dims="b.qk", kind="sparse_mask"), sinks=True,
+           layout="bnhd"),
     # Combinations: GQA x varlen x paged x window x softcap x ALiBi x bias x sinks x causal.
     _varlen("combo_varlen_window_softcap_alibi_sinks", [20, 0, 33, 7], [20, 5, 50, 30],
             heads_q=4, heads_kv=2, head_dim=32, window_left=6, window_right=3, scale=0.5,

@@ -34,34 +34,42 @@ static int default_config(int padded_d) {
 
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
 
+/* The kernel instances of one configuration and type: dense problems by element loads or by
+ * cp.async, and problems with API v2 features (by cp.async only). */
+enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_GENERAL, TC_PATHS };
+
 /* One compiled configuration: the numbers the host needs and its launchers, indexed by input
- * type (0 f16, 1 bf16) and load path (0 element by element, 1 cp.async). */
+ * type (0 f16, 1 bf16) and path. */
 struct tc_instance {
     int d, index, block_keys;
     size_t smem;
-    instance_launcher launch[2][2];
+    instance_launcher launch[2][TC_PATHS];
 };
 
-template <typename T, typename Cfg, bool ASYNC>
+template <typename T, typename Cfg, bool ASYNC, bool GENERAL>
 static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream) {
-    gpuError_t err = fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC>, Cfg::SMEM_BYTES>();
+    gpuError_t err =
+        fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess) return err;
     constexpr int threads = Cfg::WARPS * 32;
-    fp_tc_forward_kernel<T, Cfg, ASYNC> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES, stream)(prm);
+    fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
+                                                                stream)(prm);
     return gpuGetLastError();
 }
 
+#define FP_TC_LAUNCHERS(T, d, index)                                                               \
+    {launch_instance<T, fp_tc_config<d, index>, false, false>,                                     \
+     launch_instance<T, fp_tc_config<d, index>, true, false>,                                      \
+     launch_instance<T, fp_tc_config<d, index>, true, true>}
 #define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)                \
     {d,                                                                                            \
      index,                                                                                        \
      bc,                                                                                           \
      fp_tc_config<d, index>::SMEM_BYTES,                                                           \
-     {{launch_instance<__half, fp_tc_config<d, index>, false>,                                     \
-       launch_instance<__half, fp_tc_config<d, index>, true>},                                     \
-      {launch_instance<__nv_bfloat16, fp_tc_config<d, index>, false>,                              \
-       launch_instance<__nv_bfloat16, fp_tc_config<d, index>, true>}}},
+     {FP_TC_LAUNCHERS(__half, d, index), FP_TC_LAUNCHERS(__nv_bfloat16, d, index)}},
 static const tc_instance instances[] = {FP_TC_CONFIG_LIST(FP_TC_INSTANCE)};
 #undef FP_TC_INSTANCE
+#undef FP_TC_LAUNCHERS
 static const int n_instances = (int)(sizeof instances / sizeof instances[0]);
 
 /* Configuration `index` of a padded head dim; NULL when it has none of that number. */
@@ -87,6 +95,23 @@ static int choose_config(int padded_d, int *named, char *why, size_t why_len) {
     return *named ? index : default_config(padded_d);
 }
 
+/* Whether p needs the GENERAL kernels: any API v2 feature beyond dense attention. */
+static int general_problem(const fp_problem *p) {
+    return (fp_problem_features(p, FP_OP_FORWARD) & FP_TC_FORWARD_FEATURES) != 0;
+}
+
+static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
+
+/* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned, which strides
+ * in multiples of 8 elements and an aligned base give. */
+static int chunk_strides(const flashport_strides *s) {
+    return s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
+}
+
+static int chunk_aligned(const void *base, const flashport_strides *s) {
+    return aligned(base, 16) && chunk_strides(s);
+}
+
 int fp_tc_block_keys(int64_t head_dim, int config) {
     const tc_instance *in = find_instance(padded_head_dim(head_dim), config);
     return in ? in->block_keys : 0;
@@ -109,6 +134,21 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
+    if (general_problem(p) && !(chunk_strides(&p->q) && chunk_strides(&p->k) &&
+                                chunk_strides(&p->v))) {
+        /* The reason names the features: without them the problem runs. */
+        const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_TC_FORWARD_FEATURES;
+        size_t used = 0;
+        for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
+            if ((f & bit) && used < why_len)
+                used += snprintf(why + used, why_len - used, "%s%s", used ? ", " : "",
+                                 fp_feature_name(bit));
+        if (used < why_len)
+            snprintf(why + used, why_len - used,
+                     ": these need Q, K and V strides in multiples of 8 elements (16-byte rows "
+                     "for cp.async)");
+        return 0;
+    }
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
     *config = choose_config(padded_d, &named, why, why_len);
@@ -132,12 +172,6 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     return 1;
 }
 
-static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
-
-/* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned. */
-static int chunk_aligned(const void *base, const flashport_strides *s) {
-    return aligned(base, 16) && s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
-}
 
 gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, int keys_per_split,
                                 float *part_o, float *part_ml) {
@@ -172,7 +206,11 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
                     (unsigned)(p->batch * p->heads_q), (unsigned)(splits ? splits : 1));
     const int async =
         chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) && chunk_aligned(L->v, &p->v);
-    return in->launch[p->dtype == FLASHPORT_BF16][async](prm, grid, L->stream);
+    /* supports() checked the strides of a general problem; only the pointers can be checked
+     * here. */
+    if (general_problem(p) && !async) return gpuErrorMisalignedAddress;
+    const int path = general_problem(p) ? TC_GENERAL : async ? TC_DENSE_ASYNC : TC_DENSE_SYNC;
+    return in->launch[p->dtype == FLASHPORT_BF16][path](prm, grid, L->stream);
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,

@@ -94,25 +94,20 @@ __device__ __forceinline__ bool fp_score_mods_any(const fp_score_mods &m) {
     return m.softcap > 0.0f || m.alibi != FLASHPORT_ALIBI_NONE || m.bias != NULL;
 }
 
-__device__ __forceinline__ float fp_bias_load(const void *base, flashport_dtype dt, int64_t i) {
-    switch (dt) {
-    case FLASHPORT_F16: return fp_to_f32(((const gpuHalf *)base)[i]);
-    case FLASHPORT_BF16: return fp_to_f32(((const gpuBFloat16 *)base)[i]);
-    default: return ((const float *)base)[i];
-    }
-}
-
 /* The parts of a score in the log2 domain, for kernels that apply each modifier to a whole tile
  * of scores at once (one uniform branch per modifier and tile instead of one per score).
  * fp_score_log2 is their sum. */
 
-/* scale * dot, through the softcap when there is one. softcap * tanh(x / softcap) is taken as
- * softcap - 2 softcap / (1 + e^(2x / softcap)): one exponential and one fast reciprocal, within
- * about 1e-6 * softcap of the exact value where tanhf would take a long sequence. The softmax
- * only sees the logit's absolute error, which this keeps far below the inputs' rounding; +-inf
- * and NaN go where tanh takes them. */
+/* scale * dot, through the softcap when there is one, in the log2 domain. FAST takes
+ * softcap * tanh(x / softcap) as softcap - 2 softcap / (1 + e^(2x / softcap)), one exponential
+ * and one fast reciprocal instead of tanhf's long sequence, within about 1e-6 * softcap of the
+ * exact value: the softmax sees that absolute error of the logit, far below the rounding of
+ * f16 and bf16 inputs, but not below f32 tolerances, so kernels of f32 accuracy take tanhf.
+ * Both take +-inf and NaN where tanh does. */
+template <bool FAST = false>
 __device__ __forceinline__ float fp_scaled_log2(const fp_score_mods &m, float dot) {
     if (!(m.softcap > 0.0f)) return m.scale * FP_LOG2E * dot;
+    if (!FAST) return m.softcap * FP_LOG2E * tanhf(m.scale * dot / m.softcap);
     const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
 #if defined(FLASHPORT_HIP_BUILD) || defined(__HIP_PLATFORM_AMD__)
     const float e = exp2f(x);
@@ -133,11 +128,28 @@ __device__ __forceinline__ float fp_alibi_log2(float slope_log2, int i, int j, i
     return -slope_log2 * fabsf((float)(i + nkv - nq - j));
 }
 
-/* The additive bias of (b, h, i, j) in the log2 domain. */
+/* Where the bias of (b, h) starts, in elements; entry (i, j) is bias_query * i + bias_key * j
+ * further on. */
+__device__ __forceinline__ int64_t fp_bias_head_offset(const fp_score_mods &m, int b, int h) {
+    return (int64_t)b * m.bias_batch + (int64_t)h * m.bias_head;
+}
+
+/* The additive bias of (b, h, i, j) in the log2 domain, read as B (m.bias_dtype's type) from
+ * the head's offset: for kernels that settle the type once for a whole tile. */
+template <typename B>
+__device__ __forceinline__ float fp_bias_log2_as(const fp_score_mods &m, int64_t head_offset, int i,
+                                                 int j) {
+    return FP_LOG2E * fp_to_f32(static_cast<const B *>(
+                          m.bias)[head_offset + (int64_t)i * m.bias_query + (int64_t)j * m.bias_key]);
+}
+
 __device__ __forceinline__ float fp_bias_log2(const fp_score_mods &m, int b, int h, int i, int j) {
-    return FP_LOG2E * fp_bias_load(m.bias, m.bias_dtype,
-                                   (int64_t)b * m.bias_batch + (int64_t)h * m.bias_head +
-                                       (int64_t)i * m.bias_query + (int64_t)j * m.bias_key);
+    const int64_t at = fp_bias_head_offset(m, b, h);
+    switch (m.bias_dtype) {
+    case FLASHPORT_F16: return fp_bias_log2_as<gpuHalf>(m, at, i, j);
+    case FLASHPORT_BF16: return fp_bias_log2_as<gpuBFloat16>(m, at, i, j);
+    default: return fp_bias_log2_as<float>(m, at, i, j);
+    }
 }
 
 /* The log2-domain score of query i (head h, batch b) against key j from their dot product. */

@@ -96,8 +96,14 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
 
 /* ASYNC: Q, K and V allow 16-byte cp.async (tile_loader.cuh). A compile-time choice, because
  * keeping both load paths in one loop keeps both paths' addresses live across it, and those
- * registers are what the larger tiles lack. */
-template <typename T, typename Cfg, bool ASYNC>
+ * registers are what the larger tiles lack.
+ * GENERAL: the problem has API v2 features (FP_TC_FORWARD_FEATURES). Without them, the
+ * sequence lengths, the mask and the modifiers are known from the parameters alone (dense,
+ * causal or not, nothing else), the compiler folds every feature away, and the dense kernel
+ * keeps the registers that its tiles are sized for; with them, those values live in registers
+ * and the kernel runs the same code on them. Only ASYNC kernels are GENERAL (the launcher
+ * checks the alignment). */
+template <typename T, typename Cfg, bool ASYNC, bool GENERAL>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tc_forward_kernel(const fp_tc_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -118,13 +124,23 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     T *const sQ = reinterpret_cast<T *>(fp_tc_smem);
     T *const sKV = sQ + BR * D;
 
-    const fp_score_mods &mods = a.mods;
+    fp_score_mods mods = a.mods;
+    fp_seq_layout seq = a.seq;
+    if (!GENERAL) {
+        mods.window_left = mods.window_right = -1;
+        mods.softcap = 0.0f;
+        mods.alibi = FLASHPORT_ALIBI_NONE;
+        mods.bias = NULL;
+        mods.sinks = NULL;
+        seq.q_varlen = 0;
+        seq.kv = FLASHPORT_KV_DENSE;
+    }
     const int warp = threadIdx.x >> 5;
     /* Causal blocks near the bottom do the most work: start them first. */
     const int m_block = mods.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int bh = blockIdx.y;
-    const int b = bh / a.seq.heads_q, h = bh % a.seq.heads_q, hk = h / a.group;
-    const fp_seq s = fp_sequence(a.seq, b);
+    const int b = bh / seq.heads_q, h = bh % seq.heads_q, hk = h / a.group;
+    const fp_seq s = fp_sequence(seq, b);
     const int q0 = m_block * BR;
     /* The grid covers the longest sequence; blocks past a shorter one's end have no rows. */
     if (q0 >= s.nq) return;
@@ -142,18 +158,18 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 
     const T *gQ = static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0);
     QLoader::template load<ASYNC, 1>(sQ, fp_strided_rows<T, 1>{{gQ}, {a.qs.seq}}, s.nq - q0, a.d);
-    const bool paged = a.seq.kv == FLASHPORT_KV_PAGED;
+    const bool paged = seq.kv == FLASHPORT_KV_PAGED;
     /* Dense and packed K/V rows are a stride apart from key 0's; paged rows are looked up from
      * the cache's origin (an empty sequence's first table entry is not read). */
     const fp_kv_rows kv0 =
-        paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, 0);
+        paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, a.ks, a.vs, hk, 0);
     const T *const gK = static_cast<const T *>(a.k) + kv0.k;
     const T *const gV = static_cast<const T *>(a.v) + kv0.v;
     auto load_tile = [&](int t) {
         T *sK = sKV + (t % STAGES) * STAGE_ELEMS;
         const int kb = k_begin + t * BC;
         if (paged) {
-            const fp_tc_paged_rows<T> rows = {gK, gV, a.seq, s, a.ks, a.vs, hk, kb};
+            const fp_tc_paged_rows<T> rows = {gK, gV, seq, s, a.ks, a.vs, hk, kb};
             KVLoader::template load<ASYNC, 2>(sK, rows, kv_end - kb, a.d);
         } else {
             const fp_strided_rows<T, 2> rows = {
@@ -234,7 +250,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             }
             /* l == 0 only when no key was visible; a NaN l must stay NaN. */
             const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
-            const int64_t row_index = fp_lse_index(a.seq, s, h, row);
+            const int64_t row_index = fp_lse_index(seq, s, h, row);
             if (a.part_o) {
                 const int64_t part_row = (int64_t)blockIdx.z * a.rows + row_index;
                 float *po = a.part_o + part_row * a.d;

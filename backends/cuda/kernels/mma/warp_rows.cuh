@@ -85,7 +85,6 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
                 q_fragment(qf[mt][kk], sQ_addr, mt, kk);
     }
 
-    /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. */
     /* Sets the scores of keys a row does not see to -inf. */
     __device__ __forceinline__ void mask(float (&s)[MT][KEY_TILES][4], int kb,
                                          const fp_tc_tile_keys &c) const {
@@ -112,7 +111,7 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
 #pragma unroll
             for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2(mods, s[mt][nt][r]);
+                for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2<true>(mods, s[mt][nt][r]);
         if (mods.alibi != FLASHPORT_ALIBI_NONE) {
             const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
 #pragma unroll
@@ -127,18 +126,32 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
         }
         if (edge) mask(s, kb, c);
         if (mods.bias) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
-                        if (s[mt][nt][r] != -INFINITY && row < c.nq)
-                            s[mt][nt][r] += fp_bias_log2(mods, c.b, c.h, row,
-                                                         kb + 8 * nt + fp_mma_acc_col(lane, r));
-                    }
+            switch (mods.bias_dtype) {
+            case FLASHPORT_F16: add_bias<gpuHalf>(s, kb, mods, c); break;
+            case FLASHPORT_BF16: add_bias<gpuBFloat16>(s, kb, mods, c); break;
+            default: add_bias<float>(s, kb, mods, c); break;
+            }
         }
+    }
+
+    /* The bias, of element type B, added where a key is seen by a real row (masked scores are
+     * -inf already, and rows past the sequence's end have no bias to read). */
+    template <typename B>
+    __device__ __forceinline__ void add_bias(float (&s)[MT][KEY_TILES][4], int kb,
+                                             const fp_score_mods &mods,
+                                             const fp_tc_tile_keys &c) const {
+        const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
+                    if (s[mt][nt][r] != -INFINITY && row < c.nq)
+                        s[mt][nt][r] += fp_bias_log2_as<B>(mods, head, row,
+                                                           kb + 8 * nt + fp_mma_acc_col(lane, r));
+                }
     }
 
     /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. Full tiles take
