@@ -391,6 +391,19 @@ CASES = [
            heads_q=4, heads_kv=2, head_dim=128, causal=True, window_left=90, softcap=20.0,
            alibi="head", bias=dict(dtype="f16", dims="b.qk", kind="sparse_mask"), sinks=True,
            layout="bnhd"),
+    _paged("prefill_paged_window_bf16_d256", 130, [140, 260], 16, dtype="bf16", heads_q=2,
+           heads_kv=1, head_dim=256, causal=True, window_left=64),
+    # A head dim the tiles pad (80 of 128), packed.
+    _varlen("prefill_varlen_alibi_f16_d80", [129, 20], [129, 150], dtype="f16", heads_q=2,
+            heads_kv=1, head_dim=80, alibi="head", causal=True),
+    # The same features in f32, at the head dims of the CUDA-core kernels' tiles.
+    _paged("prefill_f32_paged_window_d64", [150, 40], [300, 90], 16, heads_q=2, heads_kv=1,
+           head_dim=64, window_left=80, window_right=10),
+    _case("prefill_f32_softcap_alibi_bias_sinks_d128", 200, 230, head_dim=128, causal=True,
+          softcap=30.0, alibi="head", bias=dict(dtype="f32", dims="bhqk", kind="normal"),
+          sinks=True),
+    _paged("prefill_f32_split_page7_sinks_d128", 32, [1500, 700], 7, heads_q=2, heads_kv=2,
+           head_dim=128, causal=True, sinks=True),
     # Combinations: GQA x varlen x paged x window x softcap x ALiBi x bias x sinks x causal.
     _varlen("combo_varlen_window_softcap_alibi_sinks", [20, 0, 33, 7], [20, 5, 50, 30],
             heads_q=4, heads_kv=2, head_dim=32, window_left=6, window_right=3, scale=0.5,

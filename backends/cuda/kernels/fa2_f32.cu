@@ -21,7 +21,7 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32 = {
     {"fa2_f32",
      "FlashAttention-2 on CUDA cores, exact f32 (f16/bf16 converted on load), register-blocked, "
      "d <= 1024",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     NULL,
     launch,

@@ -97,7 +97,7 @@ static int choose_config(int padded_d, int *named, char *why, size_t why_len) {
 
 /* Whether p needs the GENERAL kernels: any API v2 feature beyond dense attention. */
 static int general_problem(const fp_problem *p) {
-    return (fp_problem_features(p, FP_OP_FORWARD) & FP_TC_FORWARD_FEATURES) != 0;
+    return (fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8) != 0;
 }
 
 static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
@@ -137,7 +137,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     if (general_problem(p) && !(chunk_strides(&p->q) && chunk_strides(&p->k) &&
                                 chunk_strides(&p->v))) {
         /* The reason names the features: without them the problem runs. */
-        const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_TC_FORWARD_FEATURES;
+        const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8;
         size_t used = 0;
         for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
             if ((f & bit) && used < why_len)
@@ -227,7 +227,7 @@ extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
 const fp_gpu_kernel fp_kernel_tensor_core_mma = {
     {"tensor_core_mma",
      "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16",
-     FP_PRECISION_NATIVE, FP_TC_FORWARD_FEATURES},
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     NULL,
     launch,

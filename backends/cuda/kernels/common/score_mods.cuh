@@ -69,6 +69,24 @@ __device__ __forceinline__ void fp_visible_keys(const fp_score_mods &m, int i, i
     *hi = last < first ? first : last + 1;
 }
 
+/* The keys that query rows first .. last of a sequence see, cut at key_end (the sequence's or
+ * a split's end): some row sees [lo, hi), where a kernel's key tiles run; every row sees
+ * [full_lo, full_hi), where tiles need no mask. Each row's keys move right with the row, so the
+ * first and the last row decide. */
+struct fp_span_keys {
+    int lo, hi, full_lo, full_hi;
+};
+
+__device__ __forceinline__ fp_span_keys fp_visible_span(const fp_score_mods &m, int first,
+                                                        int last, int nq, int nkv, int key_end) {
+    fp_span_keys k;
+    fp_visible_keys(m, first, nq, nkv, &k.lo, &k.full_hi);
+    fp_visible_keys(m, last, nq, nkv, &k.full_lo, &k.hi);
+    k.hi = min(k.hi, key_end);
+    k.full_hi = min(k.full_hi, key_end);
+    return k;
+}
+
 /* The same keys as a band around the aligned diagonal, for per-score tests: query i sees key j
  * (0 <= j < nkv) exactly when dmin <= j - i <= dmax, which is one subtraction and two compares
  * where fp_visible_keys clamps per row. */
@@ -165,6 +183,21 @@ __device__ __forceinline__ float fp_score_log2(const fp_score_mods &m, float dot
 /* The sink logit of head h in the log2 domain, or -inf without sinks. */
 __device__ __forceinline__ float fp_sink_log2(const fp_score_mods &m, int h) {
     return m.sinks ? m.sinks[h] * FP_LOG2E : -INFINITY;
+}
+
+/* Folds head h's sink, a key with a zero value, into a row's running max *row_m (log2 domain)
+ * and sum *row_l, and returns the factor the row's output accumulators take. With split keys
+ * only one split may count it. A NaN sink makes the sum NaN; a row that saw no key gets
+ * l = 1 at m = sink (O = 0, LSE = sink). */
+__device__ __forceinline__ float fp_sink_fold(const fp_score_mods &m, int h, float *row_m,
+                                              float *row_l) {
+    const float sink = fp_sink_log2(m, h);
+    const float top = fmaxf(*row_m, sink); /* drops a NaN sink, which reaches l below */
+    const float base = top == -INFINITY ? 0.0f : top;
+    const float keep = *row_m == -INFINITY ? 0.0f : exp2f(*row_m - base);
+    *row_l = *row_l * keep + exp2f(sink - base);
+    *row_m = top;
+    return keep;
 }
 
 #endif /* FP_KERNELS_SCORE_MODS_CUH */

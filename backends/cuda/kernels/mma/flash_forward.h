@@ -11,11 +11,6 @@
 
 #include "../../kernel_table.h"
 
-/* The API v2 features both variants implement: every forward feature but FP8. */
-#define FP_TC_FORWARD_FEATURES                                                                     \
-    (FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS |                 \
-     FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED)
-
 /* Query rows of one block, the same for every head dimension (the split-KV planner needs it). */
 #define FP_TC_BLOCK_ROWS 128
 

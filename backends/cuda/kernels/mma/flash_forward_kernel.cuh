@@ -62,22 +62,6 @@ struct fp_tc_params {
     int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
 };
 
-/* The K and V rows of a key tile in a paged cache, each looked up in the block table once for
- * both (fp_tile_loader's row source). */
-template <typename T> struct fp_tc_paged_rows {
-    const T *k, *v;
-    fp_seq_layout seq;
-    fp_seq s;
-    flashport_strides ks, vs;
-    int hk, kb;
-
-    __device__ __forceinline__ fp_tile_rows<T, 2> at(int r) const {
-        const fp_kv_rows x = fp_kv_row_offsets(seq, s, ks, vs, hk, kb + r);
-        return {{k + x.k, v + x.v}};
-    }
-    __device__ __forceinline__ fp_tile_rows<T, 2> origin() const { return {{k, v}}; }
-};
-
 /*
  * One compile-time config per entry of FP_TC_CONFIG_LIST (tile_configs.h, which says what each
  * field means and why): fp_tc_config<D, INDEX>.
@@ -97,7 +81,7 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
 /* ASYNC: Q, K and V allow 16-byte cp.async (tile_loader.cuh). A compile-time choice, because
  * keeping both load paths in one loop keeps both paths' addresses live across it, and those
  * registers are what the larger tiles lack.
- * GENERAL: the problem has API v2 features (FP_TC_FORWARD_FEATURES). Without them, the
+ * GENERAL: the problem has API v2 features (FP_GPU_FEATURES_NO_FP8). Without them, the
  * sequence lengths, the mask and the modifiers are known from the parameters alone (dense,
  * causal or not, nothing else), the compiler folds every feature away, and the dense kernel
  * keeps the registers that its tiles are sized for; with them, those values live in registers
@@ -145,16 +129,13 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     /* The grid covers the longest sequence; blocks past a shorter one's end have no rows. */
     if (q0 >= s.nq) return;
 
-    /* Keys some row of the block sees: each row's window [lo, hi) moves right with the row, so
-     * they run from the first row's lo to the last row's hi, within the split. */
-    int first_lo, first_hi, last_lo, last_hi;
-    fp_visible_keys(mods, q0, s.nq, s.nkv, &first_lo, &first_hi);
-    fp_visible_keys(mods, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, &last_lo, &last_hi);
+    /* The key tiles some row of the block sees, within the split. */
     const int split_lo = (int)blockIdx.z * a.keys_per_split;
     const int kv_end = min(s.nkv, split_lo + a.keys_per_split);
-    const int k_begin = max(split_lo, first_lo);
-    const int k_stop = min(kv_end, last_hi);
-    const int n_tiles = k_stop > k_begin ? (k_stop - k_begin + BC - 1) / BC : 0;
+    const fp_span_keys span =
+        fp_visible_span(mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, kv_end);
+    const int k_begin = max(split_lo, span.lo);
+    const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
 
     const T *gQ = static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0);
     QLoader::template load<ASYNC, 1>(sQ, fp_strided_rows<T, 1>{{gQ}, {a.qs.seq}}, s.nq - q0, a.d);
@@ -169,7 +150,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         T *sK = sKV + (t % STAGES) * STAGE_ELEMS;
         const int kb = k_begin + t * BC;
         if (paged) {
-            const fp_tc_paged_rows<T> rows = {gK, gV, seq, s, a.ks, a.vs, hk, kb};
+            const fp_paged_kv_rows<T> rows = {gK, gV, seq, s, a.ks, a.vs, hk, kb};
             KVLoader::template load<ASYNC, 2>(sK, rows, kv_end - kb, a.d);
         } else {
             const fp_strided_rows<T, 2> rows = {
@@ -186,15 +167,12 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 
     const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
     const bool warp_active = warp_row0 < s.nq;
-    /* The warp computes the tiles meeting keys [seen_lo, seen_hi), which some row of it sees;
-     * every row sees [full_lo, full_hi), where tiles need no mask. */
-    int seen_lo, seen_hi, full_lo, full_hi;
-    fp_visible_keys(mods, warp_row0, s.nq, s.nkv, &seen_lo, &full_hi);
-    fp_visible_keys(mods, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, &full_lo, &seen_hi);
-    full_hi = min(full_hi, kv_end);
+    /* The warp computes the tiles its rows see, masking those not every row sees whole. */
+    const fp_span_keys wk =
+        fp_visible_span(mods, warp_row0, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, kv_end);
     /* Softcap, ALiBi and bias touch every score: every tile takes the modified instance. */
     const bool modified = fp_score_mods_any(mods);
-    const fp_tc_tile_keys keys = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
+    const fp_tile_keys keys = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
     const uint32_t sQ_addr = fp_smem_addr(sQ);
     fp_tc_warp_rows<T, Cfg> w;
     w.init(warp, q0);
@@ -210,26 +188,25 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         const int kb = k_begin + t * BC;
         /* A tile no row of this warp sees would leave its state as it is (p = 0, alpha = 1):
          * skip it. */
-        if (!warp_active || kb >= seen_hi || kb + BC <= seen_lo) continue;
+        if (!warp_active || kb >= wk.hi || kb + BC <= wk.lo) continue;
         if (Cfg::Q_IN_REGS && !q_loaded) {
             q_loaded = true;
             w.load_q(sQ_addr);
         }
         const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
-        const bool edge = kb < full_lo || kb + BC > full_hi;
+        const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
         if (modified)
-            w.template tile<FP_TC_MODIFIED>(sQ_addr, sK_addr, kb, edge, mods, keys, a.scale_log2);
+            w.template tile<FP_TILE_MODIFIED>(sQ_addr, sK_addr, kb, edge, mods, keys, a.scale_log2);
         else if (edge)
-            w.template tile<FP_TC_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys, a.scale_log2);
+            w.template tile<FP_TILE_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys, a.scale_log2);
         else
-            w.template tile<FP_TC_FULL>(sQ_addr, sK_addr, kb, false, mods, keys, a.scale_log2);
+            w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys, a.scale_log2);
     }
     fp_cp_async_wait<0>();
     if (!warp_active) return;
 
     /* The sink joins the denominator as a key with a zero value; with split keys, split 0's. */
     const bool sink = mods.sinks && blockIdx.z == 0;
-    const float sink_log2 = fp_sink_log2(mods, h);
     const int col0 = fp_mma_acc_col(w.lane, 0);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -240,14 +217,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = warp_row0 + 16 * mt + fp_mma_acc_row(w.lane, 2 * i);
             if (row >= s.nq) continue;
-            float keep = 1.0f; /* O's factor to the new maximum */
-            if (sink) {
-                const float top = fmaxf(row_m, sink_log2); /* a NaN sink reaches row_l below */
-                const float base = top == -INFINITY ? 0.0f : top;
-                keep = row_m == -INFINITY ? 0.0f : exp2f(row_m - base);
-                row_l = row_l * keep + exp2f(sink_log2 - base);
-                row_m = top;
-            }
+            const float keep = sink ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
             /* l == 0 only when no key was visible; a NaN l must stay NaN. */
             const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
             const int64_t row_index = fp_lse_index(seq, s, h, row);

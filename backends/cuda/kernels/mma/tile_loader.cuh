@@ -4,11 +4,8 @@
  * a key tile share each row's look-up): tensor i's tile lands at smem + i * ROWS * D. Rows at or
  * past n_rows and columns at or past d are zero-filled and never read from global memory.
  *
- * Where rows live is the source's business: at(r) gives the first element of row r of each
- * tensor, origin() a mapped address that zero-size copies name. fp_strided_rows serves rows a
- * fixed stride apart (Q, dense and packed K/V); a kernel passes its own source for a paged cache,
- * which looks every row up in the block table (common/kv_addressing.cuh). at() is only called
- * for rows below n_rows, so a source may read tables there.
+ * Where rows live is the source's business (common/tile_rows.cuh): rows a fixed stride apart
+ * (Q, dense and packed K/V), or K and V rows looked up in a paged cache's block table.
  *
  * Asynchronous form: cp.async, for tensors whose base pointers are 16-byte aligned and whose
  * strides are multiples of 8 elements (every 16-byte chunk of a row is then aligned). The
@@ -21,31 +18,8 @@
 #include <stdint.h>
 
 #include "../common/ptx.cuh"
+#include "../common/tile_rows.cuh"
 #include "fragment_layout.h"
-
-/* Row r of each of N tensors. */
-template <typename T, int N> struct fp_tile_rows {
-    const T *p[N];
-};
-
-/* Rows `stride` elements apart from `base`, per tensor. */
-template <typename T, int N> struct fp_strided_rows {
-    const T *base[N];
-    int64_t stride[N];
-
-    __device__ __forceinline__ fp_tile_rows<T, N> at(int r) const {
-        fp_tile_rows<T, N> x;
-#pragma unroll
-        for (int i = 0; i < N; ++i) x.p[i] = base[i] + r * stride[i];
-        return x;
-    }
-    __device__ __forceinline__ fp_tile_rows<T, N> origin() const {
-        fp_tile_rows<T, N> x;
-#pragma unroll
-        for (int i = 0; i < N; ++i) x.p[i] = base[i];
-        return x;
-    }
-};
 
 template <typename T, int ROWS, int D, int THREADS> struct fp_tile_loader {
     static constexpr int CHUNKS_PER_ROW = D / 8;

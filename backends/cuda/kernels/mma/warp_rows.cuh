@@ -5,10 +5,9 @@
  *
  * Per key tile: S = Q K^T into registers (Q either held in registers, loaded at the warp's first
  * tile, or re-read from shared memory, per config); then the scores in one of three instances
- * (fp_tc_tile_kind): full tiles, which every row sees whole and no modifier touches, carry no
- * per-element work at all; masked tiles (the end of the keys, a split's end, the causal diagonal
- * or a window's edges) set the keys a row does not see to -inf; modified tiles (softcap, ALiBi,
- * bias) take every score through common/score_mods.cuh, mask included. Then the online-softmax
+ * (fp_tile_kind, common/score_tile.cuh): full tiles carry no per-element work at all, masked
+ * tiles set the keys a row does not see to -inf, modified tiles (softcap, ALiBi, bias) take
+ * every score through the modifiers, mask included. Then the online-softmax
  * step of common/online_softmax_rows.cuh, with the scale folded into its FFMA for the first two
  * (it takes the max over raw scores, which needs a positive scale: the kernel flips the signs of
  * Q for a negative one), while modified scores arrive already scaled to the log2 domain. P is
@@ -23,20 +22,9 @@
 
 #include "../common/online_softmax_rows.cuh"
 #include "../common/ptx.cuh"
-#include "../common/score_mods.cuh"
+#include "../common/score_tile.cuh"
 #include "fragment_layout.h"
 #include "mma_ops.cuh"
-
-enum fp_tc_tile_kind { FP_TC_FULL, FP_TC_MASKED, FP_TC_MODIFIED };
-
-/* What masked and modified tiles need to know of the rows and keys: the keys each row sees, the
- * end of the keys the block covers (the sequence's, or its split's), and for the modifiers the
- * sequence and query head (rows and keys are numbered within the sequence). */
-struct fp_tc_tile_keys {
-    fp_key_band band;
-    int kv_end;
-    int b, h, nq, nkv;
-};
 
 template <typename T, typename Cfg> struct fp_tc_warp_rows {
     using Ops = fp_mma_ops<T>;
@@ -85,80 +73,11 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
                 q_fragment(qf[mt][kk], sQ_addr, mt, kk);
     }
 
-    /* Sets the scores of keys a row does not see to -inf. */
-    __device__ __forceinline__ void mask(float (&s)[MT][KEY_TILES][4], int kb,
-                                         const fp_tc_tile_keys &c) const {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
-                    const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
-                    if (!fp_in_band(c.band, row, key) || key >= c.kv_end) s[mt][nt][r] = -INFINITY;
-                }
-    }
-
-    /* Raw dot products to log2-domain scores through the modifiers of score_mods.cuh, one pass
-     * a modifier, each behind one uniform branch; edge tiles are masked before the bias, whose
-     * loads are made only for seen keys of real rows. */
-    __device__ __forceinline__ void modify(float (&s)[MT][KEY_TILES][4], int kb, bool edge,
-                                           const fp_score_mods &mods,
-                                           const fp_tc_tile_keys &c) const {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2<true>(mods, s[mt][nt][r]);
-        if (mods.alibi != FLASHPORT_ALIBI_NONE) {
-            const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        s[mt][nt][r] += fp_alibi_log2(
-                            slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
-                            kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq, c.nkv);
-        }
-        if (edge) mask(s, kb, c);
-        if (mods.bias) {
-            switch (mods.bias_dtype) {
-            case FLASHPORT_F16: add_bias<gpuHalf>(s, kb, mods, c); break;
-            case FLASHPORT_BF16: add_bias<gpuBFloat16>(s, kb, mods, c); break;
-            default: add_bias<float>(s, kb, mods, c); break;
-            }
-        }
-    }
-
-    /* The bias, of element type B, added where a key is seen by a real row (masked scores are
-     * -inf already, and rows past the sequence's end have no bias to read). */
-    template <typename B>
-    __device__ __forceinline__ void add_bias(float (&s)[MT][KEY_TILES][4], int kb,
-                                             const fp_score_mods &mods,
-                                             const fp_tc_tile_keys &c) const {
-        const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
-                    if (s[mt][nt][r] != -INFINITY && row < c.nq)
-                        s[mt][nt][r] += fp_bias_log2_as<B>(mods, head, row,
-                                                           kb + 8 * nt + fp_mma_acc_col(lane, r));
-                }
-    }
-
     /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. Full tiles take
      * no mask, masked ones do, modified ones when `edge`. */
-    template <fp_tc_tile_kind KIND>
+    template <fp_tile_kind KIND>
     __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, bool edge,
-                                         const fp_score_mods &mods, const fp_tc_tile_keys &c,
+                                         const fp_score_mods &mods, const fp_tile_keys &c,
                                          float scale_log2) {
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
         float s[MT][KEY_TILES][4];
@@ -188,11 +107,21 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
             }
         }
 
-        if (KIND == FP_TC_MODIFIED) modify(s, kb, edge, mods, c);
-        else if (KIND == FP_TC_MASKED) mask(s, kb, c);
+        if (KIND == FP_TILE_MODIFIED) fp_tile_modify<true>(s, row0, lane, kb, edge, mods, c);
+        else if (KIND == FP_TILE_MASKED)
+            /* fp_tile_mask, in place (score_tile.cuh says why). */
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        if (!fp_tile_seen(c, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                                          kb + 8 * nt + fp_mma_acc_col(lane, r)))
+                            s[mt][nt][r] = -INFINITY;
 
         fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o,
-                                                    KIND == FP_TC_MODIFIED ? 1.0f : scale_log2);
+                                                    KIND == FP_TILE_MODIFIED ? 1.0f : scale_log2);
 
 #pragma unroll
         for (int ps = 0; ps < PV_STEPS; ++ps) {
