@@ -428,18 +428,28 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
         paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(f.seq, s, a.ks, a.vs, hk, 0);
     auto k_rows = [&](int kb) {
         return tile_rows<T>{(const T *)a.k + (paged ? 0 : kv0.k + (int64_t)kb * a.ks.seq),
-                            a.ks.seq, paged, f.seq, s, a.ks, hk, kb};
+                            a.ks.seq,
+                            paged,
+                            f.seq,
+                            s,
+                            a.ks,
+                            hk,
+                            kb};
     };
     auto v_rows = [&](int kb) {
         return tile_rows<T>{(const T *)a.v + (paged ? 0 : kv0.v + (int64_t)kb * a.vs.seq),
-                            a.vs.seq, paged, f.seq, s, a.vs, hk, kb};
+                            a.vs.seq,
+                            paged,
+                            f.seq,
+                            s,
+                            a.vs,
+                            hk,
+                            kb};
     };
     if (n_tiles > 0) {
-        stage_tile<CFG, CFG::BC>(sK, CFG::QS, k_rows(kv_begin), kv_end - kv_begin, a.d, vec16,
-                                 tid);
+        stage_tile<CFG, CFG::BC>(sK, CFG::QS, k_rows(kv_begin), kv_end - kv_begin, a.d, vec16, tid);
         async_commit();
-        stage_tile<CFG, CFG::BC>(sV, CFG::VS, v_rows(kv_begin), kv_end - kv_begin, a.d, vec16,
-                                 tid);
+        stage_tile<CFG, CFG::BC>(sV, CFG::VS, v_rows(kv_begin), kv_end - kv_begin, a.d, vec16, tid);
         async_commit();
     }
 

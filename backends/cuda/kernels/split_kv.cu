@@ -104,7 +104,8 @@ int64_t fp_split_kv_rows(const fp_problem *p) {
 }
 
 size_t fp_split_kv_ml_offset(const fp_problem *p, int splits) {
-    return align16((size_t)splits * (size_t)fp_split_kv_rows(p) * (size_t)p->head_dim * sizeof(float));
+    return align16((size_t)splits * (size_t)fp_split_kv_rows(p) * (size_t)p->head_dim *
+                   sizeof(float));
 }
 
 size_t fp_split_kv_workspace(const fp_problem *p, int splits) {

@@ -10,6 +10,11 @@
  * head dim does not have makes the variants decline the problem with that reason (the planner
  * then says so, and falls back to the next variant). The configuration chosen is the plan's
  * fp_gpu_tile_params (fp_split_kv_params.tile in the split variant).
+ *
+ * Instances: per configuration and input type, dense problems run one of two instances (element
+ * loads, or cp.async where Q, K and V allow it) in which the compiler has folded every API v2
+ * feature away; problems with features (windows, modifiers, sinks, varlen, paged K/V) run a
+ * third, general one, cp.async only, so supports() asks for strides in whole 16-byte chunks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,14 +58,16 @@ static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_
     if (err != gpuSuccess) return err;
     constexpr int threads = Cfg::WARPS * 32;
     fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
-                                                                stream)(prm);
+                                                               stream)(prm);
     return gpuGetLastError();
 }
 
 #define FP_TC_LAUNCHERS(T, d, index)                                                               \
-    {launch_instance<T, fp_tc_config<d, index>, false, false>,                                     \
-     launch_instance<T, fp_tc_config<d, index>, true, false>,                                      \
-     launch_instance<T, fp_tc_config<d, index>, true, true>}
+    {                                                                                              \
+        launch_instance<T, fp_tc_config<d, index>, false, false>,                                  \
+            launch_instance<T, fp_tc_config<d, index>, true, false>,                               \
+            launch_instance<T, fp_tc_config<d, index>, true, true>                                 \
+    }
 #define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)                \
     {d,                                                                                            \
      index,                                                                                        \
@@ -95,21 +102,11 @@ static int choose_config(int padded_d, int *named, char *why, size_t why_len) {
     return *named ? index : default_config(padded_d);
 }
 
-/* Whether p needs the GENERAL kernels: any API v2 feature beyond dense attention. */
-static int general_problem(const fp_problem *p) {
-    return (fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8) != 0;
-}
-
 static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
 
-/* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned, which strides
- * in multiples of 8 elements and an aligned base give. */
-static int chunk_strides(const flashport_strides *s) {
-    return s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
-}
-
+/* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned. */
 static int chunk_aligned(const void *base, const flashport_strides *s) {
-    return aligned(base, 16) && chunk_strides(s);
+    return aligned(base, 16) && s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
 }
 
 int fp_tc_block_keys(int64_t head_dim, int config) {
@@ -134,21 +131,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
-    if (general_problem(p) && !(chunk_strides(&p->q) && chunk_strides(&p->k) &&
-                                chunk_strides(&p->v))) {
-        /* The reason names the features: without them the problem runs. */
-        const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8;
-        size_t used = 0;
-        for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
-            if ((f & bit) && used < why_len)
-                used += snprintf(why + used, why_len - used, "%s%s", used ? ", " : "",
-                                 fp_feature_name(bit));
-        if (used < why_len)
-            snprintf(why + used, why_len - used,
-                     ": these need Q, K and V strides in multiples of 8 elements (16-byte rows "
-                     "for cp.async)");
-        return 0;
-    }
+    if (!fp_attn_general_strides_fit(p, 8, why, why_len)) return 0;
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
     *config = choose_config(padded_d, &named, why, why_len);
@@ -171,7 +154,6 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     }
     return 1;
 }
-
 
 gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, int keys_per_split,
                                 float *part_o, float *part_ml) {
@@ -208,8 +190,8 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
         chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) && chunk_aligned(L->v, &p->v);
     /* supports() checked the strides of a general problem; only the pointers can be checked
      * here. */
-    if (general_problem(p) && !async) return gpuErrorMisalignedAddress;
-    const int path = general_problem(p) ? TC_GENERAL : async ? TC_DENSE_ASYNC : TC_DENSE_SYNC;
+    if (fp_attn_general(p) && !async) return gpuErrorMisalignedAddress;
+    const int path = fp_attn_general(p) ? TC_GENERAL : async ? TC_DENSE_ASYNC : TC_DENSE_SYNC;
     return in->launch[p->dtype == FLASHPORT_BF16][path](prm, grid, L->stream);
 }
 
@@ -226,7 +208,8 @@ static gpuError_t launch(const fp_gpu_launch *L) {
 extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
 const fp_gpu_kernel fp_kernel_tensor_core_mma = {
     {"tensor_core_mma",
-     "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16",
+     "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16; "
+     "varlen and paged K/V, windows, softcap, ALiBi, bias, sinks",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     NULL,

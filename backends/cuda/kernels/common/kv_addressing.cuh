@@ -109,7 +109,8 @@ struct fp_kv_rows {
 
 __device__ __forceinline__ fp_kv_rows fp_kv_row_offsets(const fp_seq_layout &L, const fp_seq &s,
                                                         const flashport_strides &ks,
-                                                        const flashport_strides &vs, int hk, int j) {
+                                                        const flashport_strides &vs, int hk,
+                                                        int j) {
     const fp_kv_place at = fp_kv_locate(L, s, j);
     fp_kv_rows r;
     r.k = fp_kv_offset(ks, at, hk);

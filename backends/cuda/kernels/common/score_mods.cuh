@@ -77,8 +77,8 @@ struct fp_span_keys {
     int lo, hi, full_lo, full_hi;
 };
 
-__device__ __forceinline__ fp_span_keys fp_visible_span(const fp_score_mods &m, int first,
-                                                        int last, int nq, int nkv, int key_end) {
+__device__ __forceinline__ fp_span_keys fp_visible_span(const fp_score_mods &m, int first, int last,
+                                                        int nq, int nkv, int key_end) {
     fp_span_keys k;
     fp_visible_keys(m, first, nq, nkv, &k.lo, &k.full_hi);
     fp_visible_keys(m, last, nq, nkv, &k.full_lo, &k.hi);
@@ -157,8 +157,9 @@ __device__ __forceinline__ int64_t fp_bias_head_offset(const fp_score_mods &m, i
 template <typename B>
 __device__ __forceinline__ float fp_bias_log2_as(const fp_score_mods &m, int64_t head_offset, int i,
                                                  int j) {
-    return FP_LOG2E * fp_to_f32(static_cast<const B *>(
-                          m.bias)[head_offset + (int64_t)i * m.bias_query + (int64_t)j * m.bias_key]);
+    return FP_LOG2E *
+           fp_to_f32(static_cast<const B *>(
+               m.bias)[head_offset + (int64_t)i * m.bias_query + (int64_t)j * m.bias_key]);
 }
 
 __device__ __forceinline__ float fp_bias_log2(const fp_score_mods &m, int b, int h, int i, int j) {

@@ -57,9 +57,8 @@ __device__ __forceinline__ void fp_tile_mask(float (&s)[MT][KT][4], int row0, in
 /* The bias, of element type B, added where a real row sees the key: masked scores are -inf
  * already, and rows past the sequence's end have no bias to read. */
 template <typename B, int MT, int KT>
-__device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0, int lane,
-                                                 int kb, const fp_score_mods &mods,
-                                                 const fp_tile_keys &c) {
+__device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                                 const fp_score_mods &mods, const fp_tile_keys &c) {
     const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -94,9 +93,9 @@ __device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, 
             for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
                 for (int r = 0; r < 4; ++r)
-                    s[mt][nt][r] += fp_alibi_log2(slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
-                                                  kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq,
-                                                  c.nkv);
+                    s[mt][nt][r] +=
+                        fp_alibi_log2(slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                                      kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq, c.nkv);
     }
     if (edge) fp_tile_mask(s, row0, lane, kb, c);
     if (mods.bias) {

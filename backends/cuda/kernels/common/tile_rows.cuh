@@ -13,9 +13,7 @@
 #include "kv_addressing.cuh"
 
 /* Row r of each of N tensors. */
-template <typename T, int N> struct fp_tile_rows {
-    const T *p[N];
-};
+template <typename T, int N> struct fp_tile_rows { const T *p[N]; };
 
 /* Rows `stride` elements apart from `base`, per tensor. */
 template <typename T, int N> struct fp_strided_rows {

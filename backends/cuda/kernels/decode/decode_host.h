@@ -50,7 +50,12 @@ static inline int fp_decode_common_support(const fp_problem *p, const fp_gpu_dev
                      (long long)n);
             return 0;
         }
-    return fp_attn_sizes_fit(p, why, why_len);
+    if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
+    if (p->q_varlen && p->total_q > INT_MAX / 2) {
+        snprintf(why, why_len, "total_q must stay below 2^30");
+        return 0;
+    }
+    return 1;
 }
 
 /* Rows chunks and splits for blocks of `rows` rows: as many blocks as one wave of

@@ -142,8 +142,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const bool paged = seq.kv == FLASHPORT_KV_PAGED;
     /* Dense and packed K/V rows are a stride apart from key 0's; paged rows are looked up from
      * the cache's origin (an empty sequence's first table entry is not read). */
-    const fp_kv_rows kv0 =
-        paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, a.ks, a.vs, hk, 0);
+    const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, a.ks, a.vs, hk, 0);
     const T *const gK = static_cast<const T *>(a.k) + kv0.k;
     const T *const gV = static_cast<const T *>(a.v) + kv0.v;
     auto load_tile = [&](int t) {
@@ -249,9 +248,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                     }
                 }
                 if (a.lse && col0 == 0)
-                    a.lse[row_index] = row_l == 0.0f
-                                           ? -INFINITY
-                                           : (row_m + log2f(row_l)) * 0.693147180559945309f;
+                    a.lse[row_index] =
+                        row_l == 0.0f ? -INFINITY : (row_m + log2f(row_l)) * 0.693147180559945309f;
             }
         }
 #endif

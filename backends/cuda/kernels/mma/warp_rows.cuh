@@ -107,9 +107,10 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
             }
         }
 
-        if (KIND == FP_TILE_MODIFIED) fp_tile_modify<true>(s, row0, lane, kb, edge, mods, c);
+        if (KIND == FP_TILE_MODIFIED)
+            fp_tile_modify<true>(s, row0, lane, kb, edge, mods, c);
         else if (KIND == FP_TILE_MASKED)
-            /* fp_tile_mask, in place (score_tile.cuh says why). */
+        /* fp_tile_mask, in place (score_tile.cuh says why). */
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
