@@ -74,6 +74,13 @@ typedef struct fp_gpu_launch {
     const fp_gpu_device_props *props;
 } fp_gpu_launch;
 
+/* Every API v2 forward feature but FP8 inputs: what the prefill kernels that take their layouts
+ * and masks through kernels/common/kv_addressing.cuh and kernels/common/score_mods.cuh
+ * declare. */
+#define FP_GPU_FEATURES_NO_FP8                                                                     \
+    (FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS |                 \
+     FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED)
+
 typedef struct fp_gpu_kernel {
     fp_variant info;
     /* 1 when the variant computes p correctly, with its parameters in *params; else 0 and a

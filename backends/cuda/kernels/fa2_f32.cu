@@ -20,8 +20,8 @@ gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, NULL); }
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32 = {
     {"fa2_f32",
      "FlashAttention-2 on CUDA cores, exact f32 (f16/bf16 converted on load), register-blocked, "
-     "d <= 1024",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     "d <= 1024; varlen and paged K/V, windows, softcap, ALiBi, bias, sinks",
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     NULL,
     launch,

@@ -25,10 +25,18 @@
  * fall into distinct banks. K of the next tile is loaded (cp.async for aligned f32) while
  * phases B and C run, V of the next tile while phases A and B run.
  *
- * Causal: tiles wholly above the diagonal are never visited, tiles on it are masked. P is
- * exactly 0 for a masked key, but 0 * NaN is NaN, so on masked tiles phase C skips zero
- * probabilities: a NaN or inf in an invisible value row reaches no output. Keys past Nkv are
- * zero-filled and masked.
+ * Masks: a block visits only the key tiles some row of it sees (causal and sliding windows,
+ * common/score_mods.cuh), so a window costs its width; tiles that every row sees whole take no
+ * mask, the others are masked. A key a row does not see gets P = -0.0 rather than the +0.0
+ * that a -inf score (bias) or an underflow gives, and on masked tiles phase C skips exactly
+ * those: 0 * NaN is NaN, so a NaN or inf in an invisible value row reaches no output, while
+ * one in a visible row reaches every output that sees it, whatever its probability. Keys past
+ * Nkv are zero-filled and masked. Softcap, ALiBi and bias take every score through
+ * fp_score_log2 (all tiles); sinks join each row's sum before the division (split 0 only).
+ *
+ * Layouts: Q, O and the LSE through common/kv_addressing.cuh (dense or packed), K and V rows
+ * likewise (dense, packed, or looked up in a paged cache's block table row by row as a tile is
+ * staged). The grid covers the longest sequence; blocks past a sequence's end exit.
  *
  * Split-KV: blockIdx.y picks a range of keys_per_split keys (a multiple of BC); the block
  * writes its normalised partial O and (m, l) to the workspace laid out as split_kv.h says,
@@ -41,7 +49,9 @@
 
 #include "common/attention_args.cuh"
 #include "common/dtype.cuh"
+#include "common/kv_addressing.cuh"
 #include "common/online_softmax.cuh"
+#include "common/score_mods.cuh"
 #include "common/smem_limit.cuh"
 #include "common/warp_reduce.cuh"
 #include "split_kv.h"
@@ -119,7 +129,32 @@ struct split_args {
     float *part_o; /* NULL: not split, the block writes O and LSE itself */
     float2 *part_ml;
     int keys_per_split;
-    int64_t rows; /* B*Hq*Nq */
+    int64_t rows; /* rows of one split's partials, numbered as the LSE */
+};
+
+/* What the kernel knows beyond fp_attn_args: the layouts of Q and K/V and the masks and
+ * modifiers. */
+struct features {
+    fp_seq_layout seq;
+    fp_score_mods mods;
+};
+
+/* Rows of a K or V tile: `stride` apart from `base` (dense, packed), or looked up key by key in
+ * a paged cache (keys kb + r of sequence s, kv head hk). at(r) is only asked for rows the tile
+ * reads. */
+template <typename T> struct tile_rows {
+    const T *base; /* dense: the tile's first row; paged: the cache */
+    int64_t stride;
+    bool paged;
+    fp_seq_layout seq;
+    fp_seq s;
+    flashport_strides st;
+    int hk, kb;
+
+    __device__ __forceinline__ const T *at(int r) const {
+        if (!paged) return base + r * stride;
+        return base + fp_kv_offset(st, fp_kv_locate(seq, s, kb + r), hk);
+    }
 };
 
 /* ---- asynchronous copies (cp.async on sm_80+, plain copies elsewhere) ------------------- */
@@ -157,9 +192,8 @@ __device__ __forceinline__ void async_wait_all_but_one() {
  * dst_stride), zero outside rows_valid x d. f32 goes through cp.async (16-byte copies when
  * vec16, else 4-byte ones); f16/bf16 are converted through registers. */
 template <typename CFG, int ROWS, typename T>
-__device__ __forceinline__ void stage_tile(float *dst, int dst_stride, const T *src,
-                                           int64_t src_stride, int rows_valid, int d, bool vec16,
-                                           int tid) {
+__device__ __forceinline__ void stage_tile(float *dst, int dst_stride, const tile_rows<T> &src,
+                                           int rows_valid, int d, bool vec16, int tid) {
     (void)vec16;
     if constexpr (sizeof(T) == sizeof(float)) {
         if (vec16) {
@@ -167,7 +201,7 @@ __device__ __forceinline__ void stage_tile(float *dst, int dst_stride, const T *
             for (int idx = tid; idx < N; idx += THREADS) {
                 int r = idx / CH, c = (idx % CH) * 4;
                 bool ok = r < rows_valid && c < d;
-                copy16_async(dst + r * dst_stride + c, ok ? src + r * src_stride + c : src, ok);
+                copy16_async(dst + r * dst_stride + c, ok ? src.at(r) + c : src.base, ok);
             }
             return;
         }
@@ -175,14 +209,13 @@ __device__ __forceinline__ void stage_tile(float *dst, int dst_stride, const T *
         for (int idx = tid; idx < N; idx += THREADS) {
             int r = idx / CFG::D, c = idx % CFG::D;
             bool ok = r < rows_valid && c < d;
-            copy4_async(dst + r * dst_stride + c, ok ? src + r * src_stride + c : src, ok);
+            copy4_async(dst + r * dst_stride + c, ok ? src.at(r) + c : src.base, ok);
         }
     } else {
         constexpr int N = ROWS * CFG::D;
         for (int idx = tid; idx < N; idx += THREADS) {
             int r = idx / CFG::D, c = idx % CFG::D;
-            dst[r * dst_stride + c] =
-                (r < rows_valid && c < d) ? fp_to_f32(src[r * src_stride + c]) : 0.0f;
+            dst[r * dst_stride + c] = (r < rows_valid && c < d) ? fp_to_f32(src.at(r)[c]) : 0.0f;
         }
     }
 }
@@ -226,12 +259,21 @@ __device__ __forceinline__ void scores(const float *sQ, const float *sK, float *
             slab[(rg + i * CFG::NSR) * CFG::PS + cg + j * CFG::NSC] = s[i][j];
 }
 
+/* How phase B forms a tile's scores: every key seen (FULL), keys outside the row's
+ * [lo, hi) masked (MASKED), or masked and modified (MODIFIED). */
+enum tile_kind { FULL, MASKED, MODIFIED };
+
+/* The row of phase B: its index in its sequence and the keys [lo, hi) it sees. */
+struct score_row {
+    int i, lo, hi;
+};
+
 /* Phase B for row r, part h of TPR: folds the tile (keys k0..) into the row state, writes P
- * over slab 0 and returns alpha. MASKED: keys at or past `visible` are masked (a template
- * flag so that the tiles off the diagonal pay nothing for it). */
-template <typename CFG, bool MASKED>
-__device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, int visible,
-                                              float scale_log2, fp_softmax_row &row) {
+ * over slab 0 and returns alpha. Keys the row does not see get P = -0.0 (phase C's guard). */
+template <typename CFG, tile_kind KIND>
+__device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, const score_row &sr,
+                                              const fp_score_mods &mods, int b, int hq, int nq,
+                                              int nkv, float scale_log2, fp_softmax_row &row) {
     constexpr int W = CFG::PW, NCH = CFG::EPT / W;
     float x[CFG::EPT];
     float *prow = sS + r * CFG::PS;
@@ -252,8 +294,15 @@ __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, i
             }
         }
 #pragma unroll
-        for (int e = 0; e < W; e++)
-            x[i * W + e] = (MASKED && k0 + c + e >= visible) ? -INFINITY : v[e] * scale_log2;
+        for (int e = 0; e < W; e++) {
+            const int j = k0 + c + e;
+            if (KIND != FULL && (j < sr.lo || j >= sr.hi))
+                x[i * W + e] = -INFINITY;
+            else if (KIND == MODIFIED)
+                x[i * W + e] = fp_score_log2(mods, v[e], b, hq, sr.i, j, nq, nkv);
+            else
+                x[i * W + e] = v[e] * scale_log2;
+        }
     }
     float tile_max = -INFINITY;
 #pragma unroll
@@ -271,6 +320,10 @@ __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, i
 #pragma unroll
     for (int i = 0; i < NCH; i++) {
         const int c = (h + CFG::TPR * i) * W;
+        if (KIND != FULL)
+#pragma unroll
+            for (int e = 0; e < W; e++)
+                if (k0 + c + e < sr.lo || k0 + c + e >= sr.hi) x[i * W + e] = -0.0f;
         if constexpr (W == 4)
             *(float4 *)(prow + c) = make_float4(x[i * 4], x[i * 4 + 1], x[i * 4 + 2], x[i * 4 + 3]);
         else
@@ -279,8 +332,9 @@ __device__ __forceinline__ float softmax_tile(float *sS, int r, int h, int k0, i
     return alpha;
 }
 
-/* Phase C: o = alpha o + P V over one key tile. GUARD skips zero probabilities (masked keys),
- * so that a NaN or inf in a value row the query cannot see does not reach its output. */
+/* Phase C: o = alpha o + P V over one key tile. GUARD skips the keys phase B marked unseen
+ * (P = -0.0), so that a NaN or inf in a value row the query cannot see does not reach its
+ * output. */
 template <typename CFG, bool GUARD>
 __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], const float *sS,
                                               const float *sV, const float *sAlpha, int tid) {
@@ -311,7 +365,7 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], cons
 #pragma unroll
                 for (int g = 0; g < CFG::OC / 4; g++) {
                     float *oo = &o[i][4 * g];
-                    if (GUARD && p == 0.0f) continue;
+                    if (GUARD && __float_as_uint(p) == 0x80000000u) continue;
                     oo[0] = fmaf(p, vf[g].x, oo[0]);
                     oo[1] = fmaf(p, vf[g].y, oo[1]);
                     oo[2] = fmaf(p, vf[g].z, oo[2]);
@@ -334,44 +388,77 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[CFG::OR][CFG::OC], cons
 
 template <typename CFG, typename T>
 __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
-    forward_kernel(fp_attn_args a, split_args sp, int vec16) {
+    forward_kernel(fp_attn_args a, features f, split_args sp, int vec16) {
     extern __shared__ float4 smem_f4[];
     float *smem = (float *)smem_f4;
     float *sQ = smem + CFG::Q_OFF, *sK = smem + CFG::K_OFF, *sV = smem + CFG::V_OFF;
     float *sS = smem + CFG::S_OFF, *sAlpha = smem + CFG::ALPHA_OFF;
     const int tid = threadIdx.x;
+    const fp_score_mods &mods = f.mods;
 
     /* Highest query tiles first: under the causal mask they have the most keys. */
     const int q0 = (gridDim.x - 1 - blockIdx.x) * CFG::BR;
     const int bh = blockIdx.z;
-    const fp_attn_head<T> H = fp_attn_head_of<T>(a, bh);
+    const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
+    const fp_seq s = fp_sequence(f.seq, b);
+    /* The grid covers the longest sequence; blocks past a shorter one's end have no rows. */
+    if (q0 >= s.nq) return;
 
-    int kv_begin = 0, kv_end = fp_block_key_end(a, q0, CFG::BR);
-    if (sp.part_o) {
-        kv_begin = blockIdx.y * sp.keys_per_split;
-        kv_end = min(kv_end, kv_begin + sp.keys_per_split);
-    }
-    const int n_tiles = kv_end > kv_begin ? (kv_end - kv_begin + CFG::BC - 1) / CFG::BC : 0;
-    /* Keys below this bound are visible to every row of the block: no masking needed. */
-    const int all_visible = fp_visible_keys(a, q0);
+    /* The key tiles some row of the block sees, within the split; tiles every row sees whole
+     * need no mask. */
+    const int rows_valid = min(CFG::BR, s.nq - q0);
+    const int split_lo = sp.part_o ? (int)blockIdx.y * sp.keys_per_split : 0;
+    const int kv_end = sp.part_o ? min(s.nkv, split_lo + sp.keys_per_split) : s.nkv;
+    const fp_span_keys span = fp_visible_span(mods, q0, q0 + rows_valid - 1, s.nq, s.nkv, kv_end);
+    const int kv_begin = max(split_lo, span.lo);
+    const int n_tiles = span.hi > kv_begin ? (span.hi - kv_begin + CFG::BC - 1) / CFG::BC : 0;
+    /* Softcap, ALiBi and bias touch every score: every tile takes the modified path. */
+    const bool modified = fp_score_mods_any(mods);
 
-    const int rows_valid = min(CFG::BR, a.nq - q0);
+    const T *gQ = (const T *)a.q + fp_q_offset(a.qs, s, h, q0);
     for (int idx = tid; idx < CFG::BR * CFG::D; idx += THREADS) {
         int r = idx / CFG::D, c = idx % CFG::D;
         sQ[r * CFG::QS + c] =
-            (r < rows_valid && c < a.d) ? fp_to_f32(H.q[(int64_t)(q0 + r) * a.qs.seq + c]) : 0.0f;
+            (r < rows_valid && c < a.d) ? fp_to_f32(gQ[(int64_t)r * a.qs.seq + c]) : 0.0f;
     }
+    const bool paged = f.seq.kv == FLASHPORT_KV_PAGED;
+    /* Dense and packed rows are a stride apart from key 0's (not looked up when paged: an
+     * empty sequence's first table entry is not read). */
+    const fp_kv_rows kv0 =
+        paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(f.seq, s, a.ks, a.vs, hk, 0);
+    auto k_rows = [&](int kb) {
+        return tile_rows<T>{(const T *)a.k + (paged ? 0 : kv0.k + (int64_t)kb * a.ks.seq),
+                            a.ks.seq,
+                            paged,
+                            f.seq,
+                            s,
+                            a.ks,
+                            hk,
+                            kb};
+    };
+    auto v_rows = [&](int kb) {
+        return tile_rows<T>{(const T *)a.v + (paged ? 0 : kv0.v + (int64_t)kb * a.vs.seq),
+                            a.vs.seq,
+                            paged,
+                            f.seq,
+                            s,
+                            a.vs,
+                            hk,
+                            kb};
+    };
     if (n_tiles > 0) {
-        stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)kv_begin * a.ks.seq, a.ks.seq,
-                                 kv_end - kv_begin, a.d, vec16, tid);
+        stage_tile<CFG, CFG::BC>(sK, CFG::QS, k_rows(kv_begin), kv_end - kv_begin, a.d, vec16, tid);
         async_commit();
-        stage_tile<CFG, CFG::BC>(sV, CFG::VS, H.v + (int64_t)kv_begin * a.vs.seq, a.vs.seq,
-                                 kv_end - kv_begin, a.d, vec16, tid);
+        stage_tile<CFG, CFG::BC>(sV, CFG::VS, v_rows(kv_begin), kv_end - kv_begin, a.d, vec16, tid);
         async_commit();
     }
 
     const int srow = tid / CFG::TPR, spart = tid % CFG::TPR; /* phase B: row and part */
-    const int visible = fp_visible_keys(a, q0 + srow);
+    score_row sr;
+    sr.i = q0 + srow;
+    fp_visible_keys(mods, sr.i, s.nq, s.nkv, &sr.lo, &sr.hi);
+    /* Rows past the sequence see nothing: no bias or table of theirs is read. */
+    sr.hi = srow < rows_valid ? min(sr.hi, kv_end) : sr.lo;
     fp_softmax_row row = fp_softmax_start();
     float o[CFG::OR][CFG::OC];
 #pragma unroll
@@ -381,19 +468,26 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
 
     for (int t = 0; t < n_tiles; t++) {
         const int k0 = kv_begin + t * CFG::BC;
-        const bool masked = k0 + CFG::BC > all_visible;
+        const bool masked = modified || k0 < span.full_lo || k0 + CFG::BC > span.full_hi;
         const bool more = t + 1 < n_tiles;
         async_wait_all_but_one(); /* K of this tile has landed */
         __syncthreads();
         scores<CFG>(sQ, sK, sS, tid);
         __syncthreads(); /* S complete, K free */
         if (more)
-            stage_tile<CFG, CFG::BC>(sK, CFG::QS, H.k + (int64_t)(k0 + CFG::BC) * a.ks.seq,
-                                     a.ks.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
+            stage_tile<CFG, CFG::BC>(sK, CFG::QS, k_rows(k0 + CFG::BC), kv_end - k0 - CFG::BC, a.d,
+                                     vec16, tid);
         async_commit();
-        const float alpha =
-            masked ? softmax_tile<CFG, true>(sS, srow, spart, k0, visible, a.scale_log2, row)
-                   : softmax_tile<CFG, false>(sS, srow, spart, k0, visible, a.scale_log2, row);
+        float alpha;
+        if (modified)
+            alpha = softmax_tile<CFG, MODIFIED>(sS, srow, spart, k0, sr, mods, b, h, s.nq, s.nkv,
+                                                a.scale_log2, row);
+        else if (masked)
+            alpha = softmax_tile<CFG, MASKED>(sS, srow, spart, k0, sr, mods, b, h, s.nq, s.nkv,
+                                              a.scale_log2, row);
+        else
+            alpha = softmax_tile<CFG, FULL>(sS, srow, spart, k0, sr, mods, b, h, s.nq, s.nkv,
+                                            a.scale_log2, row);
         if (spart == 0) sAlpha[srow] = alpha;
         async_wait_all_but_one(); /* V of this tile has landed */
         __syncthreads();
@@ -403,22 +497,25 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
             accumulate_pv<CFG, false>(o, sS, sV, sAlpha, tid);
         __syncthreads(); /* P and V free */
         if (more)
-            stage_tile<CFG, CFG::BC>(sV, CFG::VS, H.v + (int64_t)(k0 + CFG::BC) * a.vs.seq,
-                                     a.vs.seq, kv_end - k0 - CFG::BC, a.d, vec16, tid);
+            stage_tile<CFG, CFG::BC>(sV, CFG::VS, v_rows(k0 + CFG::BC), kv_end - k0 - CFG::BC, a.d,
+                                     vec16, tid);
         async_commit();
     }
 
-    /* Row totals: 1/l (0 for a row that saw no key) to shared memory for the O owners. */
+    /* Row totals: O's factor over l (0 for a row that saw no key) to shared memory for the O
+     * owners. The sink joins the sum as a key with a zero value, in split 0 only. */
     row.l = fp_group_sum<CFG::TPR>(row.l);
-    const bool row_ok = q0 + srow < a.nq;
+    const bool row_ok = srow < rows_valid;
     if (spart == 0) {
-        sAlpha[srow] = fp_softmax_inv_sum(row);
+        const float keep =
+            mods.sinks && blockIdx.y == 0 ? fp_sink_fold(mods, h, &row.m, &row.l) : 1.0f;
+        sAlpha[srow] = keep * fp_softmax_inv_sum(row);
         if (row_ok) {
+            const int64_t at = fp_lse_index(f.seq, s, h, q0 + srow);
             if (sp.part_o) {
-                sp.part_ml[blockIdx.y * sp.rows + (int64_t)bh * a.nq + q0 + srow] =
-                    make_float2(row.m, row.l);
-            } else if (H.lse) {
-                H.lse[q0 + srow] = fp_softmax_lse(row);
+                sp.part_ml[blockIdx.y * sp.rows + at] = make_float2(row.m, row.l);
+            } else if (a.lse) {
+                a.lse[at] = fp_softmax_lse(row);
             }
         }
     }
@@ -428,10 +525,11 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
 #pragma unroll
     for (int i = 0; i < CFG::OR; i++) {
         const int r = org + i * CFG::NOR;
-        if (q0 + r >= a.nq) continue;
+        if (r >= rows_valid) continue;
         const float inv = sAlpha[r];
         if (sp.part_o) {
-            float *dst = sp.part_o + (blockIdx.y * sp.rows + (int64_t)bh * a.nq + q0 + r) * a.d;
+            float *dst =
+                sp.part_o + (blockIdx.y * sp.rows + fp_lse_index(f.seq, s, h, q0 + r)) * a.d;
 #pragma unroll
             for (int g = 0; g < CFG::OC / 4; g++)
 #pragma unroll
@@ -440,7 +538,7 @@ __global__ void __launch_bounds__(THREADS, FA2_F32_MIN_BLOCKS(CFG, T))
                     if (c < a.d) dst[c] = o[i][4 * g + e] * inv;
                 }
         } else {
-            T *dst = H.o + (int64_t)(q0 + r) * a.os.seq;
+            T *dst = (T *)a.o + fp_q_offset(a.os, s, h, q0 + r);
 #pragma unroll
             for (int g = 0; g < CFG::OC / 4; g++)
 #pragma unroll
@@ -505,8 +603,11 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
     if (err != gpuSuccess) return err;
     dim3 grid((unsigned)((p->seq_q + CFG::BR - 1) / CFG::BR), (unsigned)splits,
               (unsigned)(p->batch * p->heads_q));
+    features f;
+    f.seq = fp_seq_layout_make(p, L->args);
+    f.mods = fp_score_mods_make(p, L->args);
     forward_kernel<CFG, T> FP_GPU_LAUNCH(grid, THREADS, CFG::SMEM_BYTES, L->stream)(
-        fp_attn_args_make(L), sp, rows_are_float4(L) ? 1 : 0);
+        fp_attn_args_make(L), f, sp, rows_are_float4(L) ? 1 : 0);
     return gpuGetLastError();
 }
 
@@ -520,7 +621,7 @@ inline gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split
         sp.part_o = (float *)L->workspace;
         sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
         sp.keys_per_split = split->keys_per_split;
-        sp.rows = p->batch * p->heads_q * p->seq_q;
+        sp.rows = fp_split_kv_rows(p);
     }
     gpuError_t err = gpuSuccess;
     with_config(p, [&](auto cfg) {

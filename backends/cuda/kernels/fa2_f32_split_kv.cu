@@ -36,7 +36,7 @@ gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, &L->params
 FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32_split_kv = {
     {"fa2_f32_split_kv",
      "fa2_f32 with the keys split across blocks and merged, for grids too small to fill the GPU",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     fp_split_kv_kernel_workspace,
     launch,

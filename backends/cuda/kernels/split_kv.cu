@@ -92,11 +92,6 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
         a.lse[row] = total == 0.0f ? -INFINITY : (m_max + log2f(total)) * FP_LN2;
 }
 
-/* Rows are numbered as the LSE is: [batch, heads_q, seq_q], or [heads_q, total_q] packed. */
-int64_t split_rows(const fp_problem *p) {
-    return p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
-}
-
 template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
     unsigned grid = (unsigned)((a.rows + MERGE_ROWS - 1) / MERGE_ROWS);
     split_kv_merge_kernel<T> FP_GPU_LAUNCH(grid, MERGE_ROWS * MERGE_LANES, 0, stream)(a);
@@ -106,14 +101,20 @@ size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 } // namespace
 
+/* Rows are numbered as the LSE is: [batch, heads_q, seq_q], or [heads_q, total_q] packed. */
+int64_t fp_split_kv_rows(const fp_problem *p) {
+    return p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
+}
+
 size_t fp_split_kv_ml_offset(const fp_problem *p, int splits) {
-    return align16((size_t)splits * (size_t)split_rows(p) * (size_t)p->head_dim * sizeof(float));
+    return align16((size_t)splits * (size_t)fp_split_kv_rows(p) * (size_t)p->head_dim *
+                   sizeof(float));
 }
 
 size_t fp_split_kv_workspace(const fp_problem *p, int splits) {
     if (splits < 2) return 0;
     return fp_split_kv_ml_offset(p, splits) +
-           (size_t)splits * (size_t)split_rows(p) * 2 * sizeof(float);
+           (size_t)splits * (size_t)fp_split_kv_rows(p) * 2 * sizeof(float);
 }
 
 size_t fp_split_kv_kernel_workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
@@ -156,7 +157,7 @@ gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {
     a.o = L->o;
     a.lse = L->lse;
     a.os = p->o;
-    a.rows = split_rows(p);
+    a.rows = fp_split_kv_rows(p);
     a.heads_q = (int)p->heads_q;
     a.nq = (int)p->seq_q;
     a.d = (int)p->head_dim;

@@ -23,6 +23,9 @@
 
 #include "../kernel_table.h"
 
+/* Rows of one split's partials, numbered as the LSE is: B*Hq*Nq, or Hq*total_q for packed Q. */
+int64_t fp_split_kv_rows(const fp_problem *p);
+
 /* Bytes of workspace for `splits` splits of p (0 when splits < 2: nothing to merge). */
 size_t fp_split_kv_workspace(const fp_problem *p, int splits);
 

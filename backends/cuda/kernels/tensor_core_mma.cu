@@ -10,6 +10,11 @@
  * head dim does not have makes the variants decline the problem with that reason (the planner
  * then says so, and falls back to the next variant). The configuration chosen is the plan's
  * fp_gpu_tile_params (fp_split_kv_params.tile in the split variant).
+ *
+ * Instances: per configuration and input type, dense problems run one of two instances (element
+ * loads, or cp.async where Q, K and V allow it) in which the compiler has folded every API v2
+ * feature away; problems with features (windows, modifiers, sinks, varlen, paged K/V) run a
+ * third, general one, cp.async only, so supports() asks for strides in whole 16-byte chunks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +25,7 @@
 #include "common/smem_limit.cuh"
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
+#include "split_kv.h"
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
@@ -33,34 +39,44 @@ static int default_config(int padded_d) {
 
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
 
+/* The kernel instances of one configuration and type: dense problems by element loads or by
+ * cp.async, and problems with API v2 features (by cp.async only). */
+enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_GENERAL, TC_PATHS };
+
 /* One compiled configuration: the numbers the host needs and its launchers, indexed by input
- * type (0 f16, 1 bf16) and load path (0 element by element, 1 cp.async). */
+ * type (0 f16, 1 bf16) and path. */
 struct tc_instance {
     int d, index, block_keys;
     size_t smem;
-    instance_launcher launch[2][2];
+    instance_launcher launch[2][TC_PATHS];
 };
 
-template <typename T, typename Cfg, bool ASYNC>
+template <typename T, typename Cfg, bool ASYNC, bool GENERAL>
 static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream) {
-    gpuError_t err = fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC>, Cfg::SMEM_BYTES>();
+    gpuError_t err =
+        fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess) return err;
     constexpr int threads = Cfg::WARPS * 32;
-    fp_tc_forward_kernel<T, Cfg, ASYNC> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES, stream)(prm);
+    fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
+                                                               stream)(prm);
     return gpuGetLastError();
 }
 
+#define FP_TC_LAUNCHERS(T, d, index)                                                               \
+    {                                                                                              \
+        launch_instance<T, fp_tc_config<d, index>, false, false>,                                  \
+            launch_instance<T, fp_tc_config<d, index>, true, false>,                               \
+            launch_instance<T, fp_tc_config<d, index>, true, true>                                 \
+    }
 #define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)                \
     {d,                                                                                            \
      index,                                                                                        \
      bc,                                                                                           \
      fp_tc_config<d, index>::SMEM_BYTES,                                                           \
-     {{launch_instance<__half, fp_tc_config<d, index>, false>,                                     \
-       launch_instance<__half, fp_tc_config<d, index>, true>},                                     \
-      {launch_instance<__nv_bfloat16, fp_tc_config<d, index>, false>,                              \
-       launch_instance<__nv_bfloat16, fp_tc_config<d, index>, true>}}},
+     {FP_TC_LAUNCHERS(__half, d, index), FP_TC_LAUNCHERS(__nv_bfloat16, d, index)}},
 static const tc_instance instances[] = {FP_TC_CONFIG_LIST(FP_TC_INSTANCE)};
 #undef FP_TC_INSTANCE
+#undef FP_TC_LAUNCHERS
 static const int n_instances = (int)(sizeof instances / sizeof instances[0]);
 
 /* Configuration `index` of a padded head dim; NULL when it has none of that number. */
@@ -86,6 +102,13 @@ static int choose_config(int padded_d, int *named, char *why, size_t why_len) {
     return *named ? index : default_config(padded_d);
 }
 
+static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
+
+/* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned. */
+static int chunk_aligned(const void *base, const flashport_strides *s) {
+    return aligned(base, 16) && s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
+}
+
 int fp_tc_block_keys(int64_t head_dim, int config) {
     const tc_instance *in = find_instance(padded_head_dim(head_dim), config);
     return in ? in->block_keys : 0;
@@ -108,6 +131,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
+    if (!fp_attn_general_strides_fit(p, 8, why, why_len)) return 0;
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
     *config = choose_config(padded_d, &named, why, why_len);
@@ -131,13 +155,6 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     return 1;
 }
 
-static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
-
-/* cp.async moves whole 16-byte chunks: every row start must be 16-byte aligned. */
-static int chunk_aligned(const void *base, const flashport_strides *s) {
-    return aligned(base, 16) && s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
-}
-
 gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, int keys_per_split,
                                 float *part_o, float *part_ml) {
     const fp_problem *p = &L->p;
@@ -151,20 +168,19 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
     prm.lse = splits ? NULL : L->lse;
     prm.part_o = splits ? part_o : NULL;
     prm.part_ml = splits ? part_ml : NULL;
-    prm.q_b = p->q.batch, prm.q_h = p->q.head, prm.q_s = p->q.seq;
-    prm.k_b = p->k.batch, prm.k_h = p->k.head, prm.k_s = p->k.seq;
-    prm.v_b = p->v.batch, prm.v_h = p->v.head, prm.v_s = p->v.seq;
-    prm.o_b = p->o.batch, prm.o_h = p->o.head, prm.o_s = p->o.seq;
-    prm.rows = p->batch * p->heads_q * p->seq_q;
-    prm.heads_q = (int)p->heads_q;
+    prm.qs = p->q;
+    prm.ks = p->k;
+    prm.vs = p->v;
+    prm.os = p->o;
+    prm.seq = fp_seq_layout_make(p, L->args);
+    prm.mods = fp_score_mods_make(p, L->args);
+    prm.mods.scale = fabsf(p->scale); /* a negative scale flips Q instead */
+    prm.rows = fp_split_kv_rows(p);
     prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.seq_q = (int)p->seq_q;
-    prm.seq_kv = (int)p->seq_kv;
     prm.d = (int)p->head_dim;
     prm.keys_per_split = splits ? keys_per_split : (int)p->seq_kv;
-    prm.scale_log2 = fabsf(p->scale) * 1.44269504088896340736f;
+    prm.scale_log2 = fabsf(p->scale) * FP_LOG2E;
     prm.negate_q = p->scale < 0.0f;
-    prm.causal = p->causal != 0;
     prm.o_pairs =
         aligned(L->o, 4) && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
 
@@ -172,7 +188,11 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
                     (unsigned)(p->batch * p->heads_q), (unsigned)(splits ? splits : 1));
     const int async =
         chunk_aligned(L->q, &p->q) && chunk_aligned(L->k, &p->k) && chunk_aligned(L->v, &p->v);
-    return in->launch[p->dtype == FLASHPORT_BF16][async](prm, grid, L->stream);
+    /* supports() checked the strides of a general problem; only the pointers can be checked
+     * here. */
+    if (fp_attn_general(p) && !async) return gpuErrorMisalignedAddress;
+    const int path = fp_attn_general(p) ? TC_GENERAL : async ? TC_DENSE_ASYNC : TC_DENSE_SYNC;
+    return in->launch[p->dtype == FLASHPORT_BF16][path](prm, grid, L->stream);
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
@@ -188,8 +208,9 @@ static gpuError_t launch(const fp_gpu_launch *L) {
 extern const fp_gpu_kernel fp_kernel_tensor_core_mma;
 const fp_gpu_kernel fp_kernel_tensor_core_mma = {
     {"tensor_core_mma",
-     "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     "FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), f16/bf16; "
+     "varlen and paged K/V, windows, softcap, ALiBi, bias, sinks",
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     NULL,
     launch,

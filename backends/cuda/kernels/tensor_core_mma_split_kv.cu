@@ -53,7 +53,7 @@ const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv = {
     {"tensor_core_mma_split_kv",
      "tensor_core_mma with the keys split across blocks and the partials merged (decode, small "
      "grids), f16/bf16",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     fp_split_kv_kernel_workspace,
     launch,

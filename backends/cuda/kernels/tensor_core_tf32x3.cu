@@ -10,6 +10,10 @@
  * FLASHPORT_CUDA_TF32X3_CONFIG=<index> runs candidate <index> instead (an index the head dim
  * does not have makes the variant decline the problem, with that reason). The configuration
  * chosen is the plan's fp_gpu_tile_params.
+ *
+ * Instances: dense problems run one with every API v2 feature folded away (element loads or
+ * cp.async); problems with features (windows, modifiers, sinks, varlen, paged K/V) a general
+ * one, cp.async only, so supports() asks for strides in whole 16-byte chunks.
  */
 #include <stdio.h>
 
@@ -28,21 +32,25 @@ static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 
 typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, unsigned row_blocks,
                                         unsigned heads, gpuStream_t stream);
 
-/* One compiled configuration: what the host needs to know of it, and its launchers by load
- * path (0 element by element, 1 cp.async). */
+/* The kernel instances of one configuration: dense problems by element loads or by cp.async,
+ * and problems with API v2 features (by cp.async only). */
+enum { TF32X3_DENSE_SYNC, TF32X3_DENSE_ASYNC, TF32X3_GENERAL, TF32X3_PATHS };
+
+/* One compiled configuration: what the host needs to know of it, and its launchers by path. */
 struct tf32x3_instance {
     int d, index, rows;
     size_t smem;
-    instance_launcher launch[2];
+    instance_launcher launch[TF32X3_PATHS];
 };
 
-template <typename Cfg, bool ASYNC>
+template <typename Cfg, bool ASYNC, bool GENERAL>
 static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_blocks, unsigned heads,
                                   gpuStream_t stream) {
-    gpuError_t err = fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg, ASYNC>, Cfg::SMEM_BYTES>();
+    gpuError_t err =
+        fp_raise_smem_limit<fp_tf32x3_forward_kernel<Cfg, ASYNC, GENERAL>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess) return err;
-    fp_tf32x3_forward_kernel<Cfg, ASYNC> FP_GPU_LAUNCH(dim3(row_blocks, heads, 1), Cfg::WARPS * 32,
-                                                       Cfg::SMEM_BYTES, stream)(prm);
+    fp_tf32x3_forward_kernel<Cfg, ASYNC, GENERAL> FP_GPU_LAUNCH(
+        dim3(row_blocks, heads, 1), Cfg::WARPS * 32, Cfg::SMEM_BYTES, stream)(prm);
     return gpuGetLastError();
 }
 
@@ -53,8 +61,9 @@ static gpuError_t launch_instance(const fp_tf32x3_params &prm, unsigned row_bloc
      index,                                                                                        \
      FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::ROWS,                               \
      FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks)::SMEM_BYTES,                         \
-     {launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), false>,            \
-      launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), true>}},
+     {launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), false, false>,     \
+      launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), true, false>,      \
+      launch_instance<FP_TF32X3_CFG(d, warps, m_tiles, bc, stages, min_blocks), true, true>}},
 static const tf32x3_instance instances[] = {FP_TF32X3_CONFIG_LIST(FP_TF32X3_INSTANCE)};
 #undef FP_TF32X3_INSTANCE
 #undef FP_TF32X3_CFG
@@ -95,6 +104,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "head_dim %lld > 256", (long long)p->head_dim);
         return 0;
     }
+    if (!fp_attn_general_strides_fit(p, 4, why, why_len)) return 0;
     const int padded_d = padded_head_dim(p->head_dim);
     const int config = choose_config(padded_d, why, why_len);
     if (config < 0) return 0;
@@ -120,8 +130,14 @@ static gpuError_t launch(const fp_gpu_launch *L) {
     if (!in) return cudaErrorInvalidValue;
     fp_tf32x3_params prm;
     const int async = fp_tf32x3_fill_params(&prm, L);
+    /* supports() checked the strides of a general problem; only the pointers can be checked
+     * here. */
+    if (fp_attn_general(p) && !async) return gpuErrorMisalignedAddress;
+    const int path = fp_attn_general(p) ? TF32X3_GENERAL
+                     : async            ? TF32X3_DENSE_ASYNC
+                                        : TF32X3_DENSE_SYNC;
     const unsigned row_blocks = (unsigned)((p->seq_q + in->rows - 1) / in->rows);
-    return in->launch[async](prm, row_blocks, (unsigned)(p->batch * p->heads_q), L->stream);
+    return in->launch[path](prm, row_blocks, (unsigned)(p->batch * p->heads_q), L->stream);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
@@ -129,8 +145,8 @@ extern const fp_gpu_kernel fp_kernel_tensor_core_tf32x3;
 const fp_gpu_kernel fp_kernel_tensor_core_tf32x3 = {
     {"tensor_core_tf32x3",
      "FlashAttention-2 forward on tensor cores for f32, 3xTF32 split (mma.sync m16n8k8 .tf32, "
-     "cp.async), d <= 256",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     "cp.async), d <= 256; varlen and paged K/V, windows, softcap, ALiBi, bias, sinks",
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_NO_FP8},
     supports,
     NULL,
     launch,

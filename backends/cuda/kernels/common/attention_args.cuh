@@ -53,12 +53,17 @@ static inline fp_attn_args fp_attn_args_make(const fp_gpu_launch *L) {
     return a;
 }
 
-/* Host check shared by every kernel's supports(): the sizes fit the kernels' int index
- * arithmetic with room to spare, and B * Hq fits the grid dimension (y or z) that enumerates
- * it. Returns 1, or 0 with the reason. */
+/* Host check shared by every kernel's supports(): the sizes (packed row counts included) fit
+ * the kernels' int index arithmetic with room to spare, and B * Hq fits the grid dimension (y or z)
+ * that enumerates it. Returns 1, or 0 with the reason. */
 static inline int fp_attn_sizes_fit(const fp_problem *p, char *why, size_t why_len) {
     if (p->seq_q > INT_MAX / 2 || p->seq_kv > INT_MAX / 2 || p->head_dim > INT_MAX / 2) {
         snprintf(why, why_len, "sequence lengths and head_dim must stay below 2^30");
+        return 0;
+    }
+    if ((p->q_varlen && p->total_q > INT_MAX / 2) ||
+        (p->kv_layout == FLASHPORT_KV_VARLEN && p->total_kv > INT_MAX / 2)) {
+        snprintf(why, why_len, "packed rows (total_q, total_kv) must stay below 2^30");
         return 0;
     }
     if (p->batch * p->heads_q > FP_GRID_Z_MAX) {
@@ -67,6 +72,37 @@ static inline int fp_attn_sizes_fit(const fp_problem *p, char *why, size_t why_l
         return 0;
     }
     return 1;
+}
+
+/* Whether p asks for an API v2 feature the prefill kernels implement (FP_GPU_FEATURES_NO_FP8):
+ * the kernels that keep separate instances for dense problems pick their general ones. */
+static inline int fp_attn_general(const fp_problem *p) {
+    return (fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8) != 0;
+}
+
+/* Host check of kernels whose general instances load rows with 16-byte cp.async: the Q, K and V
+ * strides of a general problem must be multiples of `elems` elements. Returns 1, or 0 with a
+ * reason that names the problem's features (without them the dense path runs it). */
+static inline int fp_attn_general_strides_fit(const fp_problem *p, int64_t elems, char *why,
+                                              size_t why_len) {
+    const flashport_strides *st[3] = {&p->q, &p->k, &p->v};
+    int fit = 1;
+    for (int t = 0; t < 3; t++)
+        fit =
+            fit && st[t]->batch % elems == 0 && st[t]->head % elems == 0 && st[t]->seq % elems == 0;
+    if (fit || !fp_attn_general(p)) return 1;
+    const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8;
+    size_t used = 0;
+    for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
+        if ((f & bit) && used < why_len)
+            used += snprintf(why + used, why_len - used, "%s%s", used ? ", " : "",
+                             fp_feature_name(bit));
+    if (used < why_len)
+        snprintf(why + used, why_len - used,
+                 ": these need Q, K and V strides in multiples of %lld elements (16-byte rows "
+                 "for cp.async)",
+                 (long long)elems);
+    return 0;
 }
 
 /* The same for kernels on this grid convention (blockIdx.y = block of `cols_per_block` output

@@ -101,6 +101,23 @@ __device__ __forceinline__ int64_t fp_kv_offset(const flashport_strides &st, con
     return at.outer * st.batch + (int64_t)at.row * st.seq + (int64_t)hk * st.head;
 }
 
+/* The first elements of key j's K and V rows of kv head hk, from one look-up of its place:
+ * what a tile loader needs for each row it copies. */
+struct fp_kv_rows {
+    int64_t k, v;
+};
+
+__device__ __forceinline__ fp_kv_rows fp_kv_row_offsets(const fp_seq_layout &L, const fp_seq &s,
+                                                        const flashport_strides &ks,
+                                                        const flashport_strides &vs, int hk,
+                                                        int j) {
+    const fp_kv_place at = fp_kv_locate(L, s, j);
+    fp_kv_rows r;
+    r.k = fp_kv_offset(ks, at, hk);
+    r.v = fp_kv_offset(vs, at, hk);
+    return r;
+}
+
 /* Index of the LSE entry of query row i, head h: [batch, heads_q, seq_q], or [heads_q, total_q]
  * for packed Q. Split-KV workspaces number their rows the same way. */
 __device__ __forceinline__ int64_t fp_lse_index(const fp_seq_layout &L, const fp_seq &s, int h,

@@ -7,12 +7,18 @@
 #ifndef FP_KERNELS_SCORE_MODS_CUH
 #define FP_KERNELS_SCORE_MODS_CUH
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "../../kernel_table.h"
 #include "dtype.cuh"
 #include "online_softmax.cuh"
+#if !defined(FLASHPORT_HIP_BUILD) && !defined(__HIP_PLATFORM_AMD__)
+#include "ptx.cuh"
+#endif
+
+#define FP_WINDOW_MAX (1 << 30)
 
 struct fp_score_mods {
     float scale;
@@ -25,7 +31,10 @@ struct fp_score_mods {
     const float *sinks; /* NULL: no sinks */
     int heads_q;
     int causal;
-    int64_t window_left, window_right; /* -1: unbounded */
+    /* -1: unbounded. Wider windows are clamped to FP_WINDOW_MAX, which reaches past every
+     * sequence a kernel takes (fp_attn_sizes_fit keeps lengths below 2^30), so the bounds of
+     * fp_visible_keys stay in int arithmetic. */
+    int window_left, window_right;
 };
 
 static inline fp_score_mods fp_score_mods_make(const fp_problem *p, const fp_args *a) {
@@ -43,21 +52,59 @@ static inline fp_score_mods fp_score_mods_make(const fp_problem *p, const fp_arg
     m.sinks = p->sinks ? (const float *)a->sinks : NULL;
     m.heads_q = (int)p->heads_q;
     m.causal = p->causal;
-    m.window_left = p->window_left;
-    m.window_right = p->window_right;
+    m.window_left = (int)(p->window_left > FP_WINDOW_MAX ? FP_WINDOW_MAX : p->window_left);
+    m.window_right = (int)(p->window_right > FP_WINDOW_MAX ? FP_WINDOW_MAX : p->window_right);
     return m;
 }
 
-/* Keys [*lo, *hi) that query i of a sequence with nq queries and nkv keys sees. Bounds are
- * clamped before they meet the row index, so a window as wide as INT64_MAX is unbounded. */
+/* Keys [*lo, *hi) that query i of a sequence with nq queries and nkv keys sees. With lengths
+ * below 2^30 and windows at most FP_WINDOW_MAX no sum leaves int. */
 __device__ __forceinline__ void fp_visible_keys(const fp_score_mods &m, int i, int nq, int nkv,
                                                 int *lo, int *hi) {
-    const int64_t diag = (int64_t)i + nkv - nq;
-    const int64_t right = m.causal ? 0 : m.window_right, left = m.window_left;
-    const int64_t first = left < 0 || left >= diag ? 0 : diag - left;
-    const int64_t last = right < 0 || right > nkv - 1 - diag ? nkv - 1 : diag + right;
-    *lo = (int)first;
-    *hi = last < first ? (int)first : (int)(last + 1);
+    const int diag = i + nkv - nq;
+    const int right = m.causal ? 0 : m.window_right, left = m.window_left;
+    const int first = left < 0 || left >= diag ? 0 : diag - left;
+    const int last = right < 0 || right > nkv - 1 - diag ? nkv - 1 : diag + right;
+    *lo = first;
+    *hi = last < first ? first : last + 1;
+}
+
+/* The keys that query rows first .. last of a sequence see, cut at key_end (the sequence's or
+ * a split's end): some row sees [lo, hi), where a kernel's key tiles run; every row sees
+ * [full_lo, full_hi), where tiles need no mask. Each row's keys move right with the row, so the
+ * first and the last row decide. */
+struct fp_span_keys {
+    int lo, hi, full_lo, full_hi;
+};
+
+__device__ __forceinline__ fp_span_keys fp_visible_span(const fp_score_mods &m, int first, int last,
+                                                        int nq, int nkv, int key_end) {
+    fp_span_keys k;
+    fp_visible_keys(m, first, nq, nkv, &k.lo, &k.full_hi);
+    fp_visible_keys(m, last, nq, nkv, &k.full_lo, &k.hi);
+    k.hi = min(k.hi, key_end);
+    k.full_hi = min(k.full_hi, key_end);
+    return k;
+}
+
+/* The same keys as a band around the aligned diagonal, for per-score tests: query i sees key j
+ * (0 <= j < nkv) exactly when dmin <= j - i <= dmax, which is one subtraction and two compares
+ * where fp_visible_keys clamps per row. */
+struct fp_key_band {
+    int dmin, dmax;
+};
+
+__device__ __forceinline__ fp_key_band fp_visible_band(const fp_score_mods &m, int nq, int nkv) {
+    const int diag0 = nkv - nq;
+    const int right = m.causal ? 0 : m.window_right;
+    fp_key_band band;
+    band.dmin = m.window_left < 0 ? INT_MIN : diag0 - m.window_left;
+    band.dmax = right < 0 ? INT_MAX : diag0 + right;
+    return band;
+}
+
+__device__ __forceinline__ bool fp_in_band(const fp_key_band &band, int i, int j) {
+    return j - i >= band.dmin && j - i <= band.dmax;
 }
 
 /* Whether any modifier beyond the scale applies: kernels take the plain path when not. */
@@ -65,34 +112,93 @@ __device__ __forceinline__ bool fp_score_mods_any(const fp_score_mods &m) {
     return m.softcap > 0.0f || m.alibi != FLASHPORT_ALIBI_NONE || m.bias != NULL;
 }
 
-__device__ __forceinline__ float fp_bias_load(const void *base, flashport_dtype dt, int64_t i) {
-    switch (dt) {
-    case FLASHPORT_F16: return fp_to_f32(((const gpuHalf *)base)[i]);
-    case FLASHPORT_BF16: return fp_to_f32(((const gpuBFloat16 *)base)[i]);
-    default: return ((const float *)base)[i];
+/* The parts of a score in the log2 domain, for kernels that apply each modifier to a whole tile
+ * of scores at once (one uniform branch per modifier and tile instead of one per score).
+ * fp_score_log2 is their sum. */
+
+/* scale * dot, through the softcap when there is one, in the log2 domain. FAST takes
+ * softcap * tanh(x / softcap) as softcap - 2 softcap / (1 + e^(2x / softcap)), one exponential
+ * and one fast reciprocal instead of tanhf's long sequence, within about 1e-6 * softcap of the
+ * exact value: the softmax sees that absolute error of the logit, far below the rounding of
+ * f16 and bf16 inputs, but not below f32 tolerances, so kernels of f32 accuracy take tanhf.
+ * Both take +-inf and NaN where tanh does. */
+template <bool FAST = false>
+__device__ __forceinline__ float fp_scaled_log2(const fp_score_mods &m, float dot) {
+    if (!(m.softcap > 0.0f)) return m.scale * FP_LOG2E * dot;
+    if (!FAST) return m.softcap * FP_LOG2E * tanhf(m.scale * dot / m.softcap);
+    const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
+#if defined(FLASHPORT_HIP_BUILD) || defined(__HIP_PLATFORM_AMD__)
+    const float e = exp2f(x);
+#else
+    const float e = fp_exp2_approx(x);
+#endif
+    return m.softcap * FP_LOG2E - 2.0f * m.softcap * FP_LOG2E * __fdividef(1.0f, 1.0f + e);
+}
+
+/* ALiBi's slope of (batch b, head h) in the log2 domain: the score falls by it per key of
+ * distance from the aligned diagonal. */
+__device__ __forceinline__ float fp_alibi_slope_log2(const fp_score_mods &m, int b, int h) {
+    const int idx = m.alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? b * m.heads_q + h : h;
+    return m.alibi_slopes[idx] * FP_LOG2E;
+}
+
+__device__ __forceinline__ float fp_alibi_log2(float slope_log2, int i, int j, int nq, int nkv) {
+    return -slope_log2 * fabsf((float)(i + nkv - nq - j));
+}
+
+/* Where the bias of (b, h) starts, in elements; entry (i, j) is bias_query * i + bias_key * j
+ * further on. */
+__device__ __forceinline__ int64_t fp_bias_head_offset(const fp_score_mods &m, int b, int h) {
+    return (int64_t)b * m.bias_batch + (int64_t)h * m.bias_head;
+}
+
+/* The additive bias of (b, h, i, j) in the log2 domain, read as B (m.bias_dtype's type) from
+ * the head's offset: for kernels that settle the type once for a whole tile. */
+template <typename B>
+__device__ __forceinline__ float fp_bias_log2_as(const fp_score_mods &m, int64_t head_offset, int i,
+                                                 int j) {
+    return FP_LOG2E *
+           fp_to_f32(static_cast<const B *>(
+               m.bias)[head_offset + (int64_t)i * m.bias_query + (int64_t)j * m.bias_key]);
+}
+
+__device__ __forceinline__ float fp_bias_log2(const fp_score_mods &m, int b, int h, int i, int j) {
+    const int64_t at = fp_bias_head_offset(m, b, h);
+    switch (m.bias_dtype) {
+    case FLASHPORT_F16: return fp_bias_log2_as<gpuHalf>(m, at, i, j);
+    case FLASHPORT_BF16: return fp_bias_log2_as<gpuBFloat16>(m, at, i, j);
+    default: return fp_bias_log2_as<float>(m, at, i, j);
     }
 }
 
 /* The log2-domain score of query i (head h, batch b) against key j from their dot product. */
 __device__ __forceinline__ float fp_score_log2(const fp_score_mods &m, float dot, int b, int h,
                                                int i, int j, int nq, int nkv) {
-    float s = m.scale * dot;
-    if (!fp_score_mods_any(m)) return s * FP_LOG2E;
-    if (m.softcap > 0.0f) s = m.softcap * tanhf(s / m.softcap);
-    if (m.alibi != FLASHPORT_ALIBI_NONE) {
-        const int idx = m.alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD ? b * m.heads_q + h : h;
-        s -= m.alibi_slopes[idx] * fabsf((float)(i + nkv - nq - j));
-    }
-    if (m.bias)
-        s += fp_bias_load(m.bias, m.bias_dtype,
-                          (int64_t)b * m.bias_batch + (int64_t)h * m.bias_head +
-                              (int64_t)i * m.bias_query + (int64_t)j * m.bias_key);
-    return s * FP_LOG2E;
+    float s = fp_scaled_log2(m, dot);
+    if (m.alibi != FLASHPORT_ALIBI_NONE)
+        s += fp_alibi_log2(fp_alibi_slope_log2(m, b, h), i, j, nq, nkv);
+    if (m.bias) s += fp_bias_log2(m, b, h, i, j);
+    return s;
 }
 
 /* The sink logit of head h in the log2 domain, or -inf without sinks. */
 __device__ __forceinline__ float fp_sink_log2(const fp_score_mods &m, int h) {
     return m.sinks ? m.sinks[h] * FP_LOG2E : -INFINITY;
+}
+
+/* Folds head h's sink, a key with a zero value, into a row's running max *row_m (log2 domain)
+ * and sum *row_l, and returns the factor the row's output accumulators take. With split keys
+ * only one split may count it. A NaN sink makes the sum NaN; a row that saw no key gets
+ * l = 1 at m = sink (O = 0, LSE = sink). */
+__device__ __forceinline__ float fp_sink_fold(const fp_score_mods &m, int h, float *row_m,
+                                              float *row_l) {
+    const float sink = fp_sink_log2(m, h);
+    const float top = fmaxf(*row_m, sink); /* drops a NaN sink, which reaches l below */
+    const float base = top == -INFINITY ? 0.0f : top;
+    const float keep = *row_m == -INFINITY ? 0.0f : exp2f(*row_m - base);
+    *row_l = *row_l * keep + exp2f(sink - base);
+    *row_m = top;
+    return keep;
 }
 
 #endif /* FP_KERNELS_SCORE_MODS_CUH */

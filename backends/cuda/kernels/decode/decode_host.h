@@ -131,7 +131,7 @@ static inline fp_decode_args fp_decode_args_make(const fp_gpu_launch *L, int til
     a.row_chunks = L->params->decode.row_chunks;
     a.splits = L->params->decode.splits;
     a.tile_keys = tile_keys;
-    a.part_rows = p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
+    a.part_rows = fp_split_kv_rows(p);
     a.part_o = (float *)L->workspace;
     a.part_ml =
         a.splits > 1 ? (float *)((char *)L->workspace + fp_split_kv_ml_offset(p, a.splits)) : NULL;

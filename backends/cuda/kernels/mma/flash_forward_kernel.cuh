@@ -8,10 +8,19 @@
  * (K and V of a tile share a stage); one __syncthreads per tile both publishes tile t and frees
  * the stage of tile t - 1, which is then refilled with tile t + STAGES - 1.
  *
- * The per-tile math of each warp lives in warp_rows.cuh. Tiles reaching past the end of the
- * keys or across the causal diagonal run its masked instance, every other tile the unmasked
- * one. A negative scale flips the signs of Q in shared memory (exact in any 16-bit float), so
- * that the warps always see a positive one.
+ * Every API v2 layout and mask goes through the shared headers: Q, O and the LSE rows, and the
+ * K/V rows of dense, packed (varlen) and paged caches through common/kv_addressing.cuh (a paged
+ * tile looks each row up in the block table as it copies it), the keys a row sees and the score
+ * modifiers through common/score_mods.cuh. The grid covers the longest sequence and blocks past
+ * a sequence's end exit. A block visits only the key tiles some row of it sees, so a sliding
+ * window costs its width, not Nkv, and each warp skips the tiles none of its rows sees.
+ *
+ * The per-tile math of each warp lives in warp_rows.cuh. Tiles that every row of the warp sees
+ * whole run its full instance, with no per-element work; tiles at the end of the keys or a
+ * split, across the causal diagonal or at a window's edges run the masked one; with softcap,
+ * ALiBi or bias every tile runs the modified one. Sinks only enter the final division. A
+ * negative scale flips the signs of Q in shared memory (exact in any 16-bit float), so that the
+ * warps always see a positive one.
  *
  * Head dims: each config is compiled for one D of 64, 128, 256; a smaller d runs on the next D
  * with its shared-memory columns past d zero-filled and its columns past d never stored. The
@@ -25,7 +34,9 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../common/kv_addressing.cuh"
 #include "../common/ptx.cuh"
+#include "../common/score_mods.cuh"
 #include "flash_forward.h"
 #include "fragment_layout.h"
 #include "mma_ops.cuh"
@@ -40,14 +51,15 @@ struct fp_tc_params {
     float *lse;    /* final pass only; NULL: not wanted */
     float *part_o; /* split pass only (NULL in the final pass) */
     float *part_ml;
-    int64_t q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s, o_b, o_h, o_s;
-    int64_t rows; /* batch * heads_q * seq_q: rows of one split's partials */
-    int heads_q, group, seq_q, seq_kv, d;
+    flashport_strides qs, ks, vs, os;
+    fp_seq_layout seq;  /* dense, packed or paged Q and K/V (common/kv_addressing.cuh) */
+    fp_score_mods mods; /* masks and modifiers (common/score_mods.cuh), with scale = |scale| */
+    int64_t rows;       /* rows of one split's partials, numbered as the LSE */
+    int group, d;
     int keys_per_split; /* keys of one blockIdx.z; >= seq_kv in the final pass */
     float scale_log2;   /* |scale| * log2(e) */
     int negate_q;       /* scale < 0: Q's signs are flipped in shared memory (exact) instead */
-    int causal;
-    int o_pairs; /* O allows 4-byte stores of two adjacent columns */
+    int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
 };
 
 /*
@@ -68,8 +80,14 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
 
 /* ASYNC: Q, K and V allow 16-byte cp.async (tile_loader.cuh). A compile-time choice, because
  * keeping both load paths in one loop keeps both paths' addresses live across it, and those
- * registers are what the larger tiles lack. */
-template <typename T, typename Cfg, bool ASYNC>
+ * registers are what the larger tiles lack.
+ * GENERAL: the problem has API v2 features (FP_GPU_FEATURES_NO_FP8). Without them, the
+ * sequence lengths, the mask and the modifiers are known from the parameters alone (dense,
+ * causal or not, nothing else), the compiler folds every feature away, and the dense kernel
+ * keeps the registers that its tiles are sized for; with them, those values live in registers
+ * and the kernel runs the same code on them. Only ASYNC kernels are GENERAL (the launcher
+ * checks the alignment). */
+template <typename T, typename Cfg, bool ASYNC, bool GENERAL>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tc_forward_kernel(const fp_tc_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -90,33 +108,54 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     T *const sQ = reinterpret_cast<T *>(fp_tc_smem);
     T *const sKV = sQ + BR * D;
 
+    fp_score_mods mods = a.mods;
+    fp_seq_layout seq = a.seq;
+    if (!GENERAL) {
+        mods.window_left = mods.window_right = -1;
+        mods.softcap = 0.0f;
+        mods.alibi = FLASHPORT_ALIBI_NONE;
+        mods.bias = NULL;
+        mods.sinks = NULL;
+        seq.q_varlen = 0;
+        seq.kv = FLASHPORT_KV_DENSE;
+    }
     const int warp = threadIdx.x >> 5;
     /* Causal blocks near the bottom do the most work: start them first. */
-    const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int m_block = mods.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int bh = blockIdx.y;
-    const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
+    const int b = bh / seq.heads_q, h = bh % seq.heads_q, hk = h / a.group;
+    const fp_seq s = fp_sequence(seq, b);
     const int q0 = m_block * BR;
-    const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
-    const int diag = a.seq_kv - a.seq_q;       /* key j visible to row i iff j <= i + diag */
+    /* The grid covers the longest sequence; blocks past a shorter one's end have no rows. */
+    if (q0 >= s.nq) return;
 
-    const int kv_lo = (int)blockIdx.z * a.keys_per_split;
-    const int kv_end = min(a.seq_kv, kv_lo + a.keys_per_split);
-    int kv_hi = kv_end;
-    if (a.causal)
-        kv_hi = min(kv_hi, min(q0 + BR, a.seq_q) + diag); /* past the last row's last key */
-    const int n_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + BC - 1) / BC : 0;
+    /* The key tiles some row of the block sees, within the split. */
+    const int split_lo = (int)blockIdx.z * a.keys_per_split;
+    const int kv_end = min(s.nkv, split_lo + a.keys_per_split);
+    const fp_span_keys span =
+        fp_visible_span(mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, kv_end);
+    const int k_begin = max(split_lo, span.lo);
+    const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
 
-    const T *gQ = static_cast<const T *>(a.q) + b * a.q_b + h * a.q_h + (int64_t)q0 * a.q_s;
-    const T *gK = static_cast<const T *>(a.k) + b * a.k_b + hk * a.k_h;
-    const T *gV = static_cast<const T *>(a.v) + b * a.v_b + hk * a.v_h;
-
-    QLoader::template load<ASYNC>(sQ, gQ, a.q_s, a.seq_q - q0, a.d);
+    const T *gQ = static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0);
+    QLoader::template load<ASYNC, 1>(sQ, fp_strided_rows<T, 1>{{gQ}, {a.qs.seq}}, s.nq - q0, a.d);
+    const bool paged = seq.kv == FLASHPORT_KV_PAGED;
+    /* Dense and packed K/V rows are a stride apart from key 0's; paged rows are looked up from
+     * the cache's origin (an empty sequence's first table entry is not read). */
+    const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, a.ks, a.vs, hk, 0);
+    const T *const gK = static_cast<const T *>(a.k) + kv0.k;
+    const T *const gV = static_cast<const T *>(a.v) + kv0.v;
     auto load_tile = [&](int t) {
         T *sK = sKV + (t % STAGES) * STAGE_ELEMS;
-        const int kb = kv_lo + t * BC;
-        KVLoader::template load<ASYNC>(sK, gK + (int64_t)kb * a.k_s, a.k_s, kv_end - kb, a.d);
-        KVLoader::template load<ASYNC>(sK + BC * D, gV + (int64_t)kb * a.v_s, a.v_s, kv_end - kb,
-                                       a.d);
+        const int kb = k_begin + t * BC;
+        if (paged) {
+            const fp_paged_kv_rows<T> rows = {gK, gV, seq, s, a.ks, a.vs, hk, kb};
+            KVLoader::template load<ASYNC, 2>(sK, rows, kv_end - kb, a.d);
+        } else {
+            const fp_strided_rows<T, 2> rows = {
+                {gK + (int64_t)kb * a.ks.seq, gV + (int64_t)kb * a.vs.seq}, {a.ks.seq, a.vs.seq}};
+            KVLoader::template load<ASYNC, 2>(sK, rows, kv_end - kb, a.d);
+        }
     };
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
 #pragma unroll
@@ -125,10 +164,14 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         fp_cp_async_commit();
     }
 
-    const bool warp_active = warp_row0 < a.seq_q;
-    /* Tiles reaching past this key need the mask: the end of the keys, or the first key the
-     * warp's first row cannot see. */
-    const int mask_from = a.causal ? min(kv_end, warp_row0 + diag + 1) : kv_end;
+    const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
+    const bool warp_active = warp_row0 < s.nq;
+    /* The warp computes the tiles its rows see, masking those not every row sees whole. */
+    const fp_span_keys wk =
+        fp_visible_span(mods, warp_row0, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, kv_end);
+    /* Softcap, ALiBi and bias touch every score: every tile takes the modified instance. */
+    const bool modified = fp_score_mods_any(mods);
+    const fp_tile_keys keys = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
     const uint32_t sQ_addr = fp_smem_addr(sQ);
     fp_tc_warp_rows<T, Cfg> w;
     w.init(warp, q0);
@@ -141,36 +184,42 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         __syncthreads();
         if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
         fp_cp_async_commit();
-        const int kb = kv_lo + t * BC;
-        /* A tile wholly above the diagonal for every row of this warp would leave its state as
-         * it is (p = 0, alpha = 1): skip it. */
-        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag)) continue;
+        const int kb = k_begin + t * BC;
+        /* A tile no row of this warp sees would leave its state as it is (p = 0, alpha = 1):
+         * skip it. */
+        if (!warp_active || kb >= wk.hi || kb + BC <= wk.lo) continue;
         if (Cfg::Q_IN_REGS && !q_loaded) {
             q_loaded = true;
             w.load_q(sQ_addr);
         }
         const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
-        if (kb + BC > mask_from)
-            w.template tile<true>(sQ_addr, sK_addr, kb, kv_end, a.causal, diag, a.scale_log2);
+        const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
+        if (modified)
+            w.template tile<FP_TILE_MODIFIED>(sQ_addr, sK_addr, kb, edge, mods, keys, a.scale_log2);
+        else if (edge)
+            w.template tile<FP_TILE_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys, a.scale_log2);
         else
-            w.template tile<false>(sQ_addr, sK_addr, kb, kv_end, a.causal, diag, a.scale_log2);
+            w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys, a.scale_log2);
     }
     fp_cp_async_wait<0>();
     if (!warp_active) return;
 
+    /* The sink joins the denominator as a key with a zero value; with split keys, split 0's. */
+    const bool sink = mods.sinks && blockIdx.z == 0;
     const int col0 = fp_mma_acc_col(w.lane, 0);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            float row_l = w.l[mt][i];
+            float row_l = w.l[mt][i], row_m = w.m[mt][i];
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = warp_row0 + 16 * mt + fp_mma_acc_row(w.lane, 2 * i);
-            if (row >= a.seq_q) continue;
-            const int64_t row_index = (int64_t)bh * a.seq_q + row;
+            if (row >= s.nq) continue;
+            const float keep = sink ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
             /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+            const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
+            const int64_t row_index = fp_lse_index(seq, s, h, row);
             if (a.part_o) {
                 const int64_t part_row = (int64_t)blockIdx.z * a.rows + row_index;
                 float *po = a.part_o + part_row * a.d;
@@ -181,11 +230,11 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                     if (col + 1 < a.d) po[col + 1] = w.o[mt][dt][2 * i + 1] * inv_l;
                 }
                 if (col0 == 0) {
-                    a.part_ml[2 * part_row] = w.m[mt][i];
+                    a.part_ml[2 * part_row] = row_m;
                     a.part_ml[2 * part_row + 1] = row_l;
                 }
             } else {
-                T *go = static_cast<T *>(a.o) + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+                T *go = static_cast<T *>(a.o) + fp_q_offset(a.os, s, h, row);
 #pragma unroll
                 for (int dt = 0; dt < D / 8; ++dt) {
                     const int col = 8 * dt + col0;
@@ -199,9 +248,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                     }
                 }
                 if (a.lse && col0 == 0)
-                    a.lse[row_index] = row_l == 0.0f
-                                           ? -INFINITY
-                                           : (w.m[mt][i] + log2f(row_l)) * 0.693147180559945309f;
+                    a.lse[row_index] =
+                        row_l == 0.0f ? -INFINITY : (row_m + log2f(row_l)) * 0.693147180559945309f;
             }
         }
 #endif

@@ -4,11 +4,13 @@
  * registers for the whole pass, and the per-tile math on them.
  *
  * Per key tile: S = Q K^T into registers (Q either held in registers, loaded at the warp's first
- * tile, or re-read from shared memory, per config); the mask, in the instance compiled for tiles
- * that need one (the end of the keys or the causal diagonal) and absent from the other, so that
- * the full tiles carry no per-element index arithmetic; the online-softmax step of
- * common/online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw
- * scores, which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
+ * tile, or re-read from shared memory, per config); then the scores in one of three instances
+ * (fp_tile_kind, common/score_tile.cuh): full tiles carry no per-element work at all, masked
+ * tiles set the keys a row does not see to -inf, modified tiles (softcap, ALiBi, bias) take
+ * every score through the modifiers, mask included. Then the online-softmax
+ * step of common/online_softmax_rows.cuh, with the scale folded into its FFMA for the first two
+ * (it takes the max over raw scores, which needs a positive scale: the kernel flips the signs of
+ * Q for a negative one), while modified scores arrive already scaled to the log2 domain. P is
  * rounded to the input type straight from the accumulators into A fragments (no shuffles), and
  * O += P V. O stays un-normalised until the kernel stores it, dividing by the row sum once.
  */
@@ -20,6 +22,7 @@
 
 #include "../common/online_softmax_rows.cuh"
 #include "../common/ptx.cuh"
+#include "../common/score_tile.cuh"
 #include "fragment_layout.h"
 #include "mma_ops.cuh"
 
@@ -70,10 +73,12 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
                 q_fragment(qf[mt][kk], sQ_addr, mt, kk);
     }
 
-    /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. */
-    template <bool MASKED>
-    __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, int kv_end,
-                                         bool causal, int diag, float scale_log2) {
+    /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. Full tiles take
+     * no mask, masked ones do, modified ones when `edge`. */
+    template <fp_tile_kind KIND>
+    __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, bool edge,
+                                         const fp_score_mods &mods, const fp_tile_keys &c,
+                                         float scale_log2) {
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
         float s[MT][KEY_TILES][4];
         fp_mma_zero(s);
@@ -102,20 +107,22 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
             }
         }
 
-        if (MASKED) {
+        if (KIND == FP_TILE_MODIFIED)
+            fp_tile_modify<true>(s, row0, lane, kb, edge, mods, c);
+        else if (KIND == FP_TILE_MASKED)
+        /* fp_tile_mask, in place (score_tile.cuh says why). */
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const int key = kb + 8 * nt + fp_mma_acc_col(lane, r);
-                        const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
-                        if (key >= kv_end || (causal && key > row + diag)) s[mt][nt][r] = -INFINITY;
-                    }
-        }
+                    for (int r = 0; r < 4; ++r)
+                        if (!fp_tile_seen(c, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                                          kb + 8 * nt + fp_mma_acc_col(lane, r)))
+                            s[mt][nt][r] = -INFINITY;
 
-        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, scale_log2);
+        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o,
+                                                    KIND == FP_TILE_MODIFIED ? 1.0f : scale_log2);
 
 #pragma unroll
         for (int ps = 0; ps < PV_STEPS; ++ps) {

@@ -13,13 +13,20 @@
  * rows in fragment order (fragment_layout.h), so that every A fragment is one 16-byte load
  * already in register order instead of two loads and four register moves.
  *
+ * Every API v2 layout and mask goes through the shared headers, as in the f16/bf16 forward
+ * (mma/flash_forward_kernel.cuh): Q, O and LSE rows and dense, packed and paged K/V rows through
+ * common/kv_addressing.cuh and common/tile_rows.cuh, the keys a row sees and the modifiers
+ * through common/score_mods.cuh and common/score_tile.cuh. A block visits only the key tiles some
+ * row of it sees, so a sliding window costs its width; sinks enter the final division.
+ *
  * Per tile and warp: S = Q K^T, scores scaled by scale * log2(e), masked in the tile instance
- * compiled for tiles that cross the causal diagonal or the end of the keys (the other instance
- * has no per-element index arithmetic), online softmax with exp2 that rescales O only when a
- * row's max moved, O += P V with P taken straight from the S accumulators (fragment_layout.h
- * says why that needs no shuffle). Operands are split in registers right after their 16-byte
- * shared loads. O stays un-normalised until the end, where it is divided by the row sum once.
- * The steps themselves are shared with the wide-head kernel (warp_steps.cuh).
+ * compiled for tiles that cross the causal diagonal, a window's edges or the end of the keys
+ * (the full instance has no per-element index arithmetic), or taken through the modifiers
+ * (softcap, ALiBi, bias) on every tile when the problem has any, online softmax with exp2 that
+ * rescales O only when a row's max moved, O += P V with P taken straight from the S accumulators
+ * (fragment_layout.h says why that needs no shuffle). Operands are split in registers right after
+ * their 16-byte shared loads. O stays un-normalised until the end, where it is divided by the row
+ * sum once. The steps themselves are shared with the wide-head kernel (warp_steps.cuh).
  *
  * Head dims: each config is compiled for one D; a smaller d runs on the next D with its shared
  * columns past d zero-filled (and multiplied through: a run-time exit inside the unrolled
@@ -34,8 +41,11 @@
 
 #include <type_traits>
 
+#include "../common/kv_addressing.cuh"
 #include "../common/online_softmax_rows.cuh"
 #include "../common/ptx.cuh"
+#include "../common/score_tile.cuh"
+#include "../common/tile_rows.cuh"
 #include "fragment_layout.h"
 #include "params.h"
 #include "tile_configs.h"
@@ -50,8 +60,12 @@ struct fp_tf32x3_config {
 };
 
 /* ASYNC: Q, K and V allow 16-byte cp.async (base and strides 16-byte aligned); a compile-time
- * choice so that only one load path's addresses stay live across the key loop. */
-template <typename Cfg, bool ASYNC>
+ * choice so that only one load path's addresses stay live across the key loop.
+ * GENERAL: the problem has API v2 features (FP_GPU_FEATURES_NO_FP8). Without them the lengths,
+ * mask and modifiers are known from the parameters alone (dense, causal or not), the compiler
+ * folds every feature away and the dense kernel keeps its registers; with them the same code
+ * runs on values held in registers. Only ASYNC kernels are GENERAL (the launcher checks). */
+template <typename Cfg, bool ASYNC, bool GENERAL>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tf32x3_forward_kernel(const fp_tf32x3_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -72,37 +86,57 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     float *const sQ = reinterpret_cast<float *>(fp_tf32x3_smem);
     float *const sKV = sQ + BR * D;
 
+    fp_score_mods mods = a.mods;
+    fp_seq_layout seq = a.seq;
+    if (!GENERAL) {
+        mods.window_left = mods.window_right = -1;
+        mods.softcap = 0.0f;
+        mods.alibi = FLASHPORT_ALIBI_NONE;
+        mods.bias = NULL;
+        mods.sinks = NULL;
+        seq.q_varlen = 0;
+        seq.kv = FLASHPORT_KV_DENSE;
+    }
+    const flashport_strides qs = {a.q_b, a.q_h, a.q_s}, ks = {a.k_b, a.k_h, a.k_s},
+                            vs = {a.v_b, a.v_h, a.v_s}, os = {a.o_b, a.o_h, a.o_s};
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     /* Causal blocks near the bottom do the most work: start them first. */
     const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int bh = blockIdx.y;
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
+    const fp_seq s = fp_sequence(seq, b);
     const int q0 = m_block * BR;
+    /* The grid covers the longest sequence; blocks past a shorter one's end have no rows. */
+    if (q0 >= s.nq) return;
     const int warp_row0 = q0 + 16 * MT * warp; /* first query row of the warp's slices */
-    const int diag = a.seq_kv - a.seq_q;       /* key j visible to row i iff j <= i + diag */
 
-    const int kv_end = a.seq_kv;
-    int kv_hi = kv_end;
-    if (a.causal)
-        kv_hi = min(kv_hi, min(q0 + BR, a.seq_q) + diag); /* past the last row's last key */
-    const int n_tiles = kv_hi > 0 ? (kv_hi + BC - 1) / BC : 0;
-    /* Tiles reaching past this key need the mask: the end of the keys, or the first key the
-     * block's first row cannot see. */
-    const int mask_from = a.causal ? min(kv_end, q0 + diag + 1) : kv_end;
+    /* The key tiles some row of the block sees. */
+    const int kv_end = s.nkv;
+    const fp_span_keys span =
+        fp_visible_span(mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, kv_end);
+    const int k_begin = span.lo;
+    const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
 
-    const float *gQ = a.q + b * a.q_b + h * a.q_h + (int64_t)q0 * a.q_s;
-    const float *gK = a.k + b * a.k_b + hk * a.k_h;
-    const float *gV = a.v + b * a.v_b + hk * a.v_h;
-
-    fp_tf32x3_load_tile<ASYNC, BR, D, THREADS>(sQ, gQ, a.q_s, a.seq_q - q0, a.d);
+    const float *gQ = a.q + fp_q_offset(qs, s, h, q0);
+    fp_tf32x3_load_tile<ASYNC, BR, D, THREADS>(sQ, gQ, a.q_s, s.nq - q0, a.d);
+    const bool paged = seq.kv == FLASHPORT_KV_PAGED;
+    /* Dense and packed K/V rows are a stride apart from key 0's; paged rows are looked up from
+     * the cache's origin (an empty sequence's first table entry is not read). */
+    const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, ks, vs, hk, 0);
+    const float *const gK = a.k + kv0.k, *const gV = a.v + kv0.v;
     auto load_tile = [&](int t) {
         float *sK = sKV + (t % STAGES) * STAGE_FLOATS;
-        const int kb = t * BC;
-        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s, kv_end - kb,
-                                                   a.d);
-        fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK + BC * D, gV + (int64_t)kb * a.v_s, a.v_s,
-                                                   kv_end - kb, a.d);
+        const int kb = k_begin + t * BC;
+        if (paged) {
+            const fp_paged_kv_rows<float> rows = {gK, gV, seq, s, ks, vs, hk, kb};
+            fp_tf32x3_load_rows<ASYNC, BC, D, THREADS, 2>(sK, rows, kv_end - kb, a.d);
+        } else {
+            fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s,
+                                                       kv_end - kb, a.d);
+            fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK + BC * D, gV + (int64_t)kb * a.v_s, a.v_s,
+                                                       kv_end - kb, a.d);
+        }
     };
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
 #pragma unroll
@@ -111,7 +145,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         fp_cp_async_commit();
     }
 
-    const bool warp_active = warp_row0 < a.seq_q;
+    const bool warp_active = warp_row0 < s.nq;
     /* Q has landed (group 0): each warp puts its own rows in fragment order. */
     fp_cp_async_wait<STAGES - 2>();
     __syncthreads();
@@ -123,10 +157,18 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     float o[MT][D_TILES][4], m[MT][2], l[MT][2];
     fp_mma_softmax_init(m, l, o);
 
-    /* One key tile, K at sK and V right after it. Instantiated with and without the mask
-     * (the end of the keys, the causal diagonal), so that the full tiles carry no per-element
-     * index arithmetic; always inlined, so the accumulators stay in registers. */
-    auto tile = [&](const float *sK, int kb, auto masked) __attribute__((always_inline)) {
+    /* The warp computes the tiles its rows see, masking those not every row sees whole. */
+    const fp_span_keys wk =
+        fp_visible_span(mods, warp_row0, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, kv_end);
+    /* Softcap, ALiBi and bias touch every score: every tile takes the modified instance. */
+    const bool modified = fp_score_mods_any(mods);
+    const fp_tile_keys keys = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
+
+    /* One key tile, K at sK and V right after it, of a kind of common/score_tile.cuh, so that
+     * the full tiles carry no per-element index arithmetic; always inlined, so the
+     * accumulators stay in registers. */
+    auto tile = [&](const float *sK, int kb, bool edge, auto kind) __attribute__((always_inline)) {
+        constexpr fp_tile_kind KIND = decltype(kind)::value;
         const float *const sV = sK + BC * D;
         float s[MT][KEY_TILES][4];
         fp_mma_zero(s);
@@ -135,24 +177,42 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 #pragma unroll
             for (int half = 0; half < 2; ++half)
                 fp_tf32x3_qk_chunk<MT, KEY_TILES, D>(s, sQ_frag, sK, lane, u, half);
+        /* Scores to base 2 (scale * log2(e), either sign), so the step's own scale is 1. */
+        if (KIND == FP_TILE_MODIFIED) {
+            fp_tile_modify<false>(s, warp_row0, lane, kb, edge, mods, keys);
+        } else {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < KEY_TILES; ++nt)
+                for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    s[mt][nt][r] = fp_tf32x3_scaled_score<decltype(masked)::value>(
-                        s[mt][nt][r], a.scale_log2, kb + 8 * nt + fp_tf32_s_key(lane, r),
-                        warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r), kv_end, a.causal, diag);
-
-        /* The scores are already scaled (by scale * log2(e), either sign), so the step's own
-         * scale is 1. */
+                    for (int r = 0; r < 4; ++r) s[mt][nt][r] *= a.scale_log2;
+            if (KIND == FP_TILE_MASKED)
+            /* fp_tile_mask, in place (common/score_tile.cuh says why). */
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r)
+                            if (!fp_tile_seen(keys, warp_row0 + 16 * mt + fp_tf32_acc_row(lane, r),
+                                              kb + 8 * nt + fp_tf32_s_key(lane, r)))
+                                s[mt][nt][r] = -INFINITY;
+        }
         fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, 1.0f);
 
-        /* O += P V, one 32-column group of d at a time. */
+        /* O += P V, one 32-column group of d at a time; masked tiles whose V is not all finite
+         * exactly, so that a NaN or infinity reaches only the rows that see it. */
+        if (KIND != FP_TILE_FULL && edge && fp_tf32x3_tile_nonfinite<BC, D>(sV, lane)) {
+            auto seen = [&](int row, int key) {
+                return fp_tile_seen(keys, warp_row0 + row, kb + key);
+            };
+            fp_tf32x3_pv_exact<MT, KEY_TILES, D_TILES, D>(o, s, sV, lane, seen);
+        } else {
 #pragma unroll
-        for (int w = 0; w < GROUPS; ++w)
-            fp_tf32x3_pv_group<MT, KEY_TILES, D_TILES, D>(o, w, s, sV, lane, w);
+            for (int w = 0; w < GROUPS; ++w)
+                fp_tf32x3_pv_group<MT, KEY_TILES, D_TILES, D>(o, w, s, sV, lane, w);
+        }
     };
 
     for (int t = 0; t < n_tiles; ++t) {
@@ -160,40 +220,45 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         __syncthreads();
         if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
         fp_cp_async_commit();
-        const int kb = t * BC;
-        /* A tile wholly above the diagonal for every row of this warp would leave its state as
-         * it is (p = 0, alpha = 1): skip it. */
-        if (!warp_active || (a.causal && kb > warp_row0 + 16 * MT - 1 + diag)) continue;
+        const int kb = k_begin + t * BC;
+        /* A tile no row of this warp sees would leave its state as it is (p = 0, alpha = 1):
+         * skip it. */
+        if (!warp_active || kb >= wk.hi || kb + BC <= wk.lo) continue;
 
         const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
-        if (kb + BC > mask_from)
-            tile(sK, kb, std::true_type{});
+        const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
+        if (modified)
+            tile(sK, kb, edge, std::integral_constant<fp_tile_kind, FP_TILE_MODIFIED>{});
+        else if (edge)
+            tile(sK, kb, true, std::integral_constant<fp_tile_kind, FP_TILE_MASKED>{});
         else
-            tile(sK, kb, std::false_type{});
+            tile(sK, kb, false, std::integral_constant<fp_tile_kind, FP_TILE_FULL>{});
     }
 
     fp_cp_async_wait<0>();
     if (!warp_active) return;
 
+        /* The sink joins the denominator as a key with a zero value. */
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            float row_l = l[mt][i];
+            float row_l = l[mt][i], row_m = m[mt][i];
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = warp_row0 + 16 * mt + fp_tf32_acc_row(lane, 2 * i);
-            if (row >= a.seq_q) continue;
+            if (row >= s.nq) continue;
+            const float keep = mods.sinks ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
             /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
-            float *go = a.o + b * a.o_b + h * a.o_h + (int64_t)row * a.o_s;
+            const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
+            float *go = a.o + fp_q_offset(os, s, h, row);
 #pragma unroll
             for (int w = 0; w < GROUPS; ++w)
                 fp_tf32x3_store_group<D_TILES>(go, o[mt], w, i, fp_tf32_o_col(lane, 4 * w, 2 * i),
                                                inv_l, a.o_vec4 != 0, a.d);
             if (a.lse && (lane & 3) == 0)
-                a.lse[(int64_t)bh * a.seq_q + row] =
-                    row_l == 0.0f ? -INFINITY : (m[mt][i] + log2f(row_l)) * 0.693147180559945309f;
+                a.lse[fp_lse_index(seq, s, h, row)] =
+                    row_l == 0.0f ? -INFINITY : (row_m + log2f(row_l)) * 0.693147180559945309f;
         }
 #endif
 }

@@ -57,6 +57,8 @@ static inline int fp_tf32x3_fill_params(fp_tf32x3_params *prm, const fp_gpu_laun
     prm->scale_log2 = p->scale * 1.44269504088896340736f;
     prm->causal = p->causal != 0;
     prm->o_vec4 = fp_tf32x3_vec4_aligned(L->o, &p->o);
+    prm->seq = fp_seq_layout_make(p, L->args);
+    prm->mods = fp_score_mods_make(p, L->args);
     return fp_tf32x3_vec4_aligned(L->q, &p->q) && fp_tf32x3_vec4_aligned(L->k, &p->k) &&
            fp_tf32x3_vec4_aligned(L->v, &p->v);
 }

@@ -7,6 +7,9 @@
 
 #include <stdint.h>
 
+#include "../common/kv_addressing.cuh"
+#include "../common/score_mods.cuh"
+
 /* Everything a block needs, by value. Strides are in elements. */
 struct fp_tf32x3_params {
     const float *q, *k, *v;
@@ -17,6 +20,9 @@ struct fp_tf32x3_params {
     float scale_log2; /* scale * log2(e) */
     int causal;
     int o_vec4; /* O allows 16-byte stores of four adjacent columns */
+    /* API v2 layouts and masks (the narrow kernel's GENERAL instances read them): */
+    fp_seq_layout seq;
+    fp_score_mods mods;
 };
 
 #endif /* FP_TF32X3_PARAMS_H */

@@ -9,20 +9,23 @@
 #include <stdint.h>
 
 #include "../common/ptx.cuh"
+#include "../common/tile_rows.cuh"
 #include "fragment_layout.h"
 
-/* Global-to-shared copy of a ROWS x D f32 tile into the swizzled layout; rows at or past
- * n_rows and columns at or past d are zero-filled and never read. Asynchronous form: cp.async
- * of whole 16-byte chunks (the caller checked alignment); synchronous form: element by
- * element, visible after the caller's next __syncthreads like a completed cp.async group. */
-template <bool ASYNC, int ROWS, int D, int THREADS>
-static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem, const float *src,
-                                                           int64_t row_stride, int n_rows, int d) {
+/* Global-to-shared copy of a ROWS x D f32 tile of each of N tensors into the swizzled layout,
+ * tensor i at smem + i * ROWS * D, rows from `src` (common/tile_rows.cuh); rows at or past n_rows
+ * and columns at or past d are zero-filled and never read. Asynchronous form: cp.async of whole
+ * 16-byte chunks (the caller checked alignment); synchronous form: element by element, visible
+ * after the caller's next __syncthreads like a completed cp.async group. */
+template <bool ASYNC, int ROWS, int D, int THREADS, int N, typename Src>
+static __device__ __forceinline__ void fp_tf32x3_load_rows(float *smem, const Src &src, int n_rows,
+                                                           int d) {
     constexpr int CPR = D / 4;
     constexpr int PASSES = ROWS * CPR / THREADS;
     static_assert(THREADS % CPR == 0 && (ROWS * CPR) % THREADS == 0, "whole rows a pass");
     const int chunk = fp_tf32_load_chunk(threadIdx.x, CPR);
     const int valid = d - 4 * chunk;
+    const fp_tile_rows<float, N> origin = src.origin();
     if (ASYNC) {
         const int bytes = valid <= 0 ? 0 : (valid >= 4 ? 16 : 4 * valid);
         const uint32_t base = fp_smem_addr(smem);
@@ -30,22 +33,41 @@ static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem, const fl
         for (int k = 0; k < PASSES; ++k) {
             const int row = fp_tf32_load_row(threadIdx.x, k, CPR, THREADS);
             const bool in = row < n_rows && bytes > 0;
-            /* A zero-size copy still names a source; the tile origin is always mapped. */
-            const float *from = in ? src + row * row_stride + 4 * chunk : src;
-            fp_cp_async_16(base + 4u * fp_tf32_swizzle(row, chunk, CPR), from, in ? bytes : 0);
+            fp_tile_rows<float, N> from = origin;
+            if (in) from = src.at(row);
+#pragma unroll
+            for (int i = 0; i < N; ++i)
+                /* A zero-size copy still names a source: the tensor's origin, always mapped. */
+                fp_cp_async_16(base + 4u * (fp_tf32_swizzle(row, chunk, CPR) + i * ROWS * D),
+                               in ? from.p[i] + 4 * chunk : origin.p[i], in ? bytes : 0);
         }
     } else {
 #pragma unroll
         for (int k = 0; k < PASSES; ++k) {
             const int row = fp_tf32_load_row(threadIdx.x, k, CPR, THREADS);
-            float w[4];
+            const bool in = row < n_rows;
+            fp_tile_rows<float, N> from = origin;
+            if (in) from = src.at(row);
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                w[e] = (row < n_rows && e < valid) ? src[row * row_stride + 4 * chunk + e] : 0.0f;
-            *reinterpret_cast<float4 *>(smem + fp_tf32_swizzle(row, chunk, CPR)) =
-                make_float4(w[0], w[1], w[2], w[3]);
+            for (int i = 0; i < N; ++i) {
+                float w[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    w[e] = (in && e < valid) ? from.p[i][4 * chunk + e] : 0.0f;
+                *reinterpret_cast<float4 *>(smem + i * ROWS * D +
+                                            fp_tf32_swizzle(row, chunk, CPR)) =
+                    make_float4(w[0], w[1], w[2], w[3]);
+            }
         }
     }
+}
+
+/* One tensor whose rows are row_stride apart from src. */
+template <bool ASYNC, int ROWS, int D, int THREADS>
+static __device__ __forceinline__ void fp_tf32x3_load_tile(float *smem, const float *src,
+                                                           int64_t row_stride, int n_rows, int d) {
+    fp_tf32x3_load_rows<ASYNC, ROWS, D, THREADS, 1>(
+        smem, fp_strided_rows<float, 1>{{src}, {row_stride}}, n_rows, d);
 }
 
 /* Rewrites column groups u0 .. u0 + GROUPS - 1 of the MT slices of Q at sq (swizzled, as

@@ -141,4 +141,54 @@ static __device__ __forceinline__ void fp_tf32x3_store_group(float *go, const fl
     }
 }
 
+/* Whether any value of the V tile (BC x D at sv) is NaN or infinite, for the whole warp. */
+template <int BC, int D>
+static __device__ __forceinline__ bool fp_tf32x3_tile_nonfinite(const float *sv, int lane) {
+    bool bad = false;
+    for (int e = 4 * lane; e < BC * D; e += 128) {
+        const float4 x = fp_tf32x3_lds(sv + e);
+        bad |= !(fabsf(x.x) < INFINITY) || !(fabsf(x.y) < INFINITY) || !(fabsf(x.z) < INFINITY) ||
+               !(fabsf(x.w) < INFINITY);
+    }
+    return __any_sync(0xffffffffu, bad);
+}
+
+/* o += P V over one key tile in scalar f32, skipping the (row, key) pairs the row does not see
+ * (seen(row, key), rows and keys numbered from the warp's first row and the tile's first key).
+ * The tensor cores multiply a masked P of 0 by every value, and 0 * NaN is NaN: a masked tile
+ * whose V holds a NaN or an infinity takes this path instead, so that the value reaches
+ * exactly the rows that see its key. P of key 8 nt + j is broadcast from the lane of the row's
+ * four that holds it (fragment_layout.h). */
+template <int MT, int KEY_TILES, int DT, int D, typename Seen>
+static __device__ __forceinline__ void
+fp_tf32x3_pv_exact(float (&o)[MT][DT][4], const float (&s)[MT][KEY_TILES][4], const float *sv,
+                   int lane, const Seen &seen) {
+    constexpr int CPR = D / 4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int row = 16 * mt + fp_tf32_acc_row(lane, 2 * i);
+#pragma unroll
+            for (int nt = 0; nt < KEY_TILES; ++nt)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const int key = 8 * nt + j;
+                    const float p = __shfl_sync(0xffffffffu, s[mt][nt][2 * i + (j & 1)],
+                                                (lane & ~3) | (j >> 1));
+                    if (!seen(row, key)) continue;
+#pragma unroll
+                    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int col = fp_tf32_o_col(lane, dt, 2 * i + e);
+                            /* volatile: one value live at a time, not a tile's worth */
+                            const float v = *static_cast<const volatile float *>(
+                                sv + fp_tf32_swizzle(key, col / 4, CPR) + col % 4);
+                            o[mt][dt][2 * i + e] = fmaf(p, v, o[mt][dt][2 * i + e]);
+                        }
+                }
+        }
+}
+
 #endif /* FP_TF32X3_WARP_STEPS_CUH */

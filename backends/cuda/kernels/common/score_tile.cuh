@@ -1,0 +1,110 @@
+/*
+ * The masks and score modifiers of common/score_mods.cuh applied to a warp's tile of scores held
+ * in mma accumulators, for the tensor-core forwards (mma/ for f16 and bf16, tf32x3/ for f32).
+ * Both keep S in the C/D layout that mma.sync m16n8k16 and m16n8k8 share
+ * (common/online_softmax_rows.cuh): s[mt][nt][r] is query row row0 + 16 mt + fp_mma_acc_row(lane,
+ * r) and key kb + 8 nt + fp_mma_acc_col(lane, r), rows and keys numbered within the sequence.
+ *
+ * A kernel sorts its tiles into three kinds: full tiles, which every row sees whole and no
+ * modifier touches, need nothing here; masked tiles (the end of the keys or of a split, the
+ * causal diagonal, a window's edges) take fp_tile_mask; with softcap, ALiBi or bias every tile
+ * takes fp_tile_modify, which turns raw dot products into log2-domain scores one modifier at a
+ * time, each pass behind one uniform branch, so that a tile pays only for the modifiers the
+ * problem has.
+ */
+#ifndef FP_KERNELS_SCORE_TILE_CUH
+#define FP_KERNELS_SCORE_TILE_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../mma/fragment_layout.h"
+#include "score_mods.cuh"
+
+enum fp_tile_kind { FP_TILE_FULL, FP_TILE_MASKED, FP_TILE_MODIFIED };
+
+/* What masked and modified tiles need to know of the rows and keys: the keys each row sees, the
+ * end of the keys the block covers (the sequence's, or its split's), and for the modifiers the
+ * batch and query head and the sequence's lengths. */
+struct fp_tile_keys {
+    fp_key_band band;
+    int kv_end;
+    int b, h, nq, nkv;
+};
+
+/* Whether the row sees the key: within its band and the block's keys. */
+__device__ __forceinline__ bool fp_tile_seen(const fp_tile_keys &c, int row, int key) {
+    return fp_in_band(c.band, row, key) && key < c.kv_end;
+}
+
+/* Sets the scores of keys a row does not see to -inf. A kernel at the edge of its registers may
+ * write this loop in place around fp_tile_seen instead: the f16/bf16 forward does, because
+ * ptxas gave its dense instances about 90 more bytes of spills with the call inlined. */
+template <int MT, int KT>
+__device__ __forceinline__ void fp_tile_mask(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                             const fp_tile_keys &c) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                if (!fp_tile_seen(c, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                                  kb + 8 * nt + fp_mma_acc_col(lane, r)))
+                    s[mt][nt][r] = -INFINITY;
+}
+
+/* The bias, of element type B, added where a real row sees the key: masked scores are -inf
+ * already, and rows past the sequence's end have no bias to read. */
+template <typename B, int MT, int KT>
+__device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                                 const fp_score_mods &mods, const fp_tile_keys &c) {
+    const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int row = row0 + 16 * mt + fp_mma_acc_row(lane, r);
+                if (s[mt][nt][r] != -INFINITY && row < c.nq)
+                    s[mt][nt][r] +=
+                        fp_bias_log2_as<B>(mods, head, row, kb + 8 * nt + fp_mma_acc_col(lane, r));
+            }
+}
+
+/* Raw dot products to log2-domain scores: scale and softcap (FAST as fp_scaled_log2 says),
+ * ALiBi, then the mask where `edge`, then the bias. */
+template <bool FAST, int MT, int KT>
+__device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                               bool edge, const fp_score_mods &mods,
+                                               const fp_tile_keys &c) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2<FAST>(mods, s[mt][nt][r]);
+    if (mods.alibi != FLASHPORT_ALIBI_NONE) {
+        const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] +=
+                        fp_alibi_log2(slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                                      kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq, c.nkv);
+    }
+    if (edge) fp_tile_mask(s, row0, lane, kb, c);
+    if (mods.bias) {
+        switch (mods.bias_dtype) {
+        case FLASHPORT_F16: fp_tile_add_bias<gpuHalf>(s, row0, lane, kb, mods, c); break;
+        case FLASHPORT_BF16: fp_tile_add_bias<gpuBFloat16>(s, row0, lane, kb, mods, c); break;
+        default: fp_tile_add_bias<float>(s, row0, lane, kb, mods, c); break;
+        }
+    }
+}
+
+#endif /* FP_KERNELS_SCORE_TILE_CUH */
