@@ -79,7 +79,10 @@ static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem
 /* Appends "name: what happened" to the list of variants passed over. */
 static void note_skip(char *skipped, size_t len, const char *name, const char *what) {
     size_t used = strlen(skipped);
-    if (used < len) snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
+    if (used >= len) return;
+    /* Cut short when the list is full: the reason keeps the variants tried first. */
+    const int n = snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
+    (void)n;
 }
 
 flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, int forced,
