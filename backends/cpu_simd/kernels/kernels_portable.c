@@ -97,16 +97,18 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *visib
     for (int r = 0; r < rows; r += CS_ROW_STEP) {
         int keys = 0;
         for (int i = 0; i < CS_ROW_STEP; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
-        float block_max[CS_ROW_STEP], sum[CS_ROW_STEP], m_new[CS_ROW_STEP];
+        float block_max[CS_ROW_STEP], sum[CS_ROW_STEP], m_new[CS_ROW_STEP], m_sub[CS_ROW_STEP];
         int nan[CS_ROW_STEP];
         for (int i = 0; i < CS_ROW_STEP; ++i) {
             block_max[i] = -INFINITY;
             sum[i] = 0.0f;
             nan[i] = m[r + i] != m[r + i];
         }
+        /* The logits are written back, as the SIMD paths do (see there why). */
         for (int j = 0; j < keys; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
-                const float s = j < visible[r + i] ? st[j * ldst + r + i] * scale2 : -INFINITY;
+                st[j * ldst + r + i] *= scale2;
+                const float s = j < visible[r + i] ? st[j * ldst + r + i] : -INFINITY;
                 nan[i] |= s != s;
                 block_max[i] = s > block_max[i] ? s : block_max[i];
             }
@@ -115,11 +117,13 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *visib
             m_new[i] = nan[i] ? NAN : (block_max[i] > mo ? block_max[i] : mo);
             /* A row that saw nothing in this block keeps its accumulator as it is. */
             alpha[r + i] = visible[r + i] == 0 ? 1.0f : mo == -INFINITY ? 0.0f : exp2_portable(mo - m_new[i]);
+            /* Every score so far -inf: 2^(-inf - 0) = 0 for each, where -inf - -inf is NaN. */
+            m_sub[i] = m_new[i] == -INFINITY ? 0.0f : m_new[i];
         }
         for (int j = 0; j < keys; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
                 float *sj = st + j * ldst + r + i;
-                const float p = j < visible[r + i] ? exp2_portable(*sj * scale2 - m_new[i]) : 0.0f;
+                const float p = j < visible[r + i] ? exp2_portable(*sj - m_sub[i]) : 0.0f;
                 *sj = p;
                 sum[i] += p;
             }

@@ -12,7 +12,7 @@
  *   vf, vi, vmask, vlanes       float and int registers, a per-lane predicate, and a "first n
  *                               lanes" selector for row remainders
  *   vf_zero vf_set1 vf_loadu vf_storeu vf_broadcast vf_add vf_sub vf_mul vf_max vf_fmadd
- *   vf_fmsub vf_round (to nearest even) vf_scale2 (p * 2^n, n integral) vf_first
+ *   vf_round (to nearest even) vf_scale2 (p * 2^n, n integral) vf_first
  *   vf_from_f16 vf_from_bf16 vf_to_f16 (SIMD_LANES 16-bit values)
  *   vlanes_first vf_load_lanes vf_store_lanes (the other lanes read as 0, are not written)
  *   vi_loadu vi_gt vf_lt vf_eq vf_isnan vmask_or vf_select vf_keep (x where m, else 0)
@@ -170,8 +170,12 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *visib
         const vf m_old = vf_loadu(m + r);
         vf block_max = neg_inf;
         vmask nan = vf_isnan(m_old);
+        /* The logits are written back and the weights taken from them, so that no weight
+         * exceeds 2^(m - m) = 1: a fused st * scale2 - m is the product's rounding error,
+         * which for logits past 2^31 is past 2^7 and made 2^x infinite. */
         for (int j = 0; j < keys; ++j) {
             const vf t = vf_mul(vf_loadu(st + j * ldst + r), vscale);
+            vf_storeu(st + j * ldst + r, t);
             const vf s = vf_select(vi_gt(vis, j), t, neg_inf);
             block_max = vf_max(block_max, s);
             nan = vmask_or(nan, vf_isnan(s));
@@ -179,10 +183,12 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *visib
         /* max drops NaN, so a row that saw one is set to NaN explicitly. */
         const vf m_new = vf_select(nan, vf_set1(NAN), vf_max(m_old, block_max));
         const vf a = vf_drop(vf_eq(m_old, neg_inf), SIMD_FN(exp2)(vf_sub(m_old, m_new)));
+        /* Every score so far -inf: 2^(-inf - 0) = 0 for each, where -inf - -inf is NaN. */
+        const vf m_sub = vf_drop(vf_eq(m_new, neg_inf), m_new);
         vf sum = vf_zero();
         for (int j = 0; j < keys; ++j) {
             float *sj = st + j * ldst + r;
-            const vf p = vf_keep(vi_gt(vis, j), SIMD_FN(exp2)(vf_fmsub(vf_loadu(sj), vscale, m_new)));
+            const vf p = vf_keep(vi_gt(vis, j), SIMD_FN(exp2)(vf_sub(vf_loadu(sj), m_sub)));
             vf_storeu(sj, p);
             sum = vf_add(sum, p);
         }
