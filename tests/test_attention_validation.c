@@ -280,6 +280,55 @@ static void rejected_on_buffers(flashport_context *ctx) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) flashport_buffer_free(all[i]);
 }
 
+/* Sizes whose contiguous strides overflow int64: the init and set_* helpers fill them in
+ * without signed overflow (they once multiplied unchecked, which UBSan reported from
+ * fuzz_desc) and the validators reject the result. */
+static void sizes_past_int64(void) {
+    const int64_t big = (int64_t)1 << 40;
+    for (int layout = 0; layout < 2; layout++) {
+        flashport_attention_desc d;
+        flashport_attention_desc_init(&d, FLASHPORT_F32, 1, big, 1, big, 2, big,
+                                      (flashport_layout)layout);
+        CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
+                     "overflows");
+        flashport_problem p;
+        flashport_problem_init(&p, FLASHPORT_F16, 3, 2, 2, big, big, big, (flashport_layout)layout);
+        CHECK_STATUS(flashport_problem_validate(&p), FLASHPORT_ERROR_SIZE_OVERFLOW, "overflows");
+        flashport_attention_desc_init(&d, FLASHPORT_F32, 1, -big, 1, big, 2, big,
+                                      (flashport_layout)layout);
+        CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_INVALID_ARGUMENT,
+                     "heads_q must be positive");
+        flashport_attention_desc_init(&d, FLASHPORT_F32, 2, big, big, 4, 4, big,
+                                      (flashport_layout)layout);
+        flashport_attention_desc_set_varlen(&d, 8, 4, 8, 4);
+        CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
+                     "overflows");
+        flashport_attention_desc_init(&d, FLASHPORT_F32, 2, 4, 4, 4, 0, 64,
+                                      (flashport_layout)layout);
+        flashport_attention_desc_set_paged(&d, 2, INT64_MAX / 2, 4, (flashport_layout)layout);
+        CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
+                     "overflows");
+    }
+}
+
+/* A loose bound on the packed sequences (max_seqlen_kv far above any sequence, as a caller
+ * that does not know the longest may pass) runs as the tight one does: the reference sized
+ * its scratch by the bound (2^31 asked for 16 GiB, found by fuzz_desc; 2^60 here could not
+ * be allocated at all). */
+static void loose_max_seqlen(flashport_context *ctx) {
+    fixture f;
+    varlen(&f);
+    fill_sentinels();
+    CHECK(flashport_attention_run_host(ctx, &f.d, &f.a) == FLASHPORT_OK);
+    unsigned char tight[sizeof o];
+    memcpy(tight, o, sizeof o);
+    varlen(&f);
+    f.d.seq_kv = (int64_t)1 << 60;
+    fill_sentinels();
+    CHECK(flashport_attention_run_host(ctx, &f.d, &f.a) == FLASHPORT_OK);
+    CHECK(memcmp(tight, o, sizeof o) == 0);
+}
+
 /* Features a backend lacks are declined by name, by the planner and for a forced kernel. */
 static void declines(flashport_context *reference) {
     fixture f;
@@ -337,6 +386,8 @@ int main(void) {
     rejected_on_host(ctx);
     rejected_on_buffers(ctx);
     declines(ctx);
+    sizes_past_int64();
+    loose_max_seqlen(ctx);
     flashport_context_destroy(ctx);
     return check_report("test_attention_validation");
 }

@@ -34,6 +34,14 @@ fp_registry_entry *fp_registry_get(int index); /* probed */
 fp_registry_entry *fp_registry_find(const char *name); /* probed; NULL when unknown */
 int fp_variant_index(const fp_backend *b, const char *name); /* -1 when unknown */
 
+/* a * b, or INT64_MAX when it overflows: the init and set_* helpers fill strides from any
+ * sizes the caller gives, and a stride that overflowed belongs to a tensor whose size overflows
+ * too, which validation then reports (SIZE_OVERFLOW, or the negative size first). */
+static inline int64_t fp_mul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 /* problem.c: the v1 descriptor */
 flashport_status fp_problem_check(const flashport_problem *p, const char *where);
 

@@ -32,12 +32,12 @@ FLASHPORT_API void flashport_attention_desc_set_varlen(flashport_attention_desc 
     d->q_varlen = 1;
     d->total_q = total_q;
     d->seq_q = max_seqlen_q;
-    d->q = d->o = (flashport_strides){0, d->head_dim, d->heads_q * d->head_dim};
+    d->q = d->o = (flashport_strides){0, d->head_dim, fp_mul_sat(d->heads_q, d->head_dim)};
     if (total_kv > 0) {
         d->kv_layout = FLASHPORT_KV_VARLEN;
         d->total_kv = total_kv;
         d->seq_kv = max_seqlen_kv;
-        d->k = d->v = (flashport_strides){0, d->head_dim, d->heads_kv * d->head_dim};
+        d->k = d->v = (flashport_strides){0, d->head_dim, fp_mul_sat(d->heads_kv, d->head_dim)};
     }
 }
 
@@ -50,11 +50,11 @@ FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *
     d->page_size = page_size;
     d->max_pages_per_seq = max_pages_per_seq;
     d->total_kv = 0;
-    const int64_t hd = d->heads_kv * d->head_dim, rows = page_size * d->head_dim;
-    if (layout == FLASHPORT_LAYOUT_BNHD) d->k = (flashport_strides){page_size * hd, d->head_dim, hd};
-    else d->k = (flashport_strides){page_size * hd, rows, d->head_dim};
+    const int64_t hd = fp_mul_sat(d->heads_kv, d->head_dim), page = fp_mul_sat(page_size, hd);
+    if (layout == FLASHPORT_LAYOUT_BNHD) d->k = (flashport_strides){page, d->head_dim, hd};
+    else d->k = (flashport_strides){page, fp_mul_sat(page_size, d->head_dim), d->head_dim};
     d->v = d->k;
-    const int64_t cap = page_size * max_pages_per_seq;
+    const int64_t cap = fp_mul_sat(page_size, max_pages_per_seq);
     if (d->seq_kv <= 0 || d->seq_kv > cap) d->seq_kv = cap;
 }
 

@@ -33,12 +33,12 @@ static flashport_strides contiguous(flashport_layout layout, int64_t heads, int6
     flashport_strides s;
     if (layout == FLASHPORT_LAYOUT_BNHD) {
         s.head = d;
-        s.seq = heads * d;
-        s.batch = seq * heads * d;
+        s.seq = fp_mul_sat(heads, d);
+        s.batch = fp_mul_sat(seq, s.seq);
     } else {
         s.seq = d;
-        s.head = seq * d;
-        s.batch = heads * seq * d;
+        s.head = fp_mul_sat(seq, d);
+        s.batch = fp_mul_sat(heads, s.head);
     }
     return s;
 }

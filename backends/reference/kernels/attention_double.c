@@ -74,7 +74,15 @@ static void attend_row(const fp_problem *p, const fp_args *a, const ref_seq *s, 
 
 flashport_status fp_reference_attention(const fp_problem *p, const fp_args *a) {
     const size_t d = (size_t)p->head_dim;
-    double *scratch = malloc(sizeof(double) * (2 * d + (size_t)p->seq_kv));
+    /* Scores of the longest sequence the tables give, not of seq_kv: with varlen and paged
+     * K/V that is only a bound, which a caller may set far above any sequence (a bound of 2^31
+     * once asked for 16 GiB here, found by fuzz_desc). */
+    int64_t longest = 0;
+    for (int64_t b = 0; b < p->batch; b++) {
+        const int64_t n = ref_sequence(p, a, b).nkv;
+        longest = n > longest ? n : longest;
+    }
+    double *scratch = malloc(sizeof(double) * (2 * d + (size_t)longest));
     if (!scratch) return FLASHPORT_ERROR_OUT_OF_MEMORY;
     const row_scratch w = {scratch, scratch + d, scratch + 2 * d};
     for (int64_t b = 0; b < p->batch; b++) {
