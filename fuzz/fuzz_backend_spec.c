@@ -8,7 +8,7 @@
  * The OpenCL loader is pointed at an empty vendor folder, so that the opencl module reports
  * "no platforms" at once instead of each run compiling on PoCL; cuda and hip are not built.
  */
-#define _GNU_SOURCE /* setenv, mkdtemp */
+#define _GNU_SOURCE /* setenv, putenv, mkdtemp */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,16 @@
 #include "flashport.h"
 
 static char vendors[] = "/tmp/flashport-fuzz-XXXXXX";
+
+/* The variables live in these buffers (putenv), rewritten for each input: glibc's setenv keeps
+ * every value it was ever given, which a long run turns into gigabytes. A value is cut to the
+ * buffers' size. */
+static char backend_var[4200] = "FLASHPORT_BACKEND=", kernel_var[4200] = "FLASHPORT_KERNEL=";
+
+static void set_value(char *var, size_t size, const char *value) {
+    char *eq = strchr(var, '=') + 1;
+    snprintf(eq, size - (size_t)(eq - var), "%s", value);
+}
 
 static void remove_vendors(void) { rmdir(vendors); }
 
@@ -29,6 +39,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     setenv("OCL_ICD_VENDORS", vendors, 1);
     setenv("OCL_ICD_FILENAMES", "", 1);
     setenv("FLASHPORT_LOG", "error", 1); /* the warnings of a failed entry would flood stderr */
+    putenv(backend_var);
+    putenv(kernel_var);
     return 0;
 }
 
@@ -53,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *spec = take_line(&p, end, 0);
     char *backend = take_line(&p, end, 0);
     char *kernel = take_line(&p, end, 1);
-    setenv("FLASHPORT_BACKEND", backend, 1);
-    setenv("FLASHPORT_KERNEL", kernel, 1);
+    set_value(backend_var, sizeof backend_var, backend);
+    set_value(kernel_var, sizeof kernel_var, kernel);
 
     int index = -1;
     expect_message(flashport_backend_find(spec, &index));

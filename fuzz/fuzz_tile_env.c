@@ -7,7 +7,7 @@
  * after it the device and the problem. Every outcome is a plan or a status with its reason;
  * nothing divides by zero, overflows or overruns.
  */
-#define _GNU_SOURCE /* setenv */
+#define _GNU_SOURCE /* setenv, putenv */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +18,17 @@
 #include "opencl_backend.h"
 
 static char last_message[1024];
+
+/* The variables live in these buffers (putenv), rewritten for each input: glibc's setenv keeps
+ * every value it was ever given, which a long run turns into gigabytes. The text is cut to the
+ * buffers' size. */
+static char tile_var[4200] = "FLASHPORT_OPENCL_TILE=", nv_var[4200] = "FLASHPORT_OPENCL_TF32X3_CONFIG=",
+            tc_var[4200] = "FLASHPORT_CUDA_TC_CONFIG=";
+
+static void set_value(char *var, size_t size, const char *value) {
+    char *eq = strchr(var, '=') + 1;
+    snprintf(eq, size - (size_t)(eq - var), "%s", value);
+}
 
 static flashport_status record_error(flashport_status status, const char *backend, const char *fmt,
                                      ...) {
@@ -40,6 +51,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argv;
     static const fp_host host = {FP_BACKEND_ABI, record_error, quiet_log};
     flashport_backend_entry(&host);
+    putenv(tile_var);
+    putenv(nv_var);
+    putenv(tc_var);
+    setenv("FLASHPORT_OPENCL_NV_EMULATE", "1", 1);
     return 0;
 }
 
@@ -75,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     flashport_attention_desc_init(&prob, next(&p, end) & 1 ? FLASHPORT_F16 : FLASHPORT_F32, 1, 1,
                                   1, seq_q, seq_kv, d, FLASHPORT_LAYOUT_BHND);
 
-    setenv("FLASHPORT_OPENCL_TILE", text, 1);
+    set_value(tile_var, sizeof tile_var, text);
     fp_plan plan;
     last_message[0] = '\0';
     flashport_status st = fp_cl_plan(&dev, &prob, FP_CL_VARIANT_TILED, &plan);
@@ -91,12 +106,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* No work-group of this device holds a warp: every configuration is declined after the
      * index is read, before anything would be compiled. */
     desc.max_work_group = 16;
-    setenv("FLASHPORT_OPENCL_NV_EMULATE", "1", 1);
-    setenv("FLASHPORT_OPENCL_TF32X3_CONFIG", text, 1);
+    set_value(nv_var, sizeof nv_var, text);
     char why[256] = "";
     if (fp_cl_nv_tf32x3_plan(&dev, &prob, &plan, why, sizeof why) || !why[0]) abort();
 
-    setenv("FLASHPORT_CUDA_TC_CONFIG", text, 1);
+    set_value(tc_var, sizeof tc_var, text);
     const int count = next(&p, end) % 9;
     const int index = fp_config_from_env("FLASHPORT_CUDA_TC_CONFIG", 64, count, why, sizeof why);
     if (index != FP_CONFIG_ENV_UNSET && (index < -1 || index >= count)) abort();

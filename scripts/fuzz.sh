@@ -10,7 +10,8 @@
 #   --runs N      stop a target after N inputs instead (whichever comes first)
 #   TARGET        fuzz_npy, fuzz_backend_spec, fuzz_tile_env, fuzz_desc, fuzz_cpu_simd
 #                 (default: all)
-# The last line per target gives the inputs run and the coverage reached; a summary follows.
+# A line per target gives the inputs run and the coverage reached, and the last line the count
+# of targets that passed and failed.
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -69,4 +70,6 @@ for t in "${targets[@]}"; do
   fi
 done
 printf '%s\n' "${summary[@]}"
+failed=$(printf '%s\n' "${summary[@]}" | grep -c ': FAILED' || true)
+echo "fuzz: $((${#targets[@]} - failed)) passed, $failed failed"
 exit $status
