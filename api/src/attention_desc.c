@@ -355,14 +355,18 @@ FLASHPORT_API flashport_status flashport_attention_desc_validate(const flashport
     return st ? st : fp_desc_check(&p, where);
 }
 
-/* Visible keys of row i of a dense problem (normalised window). */
-static int64_t visible_keys(const fp_problem *p, int64_t i) {
-    const int64_t diag = i + p->seq_kv - p->seq_q;
-    int64_t lo = p->window_left < 0 ? 0 : diag - p->window_left;
-    int64_t hi = p->causal ? diag : p->window_right < 0 ? p->seq_kv - 1 : diag + p->window_right;
-    if (lo < 0) lo = 0;
-    if (hi > p->seq_kv - 1) hi = p->seq_kv - 1;
-    return hi >= lo ? hi - lo + 1 : 0;
+static __int128 clamp128(__int128 x, __int128 lo, __int128 hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* Pairs (i, j) of the nq x nkv grid with j - i <= c, summed in closed form: rows i < lo see no
+ * key, rows lo <= i < hi see i + c + 1, the rest all nkv. With int64 sizes (varlen maxima
+ * included) and |c| < 2^65, no term reaches 2^127. */
+static __int128 pairs_up_to(int64_t nq, int64_t nkv, __int128 c) {
+    const __int128 k = c + 1, m = nq, n = nkv;
+    const __int128 lo = clamp128(1 - k, 0, m), hi = clamp128(n - k, lo, m), rows = hi - lo;
+    /* (rows) * (first + last) / 2, halving whichever factor is even. */
+    const __int128 ends = lo + hi - 1 + 2 * k;
+    const __int128 ramp = rows % 2 == 0 ? rows / 2 * ends : ends / 2 * rows;
+    return ramp + (m - hi) * n;
 }
 
 FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_desc *d) {
@@ -373,11 +377,14 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
     fp_desc_normalise(&p);
     const double per_pair = 4.0 * (double)p.batch * (double)p.heads_q * (double)p.head_dim;
     if (p.causal) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0; /* the papers' count */
-    if (p.window_left < 0 && p.window_right < 0)
-        return per_pair * (double)p.seq_q * (double)p.seq_kv;
-    double pairs = 0.0;
-    for (int64_t i = 0; i < p.seq_q; i++) pairs += (double)visible_keys(&p, i);
-    return per_pair * pairs;
+    /* Row i sees keys a + i - window_left .. a + i + window_right (a = Nkv - Nq): the pairs
+     * with j - i <= a + right, less those with j - i < a - left. In closed form, without a
+     * loop over the rows (as long as seq_q) or an int64 sum that overflows for huge windows. */
+    const __int128 a = (__int128)p.seq_kv - p.seq_q;
+    const __int128 all = (__int128)p.seq_q * p.seq_kv;
+    const __int128 up_to = p.window_right < 0 ? all : pairs_up_to(p.seq_q, p.seq_kv, a + p.window_right);
+    const __int128 below = p.window_left < 0 ? 0 : pairs_up_to(p.seq_q, p.seq_kv, a - p.window_left - 1);
+    return per_pair * (double)(up_to - below);
 }
 
 /* ---- features ---- */
