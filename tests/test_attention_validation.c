@@ -339,6 +339,22 @@ static void window_flops(void) {
     CHECK(fabs(flashport_attention_desc_flops(&d) / half - 1.0) < 1e-9);
 }
 
+/* Windows as wide as INT64_MAX see every key, as no window does: the reference once summed
+ * them into the row index unchecked (UBSan, found by fuzz_desc). */
+static void widest_window(flashport_context *ctx) {
+    fixture f;
+    dense(&f);
+    fill_sentinels();
+    CHECK(flashport_attention_run_host(ctx, &f.d, &f.a) == FLASHPORT_OK);
+    unsigned char open[sizeof o];
+    memcpy(open, o, sizeof o);
+    dense(&f);
+    f.d.window_left = f.d.window_right = INT64_MAX;
+    fill_sentinels();
+    CHECK(flashport_attention_run_host(ctx, &f.d, &f.a) == FLASHPORT_OK);
+    CHECK(memcmp(open, o, sizeof o) == 0);
+}
+
 /* A loose bound on the packed sequences (max_seqlen_kv far above any sequence, as a caller
  * that does not know the longest may pass) runs as the tight one does: the reference sized
  * its scratch by the bound (2^31 asked for 16 GiB, found by fuzz_desc; 2^60 here could not
@@ -417,6 +433,7 @@ int main(void) {
     sizes_past_int64();
     loose_max_seqlen(ctx);
     window_flops();
+    widest_window(ctx);
     flashport_context_destroy(ctx);
     return check_report("test_attention_validation");
 }

@@ -18,11 +18,11 @@
 static inline void ref_visible_keys(const fp_problem *p, const ref_seq *s, int64_t i, int64_t *lo,
                                     int64_t *hi) {
     const int64_t diag = i + s->nkv - s->nq;
-    const int64_t right = p->causal ? 0 : p->window_right;
-    *lo = p->window_left < 0 ? 0 : diag - p->window_left;
-    *hi = right < 0 ? s->nkv - 1 : diag + right;
-    if (*lo < 0) *lo = 0;
-    if (*hi > s->nkv - 1) *hi = s->nkv - 1;
+    const int64_t right = p->causal ? 0 : p->window_right, left = p->window_left;
+    /* Clamped before the sums: a window may be as wide as INT64_MAX (UBSan, found by
+     * fuzz_desc); s->nkv - 1 - diag = Nq - 1 - i is never negative. */
+    *lo = left < 0 || left >= diag ? 0 : diag - left;
+    *hi = right < 0 || right > s->nkv - 1 - diag ? s->nkv - 1 : diag + right;
 }
 
 /* The score of query i, head h against key j, given the dot product of their dequantised
