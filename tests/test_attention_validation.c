@@ -355,6 +355,23 @@ static void widest_window(flashport_context *ctx) {
     CHECK(memcmp(open, o, sizeof o) == 0);
 }
 
+/* One FP8 descale block as long as INT64_MAX positions: one factor per (batch, head), as with
+ * a block longer than the sequences (its count once overflowed, UBSan, found by fuzz_desc). */
+static void longest_descale_block(flashport_context *ctx) {
+    fixture f;
+    fp8(&f);
+    fill_sentinels();
+    CHECK(flashport_attention_run_host(ctx, &f.d, &f.a) == FLASHPORT_OK);
+    unsigned char per_tensor[sizeof o];
+    memcpy(per_tensor, o, sizeof o);
+    fp8(&f);
+    f.d.descale = FLASHPORT_DESCALE_BLOCK, f.d.descale_block = INT64_MAX;
+    CHECK(flashport_attention_desc_validate(&f.d) == FLASHPORT_OK);
+    fill_sentinels();
+    CHECK(flashport_attention_run_host(ctx, &f.d, &f.a) == FLASHPORT_OK);
+    CHECK(memcmp(per_tensor, o, sizeof o) == 0);
+}
+
 /* A loose bound on the packed sequences (max_seqlen_kv far above any sequence, as a caller
  * that does not know the longest may pass) runs as the tight one does: the reference sized
  * its scratch by the bound (2^31 asked for 16 GiB, found by fuzz_desc; 2^60 here could not
@@ -434,6 +451,7 @@ int main(void) {
     loose_max_seqlen(ctx);
     window_flops();
     widest_window(ctx);
+    longest_descale_block(ctx);
     flashport_context_destroy(ctx);
     return check_report("test_attention_validation");
 }

@@ -165,7 +165,8 @@ static int strides_disjoint(const dims4 *d) {
     return 1;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+/* For a >= 0; a + b - 1 would overflow for b near INT64_MAX (UBSan, found by fuzz_desc). */
+static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b != 0) : 0; }
 
 /* ---- validation ---- */
 

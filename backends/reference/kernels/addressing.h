@@ -94,7 +94,8 @@ static inline double ref_descale(const fp_problem *p, const void *factors, int64
     switch (p->descale) {
     case FLASHPORT_DESCALE_TENSOR: return f[0];
     case FLASHPORT_DESCALE_BLOCK: {
-        const int64_t blocks = (seq + p->descale_block - 1) / p->descale_block;
+        /* Not seq + block - 1, which overflows for blocks near INT64_MAX. */
+        const int64_t blocks = seq / p->descale_block + (seq % p->descale_block != 0);
         return f[(s->b * heads + h) * blocks + pos / p->descale_block];
     }
     default: return 1.0;
