@@ -143,8 +143,10 @@ static inline int64_t fz_slot_bytes(const flashport_attention_desc *d, int slot)
         const int64_t st[4] = {d->bias.batch, d->bias.head, d->bias.query, d->bias.key};
         return fz_mul(fz_span(n, st), (int64_t)fz_dtype_size(d->bias.dtype));
     }
-    case FZ_CU_Q: return d->q_varlen ? fz_mul(d->batch + 1, 4) : 0;
-    case FZ_CU_KV: return d->kv_layout == FLASHPORT_KV_VARLEN ? fz_mul(d->batch + 1, 4) : 0;
+    case FZ_CU_Q:
+    case FZ_CU_KV:
+        if (slot == FZ_CU_Q ? !d->q_varlen : d->kv_layout != FLASHPORT_KV_VARLEN) return 0;
+        return d->batch < INT64_MAX ? fz_mul(d->batch + 1, 4) : -1;
     case FZ_SEQLENS_KV: return d->kv_layout == FLASHPORT_KV_PAGED ? fz_mul(d->batch, 4) : 0;
     case FZ_BLOCK_TABLE:
         return d->kv_layout == FLASHPORT_KV_PAGED ? fz_mul(fz_mul(d->batch, d->max_pages_per_seq), 4)

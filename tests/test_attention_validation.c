@@ -308,6 +308,13 @@ static void sizes_past_int64(void) {
         flashport_attention_desc_set_paged(&d, 2, INT64_MAX / 2, 4, (flashport_layout)layout);
         CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
                      "overflows");
+        /* INT64_MAX sequences packed: their batch + 1 offsets do not fit (once computed with
+         * signed overflow, found by fuzz_desc). */
+        flashport_attention_desc_init(&d, FLASHPORT_F32, INT64_MAX, 1, 1, 4, 4, 8,
+                                      (flashport_layout)layout);
+        flashport_attention_desc_set_varlen(&d, 8, 4, 8, 4);
+        CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
+                     "cu_seqlens");
     }
 }
 

@@ -483,10 +483,10 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
         }
         break;
     case FP_SLOT_CU_SEQLENS_Q:
-        if (p->q_varlen) u.use = FP_SLOT_REQUIRED, elems = p->batch + 1;
-        break;
     case FP_SLOT_CU_SEQLENS_KV:
-        if (p->kv_layout == FLASHPORT_KV_VARLEN) u.use = FP_SLOT_REQUIRED, elems = p->batch + 1;
+        /* batch + 1 offsets; -1 (overflow) for batch = INT64_MAX (UBSan, found by fuzz_desc). */
+        if (slot == FP_SLOT_CU_SEQLENS_Q ? p->q_varlen : p->kv_layout == FLASHPORT_KV_VARLEN)
+            u.use = FP_SLOT_REQUIRED, elems = p->batch < INT64_MAX ? p->batch + 1 : -1;
         break;
     case FP_SLOT_SEQLENS_KV:
         if (p->kv_layout == FLASHPORT_KV_PAGED) u.use = FP_SLOT_REQUIRED, elems = p->batch;
