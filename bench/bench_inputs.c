@@ -34,10 +34,27 @@ float bench_load(const void *src, flashport_dtype dtype, int64_t i) {
     }
 }
 
+/* FP8 bytes of magnitude 0.25 to 7.5: a random sign and mantissa, and one of the five
+ * exponents around 1 (E4M3: fields 5..9 of bias 7; E5M2: 13..17 of bias 15), so never NaN or
+ * infinite. */
+static void fill_fp8(uint8_t *dst, flashport_dtype dtype, int64_t n, uint64_t *state) {
+    const int e4m3 = dtype == FLASHPORT_FP8_E4M3;
+    for (int64_t i = 0; i < n; ++i) {
+        const uint64_t r = splitmix64(state);
+        const unsigned sign = (unsigned)(r & 1) << 7, exp = (unsigned)((r >> 1) % 5);
+        dst[i] = (uint8_t)(e4m3 ? sign | (exp + 5) << 3 | (unsigned)((r >> 8) & 7)
+                                : sign | (exp + 13) << 2 | (unsigned)((r >> 8) & 3));
+    }
+}
+
 /* Box-Muller: two standard-normal values per pair of uniforms. */
 void bench_fill_random(void *dst, flashport_dtype dtype, int64_t n, uint64_t seed) {
     const double two_pi = 6.283185307179586;
     uint64_t state = seed;
+    if (dtype == FLASHPORT_FP8_E4M3 || dtype == FLASHPORT_FP8_E5M2) {
+        fill_fp8(dst, dtype, n, &state);
+        return;
+    }
     for (int64_t i = 0; i < n; i += 2) {
         double r = sqrt(-2.0 * log(uniform01(&state)));
         double t = two_pi * uniform01(&state);
@@ -62,7 +79,11 @@ void bench_inputs_destroy(bench_inputs *in) {
         if (in->k && in->k[s]) flashport_buffer_free(in->k[s]);
         if (in->v && in->v[s]) flashport_buffer_free(in->v[s]);
     }
-    if (in->o) flashport_buffer_free(in->o);
+    flashport_buffer *shared[] = {in->o,     in->cu_q,       in->cu_kv,      in->seqlens_kv,
+                                  in->block_table, in->alibi, in->descale[0], in->descale[1],
+                                  in->descale[2]};
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; ++i)
+        if (shared[i]) flashport_buffer_free(shared[i]);
     free(in->q);
     free(in->k);
     free(in->v);
@@ -88,21 +109,59 @@ static flashport_status upload_set(flashport_buffer **buf, flashport_context *ct
     return flashport_buffer_upload(*buf, 0, scratch, bytes);
 }
 
-flashport_status bench_inputs_create(flashport_context *ctx, const flashport_problem *p, int sets,
+/* A buffer holding a copy of `bytes` bytes of host memory (tables, slopes, descales). */
+static flashport_status upload_table(flashport_context *ctx, const void *host, size_t bytes,
+                                     flashport_buffer **buf) {
+    flashport_status st = flashport_buffer_alloc(ctx, bytes, buf);
+    return st != FLASHPORT_OK ? st : flashport_buffer_upload(*buf, 0, host, bytes);
+}
+
+/* The descriptor's tables and f32 parameters, shared by every input set. */
+static flashport_status upload_tables(flashport_context *ctx, const bench_problem *p,
+                                      bench_inputs *in) {
+    const flashport_attention_desc *d = &p->desc;
+    const size_t i4 = sizeof(int32_t), b = (size_t)d->batch;
+    flashport_status st = FLASHPORT_OK;
+    if (p->cu_q) st = upload_table(ctx, p->cu_q, (b + 1) * i4, &in->cu_q);
+    if (!st && p->cu_kv) st = upload_table(ctx, p->cu_kv, (b + 1) * i4, &in->cu_kv);
+    if (!st && p->seqlens_kv) st = upload_table(ctx, p->seqlens_kv, b * i4, &in->seqlens_kv);
+    if (!st && p->block_table)
+        st = upload_table(ctx, p->block_table, b * (size_t)d->max_pages_per_seq * i4,
+                          &in->block_table);
+    if (!st && d->alibi)
+        st = upload_table(ctx, p->alibi, (size_t)d->heads_q * sizeof(float), &in->alibi);
+    for (int t = 0; t < 3 && !st && d->descale; ++t)
+        st = upload_table(ctx, &p->descale[t], sizeof(float), &in->descale[t]);
+    return st;
+}
+
+void bench_inputs_args(const bench_inputs *in, int set, flashport_attention_args *a) {
+    *a = (flashport_attention_args)FLASHPORT_ATTENTION_ARGS_INIT;
+    a->q = in->q[set];
+    a->k = in->k[set];
+    a->v = in->v[set];
+    a->o = in->o;
+    a->cu_seqlens_q = in->cu_q;
+    a->cu_seqlens_kv = in->cu_kv;
+    a->seqlens_kv = in->seqlens_kv;
+    a->block_table = in->block_table;
+    a->alibi_slopes = in->alibi;
+    a->q_descale = in->descale[0];
+    a->k_descale = in->descale[1];
+    a->v_descale = in->descale[2];
+}
+
+flashport_status bench_inputs_create(flashport_context *ctx, const bench_problem *p, int sets,
                                      uint64_t seed, bench_inputs *in, char *why, size_t why_len) {
     memset(in, 0, sizeof *in);
     flashport_clear_error();
-    size_t es = flashport_dtype_size(p->dtype);
-    int64_t nq = flashport_problem_extent(p, 'q'), nk = flashport_problem_extent(p, 'k');
-    int64_t nv = flashport_problem_extent(p, 'v'), no = flashport_problem_extent(p, 'o');
-    if (es == 0 || nq <= 0 || nk <= 0 || nv <= 0 || no <= 0) {
-        snprintf(why, why_len, "invalid problem: %s", flashport_last_error());
-        return FLASHPORT_ERROR_INVALID_ARGUMENT;
-    }
+    const flashport_attention_desc *d = &p->desc;
+    const size_t es = flashport_dtype_size(d->dtype), os = flashport_dtype_size(d->out_dtype);
+    const int64_t nq = p->q_elems, nk = p->kv_elems, nv = p->kv_elems;
     in->q_bytes = (size_t)nq * es;
     in->k_bytes = (size_t)nk * es;
     in->v_bytes = (size_t)nv * es;
-    in->o_bytes = (size_t)no * es;
+    in->o_bytes = (size_t)p->o_elems * os;
     size_t largest = in->q_bytes;
     if (in->k_bytes > largest) largest = in->k_bytes;
     if (in->v_bytes > largest) largest = in->v_bytes;
@@ -121,9 +180,9 @@ flashport_status bench_inputs_create(flashport_context *ctx, const flashport_pro
         snprintf(why, why_len, "host allocation of %zu bytes failed", largest);
         st = FLASHPORT_ERROR_OUT_OF_MEMORY;
     } else {
-        bench_fill_random(in->host_q, p->dtype, nq, seed);
-        bench_fill_random(in->host_k, p->dtype, nk, seed + 1);
-        bench_fill_random(in->host_v, p->dtype, nv, seed + 2);
+        bench_fill_random(in->host_q, d->dtype, nq, seed);
+        bench_fill_random(in->host_k, d->dtype, nk, seed + 1);
+        bench_fill_random(in->host_v, d->dtype, nv, seed + 2);
     }
     for (int s = 0; st == FLASHPORT_OK && s < sets; ++s) {
         st = upload_set(&in->q[s], ctx, in->host_q, nq, es, s, scratch);
@@ -136,6 +195,8 @@ flashport_status bench_inputs_create(flashport_context *ctx, const flashport_pro
         st = flashport_buffer_alloc(ctx, in->o_bytes, &in->o);
         if (st != FLASHPORT_OK) snprintf(why, why_len, "output: %s", flashport_last_error());
     }
+    if (st == FLASHPORT_OK && (st = upload_tables(ctx, p, in)) != FLASHPORT_OK)
+        snprintf(why, why_len, "tables: %s", flashport_last_error());
     free(scratch);
     if (st != FLASHPORT_OK) bench_inputs_destroy(in);
     return st;

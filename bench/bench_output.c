@@ -37,20 +37,12 @@ static const char *kind_name(flashport_device_kind k) {
     }
 }
 
-void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
-    snprintf(buf, len, "%s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld%s%s",
-             flashport_dtype_name(s->dtype), (long long)s->batch, (long long)s->heads_q,
-             (long long)s->heads_kv, (long long)s->seq_q, (long long)s->seq_kv,
-             (long long)s->head_dim, s->causal ? " causal" : "",
-             s->layout == FLASHPORT_LAYOUT_BNHD ? " bnhd" : "");
-}
-
 void bench_print_header(FILE *out, int ladder) {
     if (ladder)
         fprintf(out, "%-20s %10s %10s %12s %10s %9s  %s\n", "kernel", "time(ms)", "vs prev",
                 "max abs err", "rel L2", "TFLOP/s", "what it does");
     else
-        fprintf(out, "%-52s %-20s %10s %21s %9s %7s %10s\n", "shape", "kernel", "median ms",
+        fprintf(out, "%-64s %-20s %10s %21s %9s %7s %10s\n", "shape", "kernel", "median ms",
                 "[min, max]", "TFLOP/s", "%ceil", "max err");
 }
 
@@ -63,7 +55,7 @@ void bench_print_record(FILE *out, const bench_record *r, int ladder) {
         if (ladder)
             fprintf(out, "%-20s %s: %s\n", name, bench_status_name(r->status), r->message);
         else
-            fprintf(out, "%-52s %-20s %s: %s\n", shape, name, bench_status_name(r->status),
+            fprintf(out, "%-64s %-20s %s: %s\n", shape, name, bench_status_name(r->status),
                     r->message);
         return;
     }
@@ -80,7 +72,7 @@ void bench_print_record(FILE *out, const bench_record *r, int ladder) {
     } else {
         char range[48];
         snprintf(range, sizeof range, "[%.3f, %.3f]", r->ms_min, r->ms_max);
-        fprintf(out, "%-52s %-20s %10.3f %21s %9.3f %7s %10s\n", shape, name, r->ms_median, range,
+        fprintf(out, "%-64s %-20s %10.3f %21s %9.3f %7s %10s\n", shape, name, r->ms_median, range,
                 r->tflops, pct, err);
     }
 }
@@ -100,6 +92,12 @@ static void json_num(cli_json *j, const char *key, double value) {
     cli_json_double(j, value);
 }
 
+/* O's dtype: the inputs' own, bf16 for FP8 inputs (flashport_attention_desc_init's default). */
+static flashport_dtype out_dtype(const bench_shape *s) {
+    return s->dtype == FLASHPORT_FP8_E4M3 || s->dtype == FLASHPORT_FP8_E5M2 ? FLASHPORT_BF16
+                                                                              : s->dtype;
+}
+
 static void json_shape(cli_json *j, const bench_shape *s) {
     cli_json_key(j, "shape");
     cli_json_begin_object(j);
@@ -113,6 +111,15 @@ static void json_shape(cli_json *j, const bench_shape *s) {
     cli_json_key(j, "causal");
     cli_json_bool(j, s->causal);
     json_str(j, "layout", bench_layout_name(s->layout));
+    json_str(j, "out_dtype", flashport_dtype_name(out_dtype(s)));
+    json_int(j, "window_left", s->window ? s->window_left : -1);
+    json_int(j, "window_right", s->window ? s->window_right : -1);
+    json_num(j, "softcap", s->softcap);
+    cli_json_key(j, "alibi");
+    cli_json_bool(j, s->alibi);
+    json_int(j, "page_size", s->page_size);
+    cli_json_key(j, "varlen");
+    cli_json_bool(j, s->varlen);
     cli_json_end_object(j);
 }
 
@@ -131,6 +138,8 @@ static void json_record(cli_json *j, const bench_env *env, const bench_record *r
     json_str(j, "status", bench_status_name(r->status));
     json_str(j, "message", r->message);
     json_num(j, "flops", r->flops);
+    json_int(j, "tokens_q", r->tokens_q);
+    json_int(j, "tokens_kv", r->tokens_kv);
     if (r->status == BENCH_OK) {
         json_int(j, "repeats", r->repeats);
         cli_json_key(j, "ms");
@@ -188,6 +197,7 @@ int bench_write_json(const char *path, const bench_env *env, const bench_options
     json_int(&j, "repeat", opt->repeat);
     json_num(&j, "max_seconds", opt->max_seconds);
     json_int(&j, "threads", opt->threads);
+    json_str(&j, "clock", opt->cpu_time ? "process_cpu" : "timer");
     json_int(&j, "cpu_threads_for_ceiling", env->cpu_threads);
     json_int(&j, "seed", (int64_t)opt->seed);
     json_int(&j, "cache_bytes", (int64_t)env->cache_bytes);
@@ -234,8 +244,9 @@ int bench_write_csv(const char *path, const bench_env *env, const bench_record *
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "backend,device,kernel,status,dtype,layout,batch,heads_q,heads_kv,seq_q,seq_kv,"
-               "head_dim,causal,ms_min,ms_median,ms_max,tflops,ceiling,pct_of_ceiling,"
-               "max_abs_err,rel_l2_err,workspace_bytes,peak_rss_bytes,message\n");
+               "head_dim,causal,out_dtype,window_left,window_right,softcap,alibi,page_size,"
+               "varlen,tokens_q,tokens_kv,flops,ms_min,ms_median,ms_max,tflops,ceiling,"
+               "pct_of_ceiling,max_abs_err,rel_l2_err,workspace_bytes,peak_rss_bytes,message\n");
     for (int i = 0; i < n; ++i) {
         const bench_record *r = &recs[i];
         const bench_shape *s = &r->shape;
@@ -246,6 +257,11 @@ int bench_write_csv(const char *path, const bench_env *env, const bench_record *
                 flashport_dtype_name(s->dtype), bench_layout_name(s->layout),
                 (long long)s->batch, (long long)s->heads_q, (long long)s->heads_kv,
                 (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim, s->causal);
+        fprintf(f, "%s,%lld,%lld,%g,%d,%lld,%d,%lld,%lld,%.6g,", flashport_dtype_name(out_dtype(s)),
+                (long long)(s->window ? s->window_left : -1),
+                (long long)(s->window ? s->window_right : -1), s->softcap, s->alibi,
+                (long long)s->page_size, s->varlen, (long long)r->tokens_q,
+                (long long)r->tokens_kv, r->flops);
         if (r->status == BENCH_OK) {
             fprintf(f, "%.6g,%.6g,%.6g,%.6g,%s,", r->ms_min, r->ms_median, r->ms_max, r->tflops,
                     r->ceiling_name);

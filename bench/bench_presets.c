@@ -22,7 +22,22 @@ void bench_preset_help(FILE *out) {
             "           the previous variant and max abs error against the reference backend\n"
             "  decode   Nq=1, Nkv in {4096,32768,131072}, B=1, Hq=32, Hkv=8, d=128 (dtype as\n"
             "           fa-grid)\n"
-            "  cpu      d in {64,128}, N in {512,1024,2048,4096}, causal off and on, B=H=1, f32\n");
+            "  cpu      d in {64,128}, N in {512,1024,2048,4096}, causal off and on, B=H=1, f32\n"
+            "Feature presets (dtype as fa-grid unless said; d=128 unless said):\n"
+            "  window   Mistral-like: B=1, Hq=32, Hkv=8, causal N in {8192,...,65536}, without\n"
+            "           and with a 4096-key window (window=4095,0)\n"
+            "  softcap  Gemma 2-like: Hq=16, Hkv=8, d=256, causal, softcap 50, B*N=16384,\n"
+            "           N in {1024,...,8192}\n"
+            "  alibi    Hq=Hkv=32, causal, per-head slopes, B*N=16384, N in {1024,...,8192}\n"
+            "  paged    prefill into a paged cache of 16-row pages: B=8, Hq=32, Hkv=8, causal,\n"
+            "           Nq=Nkv in {1024,4096}, and a 512-query chunk over Nkv=8192\n"
+            "  varlen   16 packed sequences of lengths drawn from 1..8192 (--seed), hidden 2048\n"
+            "           (d in {64,128}, H=2048/d), causal off and on\n"
+            "  decode-paged  decode's shapes over a paged cache of 16-row pages, and B=32 at\n"
+            "           Nkv=4096\n"
+            "  fp8      fp8_e4m3 inputs (O bf16), hidden 2048, d=128, B*N=16384,\n"
+            "           N in {1024,...,8192}, causal off and on; --dtype bf16 runs the same\n"
+            "           shapes unquantised\n");
 }
 
 static int put(bench_shape *shapes, int max, int n, bench_shape s) {
@@ -32,7 +47,21 @@ static int put(bench_shape *shapes, int max, int n, bench_shape s) {
 
 static bench_shape make(int64_t b, int64_t hq, int64_t hkv, int64_t nq, int64_t nkv, int64_t d,
                         flashport_dtype dtype, int causal) {
-    bench_shape s = {b, hq, hkv, nq, nkv, d, dtype, causal, FLASHPORT_LAYOUT_BHND};
+    bench_shape s = {.batch = b, .heads_q = hq, .heads_kv = hkv, .seq_q = nq, .seq_kv = nkv,
+                     .head_dim = d, .dtype = dtype, .causal = causal,
+                     .layout = FLASHPORT_LAYOUT_BHND};
+    return s;
+}
+
+static bench_shape windowed(bench_shape s, int64_t left, int64_t right) {
+    s.window = 1;
+    s.window_left = left;
+    s.window_right = right;
+    return s;
+}
+
+static bench_shape paged(bench_shape s, int64_t page_size) {
+    s.page_size = page_size;
     return s;
 }
 
@@ -62,6 +91,45 @@ int bench_preset_shapes(const char *name, flashport_dtype dtype_default, bench_s
             for (int64_t d = 64; d <= 128; d *= 2)
                 for (int64_t seq = 512; seq <= 4096; seq *= 2)
                     n = put(shapes, max, n, make(1, 1, 1, seq, seq, d, FLASHPORT_F32, c));
+    } else if (strcmp(name, "window") == 0) {
+        for (int64_t seq = 8192; seq <= 65536; seq *= 2) {
+            bench_shape s = make(1, 32, 8, seq, seq, 128, dtype_default, 1);
+            n = put(shapes, max, n, s);
+            n = put(shapes, max, n, windowed(s, 4095, 0));
+        }
+    } else if (strcmp(name, "softcap") == 0) {
+        for (int64_t seq = 1024; seq <= 8192; seq *= 2) {
+            bench_shape s = make(16384 / seq, 16, 8, seq, seq, 256, dtype_default, 1);
+            s.softcap = 50.0f;
+            n = put(shapes, max, n, s);
+        }
+    } else if (strcmp(name, "alibi") == 0) {
+        for (int64_t seq = 1024; seq <= 8192; seq *= 2) {
+            bench_shape s = make(16384 / seq, 32, 32, seq, seq, 128, dtype_default, 1);
+            s.alibi = 1;
+            n = put(shapes, max, n, s);
+        }
+    } else if (strcmp(name, "paged") == 0) {
+        n = put(shapes, max, n, paged(make(8, 32, 8, 1024, 1024, 128, dtype_default, 1), 16));
+        n = put(shapes, max, n, paged(make(8, 32, 8, 4096, 4096, 128, dtype_default, 1), 16));
+        n = put(shapes, max, n, paged(make(8, 32, 8, 512, 8192, 128, dtype_default, 1), 16));
+    } else if (strcmp(name, "varlen") == 0) {
+        for (int c = 0; c <= 1; ++c)
+            for (int64_t d = 64; d <= 128; d *= 2) {
+                bench_shape s = make(16, 2048 / d, 2048 / d, 8192, 8192, d, dtype_default, c);
+                s.varlen = 1;
+                n = put(shapes, max, n, s);
+            }
+    } else if (strcmp(name, "decode-paged") == 0) {
+        static const int64_t kv[] = {4096, 32768, 131072};
+        for (int i = 0; i < 3; ++i)
+            n = put(shapes, max, n, paged(make(1, 32, 8, 1, kv[i], 128, dtype_default, 0), 16));
+        n = put(shapes, max, n, paged(make(32, 32, 8, 1, 4096, 128, dtype_default, 0), 16));
+    } else if (strcmp(name, "fp8") == 0) {
+        for (int c = 0; c <= 1; ++c)
+            for (int64_t seq = 1024; seq <= 8192; seq *= 2)
+                n = put(shapes, max, n,
+                        make(16384 / seq, 16, 16, seq, seq, 128, FLASHPORT_FP8_E4M3, c));
     }
     return n;
 }

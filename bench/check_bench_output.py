@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Runs flashport-bench on the reference backend and checks its exit codes and what it writes:
-the JSON parses and carries every documented field with sane values, and the CSV matches it."""
+the JSON parses and carries every documented field with sane values, and the CSV matches it;
+shapes with the v2 features (window, softcap, ALiBi, paged, varlen, FP8) run through --shape and
+count their FLOPs as documented; --shape reads back every line --list-shapes prints. Timings are
+never judged, only their consistency."""
 import argparse
 import csv
 import json
@@ -13,9 +16,11 @@ TOP_FIELDS = ["schema", "tool", "flashport_version", "git_commit", "date", "pres
               "device", "settings", "ceilings", "results"]
 DEVICE_FIELDS = ["name", "vendor", "kind", "memory_bytes", "compute_units", "details"]
 SHAPE_FIELDS = ["batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
-                "layout"]
+                "layout", "out_dtype", "window_left", "window_right", "softcap", "alibi",
+                "page_size", "varlen"]
 RECORD_FIELDS = ["shape", "implementation", "backend", "kernel_requested", "kernel", "precision",
-                 "description", "status", "message", "flops"]
+                 "description", "status", "message", "flops", "tokens_q", "tokens_kv"]
+FEATURE_PRESETS = ["window", "softcap", "alibi", "paged", "varlen", "decode-paged", "fp8"]
 OK_FIELDS = ["repeats", "ms", "tflops", "ceiling", "ceiling_tflops", "pct_of_ceiling", "workspace_bytes",
              "input_bytes", "output_bytes", "input_sets", "peak_rss_bytes", "max_abs_err",
              "rel_l2_err", "checked_on", "speedup_vs_previous"]
@@ -47,6 +52,14 @@ def check_document(doc, n_results):
     expect(len(doc.get("results", [])) == n_results, f"{n_results} result(s)")
 
 
+def causal_pairs(nq, nkv):
+    """Visible (query, key) pairs of a causal problem as flashport_attention_desc_flops counts
+    them: N^2 / 2 when square (the FlashAttention papers' count), else exactly."""
+    if nq == nkv:
+        return nq * nkv / 2
+    return sum(min(max(i + nkv - nq + 1, 0), nkv) for i in range(nq))
+
+
 def check_ok_record(r, shape):
     for f in RECORD_FIELDS + OK_FIELDS:
         expect(f in r, f"record field {f}")
@@ -54,9 +67,10 @@ def check_ok_record(r, shape):
         expect(f in r["shape"], f"shape field {f}")
     expect(r["status"] == "ok", f"status ok ({r.get('message')})")
     expect({k: r["shape"][k] for k in shape} == shape, "shape echoes the flags")
-    flops = 4 * shape["batch"] * shape["heads_q"] * shape["seq_q"] * shape["seq_kv"] * shape["head_dim"]
+    pairs = shape["seq_q"] * shape["seq_kv"]
     if shape["causal"]:
-        flops /= 2
+        pairs = causal_pairs(shape["seq_q"], shape["seq_kv"])
+    flops = 4 * shape["batch"] * shape["heads_q"] * shape["head_dim"] * pairs
     expect(math.isclose(r["flops"], flops), f"flops {r['flops']} == {flops}")
     ms = r["ms"]
     expect(0 < ms["min"] <= ms["median"] <= ms["max"], f"0 < min <= median <= max: {ms}")
@@ -70,11 +84,103 @@ def check_ok_record(r, shape):
     expect(r["checked_on"] != "", "checked_on is set")
     expect(r["description"] != "", "the variant's description is recorded")
     es = {"f32": 4, "f16": 2, "bf16": 2}[shape["dtype"]]
+    expect(r["tokens_q"] == shape["batch"] * shape["seq_q"]
+           and r["tokens_kv"] == shape["batch"] * shape["seq_kv"], "tokens of a dense shape")
     q = shape["batch"] * shape["heads_q"] * shape["seq_q"] * shape["head_dim"]
     kv = shape["batch"] * shape["heads_kv"] * shape["seq_kv"] * shape["head_dim"]
     expect(r["input_bytes"] == es * (q + 2 * kv), "input_bytes")
     expect(r["output_bytes"] == es * q, "output_bytes")
     expect(r["input_sets"] >= 1 and r["peak_rss_bytes"] > 0, "input_sets and peak_rss_bytes")
+
+
+def window_pairs(nq, nkv, left, right):
+    """Visible (query, key) pairs of one sequence with a window (-1: unbounded side)."""
+    pairs = 0
+    for i in range(nq):
+        diag = i + nkv - nq
+        lo = 0 if left < 0 else max(0, diag - left)
+        hi = nkv - 1 if right < 0 else min(nkv - 1, diag + right)
+        pairs += max(0, hi - lo + 1)
+    return pairs
+
+
+def check_features(bench, workdir):
+    """Feature shapes through --shape on the reference, checked against the reference (the same
+    bits, whole and on a slice); FLOPs as flashport_attention_desc_flops counts them, on real
+    tokens for packed batches."""
+    js, cs = os.path.join(workdir, "features.json"), os.path.join(workdir, "features.csv")
+    cases = [
+        # (shape text, --check-gflop, expected shape fields, FLOPs: a number or a function of
+        #  the record)
+        ("f32 B=2 Hq=4 Hkv=2 Nq=40 Nkv=56 d=16 causal window=7,0 softcap=50 alibi", "8",
+         dict(window_left=7, window_right=0, softcap=50, alibi=True),
+         4 * 2 * 4 * 16 * window_pairs(40, 56, 7, 0)),
+        ("bf16 B=3 Hq=4 Hkv=2 Nq=1 Nkv=70 d=16 page=16 bnhd", "8",
+         dict(page_size=16, layout="bnhd", window_left=-1, window_right=-1),
+         4 * 3 * 4 * 16 * 70),
+        ("f16 B=5 Hq=2 Hkv=1 Nq=48 Nkv=60 d=8 causal varlen", "0.00001", dict(varlen=True), None),
+        ("f32 B=3 Hq=2 Hkv=2 Nq=33 Nkv=40 d=8 causal page=16 varlen", "8",
+         dict(varlen=True, page_size=16), None),
+        ("fp8_e4m3 B=1 Hq=2 Hkv=1 Nq=32 Nkv=48 d=16", "8",
+         dict(dtype="fp8_e4m3", out_dtype="bf16"), 4 * 2 * 16 * 32 * 48),
+    ]
+    for text, gflop, fields, flops in cases:
+        rc, out = run(bench, "--backend", "reference", "--shape", text, "--check", "--check-gflop",
+                      gflop, "--no-peaks", "--warmup", "1", "--repeat", "2", "--json", js,
+                      "--csv", cs)
+        expect(rc == 0, f"{text}: exit 0 (got {rc}): {out}")
+        if rc != 0:
+            continue
+        with open(js) as f:
+            r = json.load(f)["results"][0]
+        for k in RECORD_FIELDS + OK_FIELDS:
+            expect(k in r, f"{text}: record field {k}")
+        expect(r["status"] == "ok", f"{text}: status ok ({r['message']})")
+        if r["status"] != "ok":
+            continue
+        for k, v in fields.items():
+            expect(r["shape"][k] == v, f"{text}: shape.{k} is {r['shape'][k]!r}, expected {v!r}")
+        b, hq, nq, nkv, d = (r["shape"][k] for k in ("batch", "heads_q", "seq_q", "seq_kv", "head_dim"))
+        if flops is not None:
+            expect(math.isclose(r["flops"], flops), f"{text}: flops {r['flops']} == {flops}")
+            expect(r["tokens_q"] == b * nq and r["tokens_kv"] == b * nkv, f"{text}: tokens")
+        else:
+            # Lq drawn from 1..Nq, Lkv = Lq + c with c = Nkv - Nq > 0; causal row i sees c + i + 1
+            # keys, so a sequence has Lq * c + (Lq^2 + Lq) / 2 pairs, and sum(Lq^2) lies between
+            # T^2 / B and Nq * T for T real query rows.
+            t, c = r["tokens_q"], nkv - nq
+            expect(c > 0, f"{text}: the check assumes Nkv > Nq")
+            expect(b <= t <= b * nq and r["tokens_kv"] == t + b * c,
+                   f"{text}: {t} real query rows of at most {b * nq}")
+            lo = 2 * hq * d * (t * t / b + t + 2 * c * t)
+            hi = 2 * hq * d * (nq * t + t + 2 * c * t)
+            expect(lo * (1 - 1e-9) <= r["flops"] <= hi * (1 + 1e-9),
+                   f"{text}: flops {r['flops']} on real tokens within [{lo}, {hi}]")
+        expect(math.isclose(r["tflops"], r["flops"] / (r["ms"]["median"] * 1e-3) / 1e12,
+                            rel_tol=1e-6), f"{text}: tflops = flops / median")
+        expect(r["max_abs_err"] == 0 and r["rel_l2_err"] == 0,
+               f"{text}: the reference agrees with itself on {r['checked_on']}")
+        expect((r["checked_on"] == "all") == (gflop == "8"), f"{text}: checked_on {r['checked_on']}")
+        with open(cs) as f:
+            row = list(csv.DictReader(f))[0]
+        expect(int(row["window_left"]) == r["shape"]["window_left"]
+               and row["varlen"] == str(int(r["shape"]["varlen"]))
+               and int(row["page_size"]) == r["shape"]["page_size"]
+               and int(row["tokens_q"]) == r["tokens_q"]
+               and math.isclose(float(row["flops"]), r["flops"], rel_tol=1e-5),
+               f"{text}: CSV feature columns match the JSON")
+
+    # Every feature preset names its feature, and --shape reads back each line it lists.
+    tokens = {"window": "window=4095,0", "softcap": "softcap=50", "alibi": "alibi",
+              "paged": "page=16", "varlen": "varlen", "decode-paged": "page=16", "fp8": "fp8_e4m3"}
+    for preset in FEATURE_PRESETS:
+        rc, listed = run(bench, "--backend", "reference", "--preset", preset, "--list-shapes")
+        lines = listed.splitlines()
+        expect(rc == 0 and lines and any(tokens[preset] in line for line in lines),
+               f"preset {preset} lists shapes with {tokens[preset]}")
+        for line in lines:
+            rc, back = run(bench, "--backend", "reference", "--shape", line, "--list-shapes")
+            expect(rc == 0 and back.strip() == line, f"--shape reads back '{line}' (got '{back.strip()}')")
 
 
 def main():
@@ -123,9 +229,16 @@ def main():
                              (["--backend", "nosuch"], 2, "unknown backend"),
                              (["--backend", "reference", "--kernel", "nosuch", "--no-peaks"], 2,
                               "unknown kernel"),
-                             (["--backend", "reference:7", "--no-peaks"], 3, "missing device")]:
+                             (["--backend", "reference:7", "--no-peaks"], 3, "missing device"),
+                             (["--shape", "f32 B=0"], 2, "--shape with a zero size"),
+                             (["--shape", "f32 colour=red"], 2, "--shape with an unknown token"),
+                             (["--shape", "Nq=8", "--preset", "seed"], 2, "--shape and --preset"),
+                             (["--shape", "Nq=8", "--hq", "2"], 2, "--shape and a shape flag"),
+                             (["--shape", "Nq=8 Nkv=4 varlen"], 2, "varlen with Nkv < Nq")]:
         rc, out = run(a.bench, *args)
         expect(rc == want, f"{what}: exit {want} (got {rc}): {out}")
+
+    check_features(a.bench, a.workdir)
 
     if a.compare_torch:
         for preset in ["seed", "fa-grid", "ladder", "decode", "cpu"]:

@@ -9,20 +9,26 @@
 #include "bench.h"
 #include "cli.h"
 
-static const char *const preset_choices[] = {"seed", "fa-grid", "ladder", "decode", "cpu", NULL};
-static const char *const dtype_choices[] = {"f32", "f16", "bf16", NULL};
+static const char *const preset_choices[] = {"seed",   "fa-grid", "ladder", "decode",
+                                             "cpu",    "window",  "softcap", "alibi",
+                                             "paged",  "varlen",  "decode-paged", "fp8", NULL};
+/* In flashport_dtype order, so that a choice's index is the enum value. */
+static const char *const dtype_choices[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const layout_choices[] = {"bhnd", "bnhd", NULL};
 
 static const char *const epilogue =
     "Without --preset one shape runs: B=1 Hq=1 Hkv=Hq Nq=1024 Nkv=Nq d=128 f32, changed by the\n"
-    "shape flags. --kernel all runs every variant of the backend; a variant that cannot take a\n"
-    "shape prints \"unsupported: <reason>\" (not a failure).\n"
+    "shape flags, or the shape --shape reads. --kernel all runs every variant of the backend; a\n"
+    "variant that cannot take a shape prints \"unsupported: <reason>\" (not a failure), as does\n"
+    "a backend none of whose variants implements a shape's feature (the reason names it).\n"
     "\n"
     "Timing: inputs are drawn from N(0,1) and uploaded once; when one input set fits in 4x the\n"
     "device's L2/LLC, several sets are rotated between calls. Each call is timed with\n"
     "flashport_timer_start/stop (device events where the backend has them); the table shows the\n"
-    "median of --repeat calls after --warmup calls. % of ceiling compares with the rate measured\n"
-    "by flashport_measure_peaks for the units the kernel uses (printed at the start).\n"
+    "median of --repeat calls after --warmup calls (with --cpu-time, by the process's CPU time\n"
+    "instead: on a CPU backend with --threads 1 that is the call's compute time, however busy\n"
+    "the machine is). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
+    "for the units the kernel uses (printed at the start).\n"
     "\n"
     "Exit status: 0 every run succeeded (unsupported variants included), 1 a run or a check\n"
     "failed, 2 bad command line or unknown kernel, 3 backend unavailable.\n"
@@ -31,9 +37,12 @@ static const char *const epilogue =
 typedef struct bench_cli {
     int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
     double check_gflop, max_seconds;
-    int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes;
-    const char *backend, *kernel, *json, *csv;
+    int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes, cpu_time;
+    const char *backend, *kernel, *json, *csv, *shape;
 } bench_cli;
+
+/* The shape flags start unset, so that --shape can refuse them rather than ignore them. */
+#define UNSET INT64_MIN
 
 static void print_help(const cli_option *opts, int n) {
     cli_print_help(stdout, "flashport-bench",
@@ -41,14 +50,16 @@ static void print_help(const cli_option *opts, int n) {
                    "Times flashport attention on device-resident inputs.", opts, n, NULL);
     printf("\n");
     bench_preset_help(stdout);
+    printf("\n");
+    bench_shape_help(stdout);
     printf("\n%s", epilogue);
 }
 
 /* Parses the command line into opt; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, bench_options *opt) {
-    bench_cli c = {.b = 1, .hq = 1, .nq = 1024, .d = 128, .warmup = 3, .repeat = 10,
-                   .seed = 1234, .check_gflop = 8.0, .max_seconds = 20.0, .preset = -1,
-                   .dtype = -1};
+    bench_cli c = {.b = UNSET, .hq = UNSET, .hkv = UNSET, .nq = UNSET, .nkv = UNSET, .d = UNSET,
+                   .warmup = 3, .repeat = 10, .seed = 1234, .check_gflop = 8.0,
+                   .max_seconds = 20.0, .preset = -1, .dtype = -1, .layout = -1};
     const cli_option opts[] = {
         {"preset", CLI_CHOICE, &c.preset, "NAME", "named list of shapes (below)", preset_choices},
         {"backend", CLI_STRING, &c.backend, "SPEC", "backend[:device] list (default: FLASHPORT_BACKEND, then auto)", NULL},
@@ -62,10 +73,12 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"dtype", CLI_CHOICE, &c.dtype, "T", "element type (default f32; presets: see below)", dtype_choices},
         {"causal", CLI_FLAG, &c.causal, NULL, "causal mask (bottom-right aligned)", NULL},
         {"layout", CLI_CHOICE, &c.layout, "L", "memory layout (default bhnd)", layout_choices},
+        {"shape", CLI_STRING, &c.shape, "SPEC", "one shape in --list-shapes' notation, features included (below)", NULL},
         {"warmup", CLI_INT, &c.warmup, "N", "untimed calls first (default 3)", NULL},
         {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)", NULL},
         {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S", "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)", NULL},
         {"threads", CLI_INT, &c.threads, "N", "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
+        {"cpu-time", CLI_FLAG, &c.cpu_time, NULL, "time calls by the process's CPU time (CPU devices; see below)", NULL},
         {"check", CLI_FLAG, &c.check, NULL, "compare each output with the reference backend (always on for ladder)", NULL},
         {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G", "reference work per checked shape; larger outputs are checked on a slice (default 8)", NULL},
         {"sets", CLI_INT, &c.sets, "N", "input sets to rotate (default: automatic)", NULL},
@@ -83,8 +96,19 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         return BENCH_EXIT_OK;
     }
     if (r == CLI_ERROR) return BENCH_EXIT_USAGE;
-    if (c.hkv == 0) c.hkv = c.hq;
-    if (c.nkv == 0) c.nkv = c.nq;
+    const int shape_flags = c.b != UNSET || c.hq != UNSET || c.hkv != UNSET || c.nq != UNSET ||
+                            c.nkv != UNSET || c.d != UNSET || c.causal;
+    if (c.shape && (shape_flags || c.preset >= 0)) {
+        fprintf(stderr, "flashport-bench: --shape gives the whole shape; drop --preset and the "
+                        "shape flags (--b, --hq, --hkv, --nq, --nkv, --d, --causal)\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (c.b == UNSET) c.b = 1;
+    if (c.hq == UNSET) c.hq = 1;
+    if (c.hkv == UNSET) c.hkv = c.hq;
+    if (c.nq == UNSET) c.nq = 1024;
+    if (c.nkv == UNSET) c.nkv = c.nq;
+    if (c.d == UNSET) c.d = 128;
     if (c.b < 1 || c.hq < 1 || c.hkv < 1 || c.nq < 1 || c.nkv < 1 || c.d < 1) {
         fprintf(stderr, "flashport-bench: sizes must be at least 1\n");
         return BENCH_EXIT_USAGE;
@@ -112,15 +136,25 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->backend = c.backend;
     opt->kernel = c.kernel;
     opt->preset = preset;
-    bench_shape s = {c.b, c.hq, c.hkv, c.nq, c.nkv, c.d,
-                     c.dtype >= 0 ? (flashport_dtype)c.dtype : FLASHPORT_F32, c.causal,
-                     c.layout == 1 ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND};
+    bench_shape s = {.batch = c.b, .heads_q = c.hq, .heads_kv = c.hkv, .seq_q = c.nq,
+                     .seq_kv = c.nkv, .head_dim = c.d, .dtype = FLASHPORT_F32, .causal = c.causal,
+                     .layout = FLASHPORT_LAYOUT_BHND};
+    char why[256];
+    if (c.shape && !bench_shape_parse(c.shape, &s, why, sizeof why)) {
+        fprintf(stderr, "flashport-bench: --shape '%s': %s\n", c.shape, why);
+        return BENCH_EXIT_USAGE;
+    }
+    /* --dtype and --layout override a preset's shapes and --shape's, as they set the flags'. */
+    if (c.dtype >= 0) s.dtype = (flashport_dtype)c.dtype;
+    if (c.layout >= 0) s.layout = c.layout == 1 ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND;
     opt->shape = s;
     opt->dtype_given = c.dtype >= 0;
+    opt->layout_given = c.layout >= 0;
     opt->warmup = (int)c.warmup;
     opt->repeat = (int)c.repeat;
     opt->max_seconds = c.max_seconds;
     opt->threads = (int)c.threads;
+    opt->cpu_time = c.cpu_time;
     opt->check = c.check || is_ladder;
     opt->check_flops = c.check_gflop * 1e9;
     opt->measure_peaks = (!c.no_peaks || c.peaks_only) && !c.list_shapes;
@@ -146,7 +180,7 @@ static bench_shape *make_shapes(const bench_options *opt, const bench_env *env, 
     bench_preset_shapes(opt->preset, dflt, s, *n);
     for (int i = 0; i < *n; ++i) {
         if (opt->dtype_given) s[i].dtype = opt->shape.dtype;
-        s[i].layout = opt->shape.layout;
+        if (opt->layout_given) s[i].layout = opt->shape.layout;
     }
     return s;
 }
@@ -194,22 +228,25 @@ static int make_kernels(const bench_options *opt, const char *backend, const cha
     return 1;
 }
 
-static void set_unsupported(bench_record *r, const bench_shape *s, const char *kernel,
-                            const char *why) {
+/* p: the shape's problem, or NULL when it could not be made (then FLOPs and tokens are 0). */
+static void set_unsupported(bench_record *r, const bench_shape *s, const bench_problem *p,
+                            const char *kernel, const char *why) {
     memset(r, 0, sizeof *r);
     r->shape = *s;
-    flashport_problem p;
-    bench_problem_from_shape(s, &p);
-    r->flops = flashport_problem_flops(&p);
+    if (p) {
+        r->flops = p->flops;
+        r->tokens_q = p->tokens_q;
+        r->tokens_kv = p->tokens_kv;
+    }
     r->status = BENCH_UNSUPPORTED;
     r->pct_of_ceiling = -1;
     snprintf(r->kernel_requested, sizeof r->kernel_requested, "%s", kernel);
     snprintf(r->message, sizeof r->message, "%s", why);
 }
 
-static void set_failed(bench_record *r, const bench_shape *s, const char *kernel,
-                       const char *why) {
-    set_unsupported(r, s, kernel ? kernel : "", why);
+static void set_failed(bench_record *r, const bench_shape *s, const bench_problem *p,
+                       const char *kernel, const char *why) {
+    set_unsupported(r, s, p, kernel ? kernel : "", why);
     r->status = BENCH_FAILED;
 }
 
@@ -246,17 +283,21 @@ static void run_shape(bench_run *run, const bench_shape *s) {
         bench_print_header(stdout, 1);
     }
     bench_record *first = run->recs + run->n_recs;
-    if (run->runnable == 0) { /* only the ladder's fixed list can miss every kernel */
+    bench_problem p;
+    const int have_problem = bench_problem_create(s, opt->seed, &p, why, sizeof why);
+    if (!have_problem) {
+        for (int ki = 0; ki < run->n_kernels; ++ki) {
+            bench_record *r = &run->recs[run->n_recs++];
+            set_failed(r, s, NULL, run->kernels[ki], why);
+            if (!run->ladder) bench_print_record(stdout, r, 0);
+        }
+        run->failed = 1;
+    } else if (run->runnable == 0) { /* only the ladder's fixed list can miss every kernel */
         for (int ki = 0; ki < run->n_kernels; ++ki)
-            set_unsupported(&run->recs[run->n_recs++], s, run->kernels[ki],
+            set_unsupported(&run->recs[run->n_recs++], s, &p, run->kernels[ki],
                             "not a kernel of this backend");
     } else {
-        flashport_problem p;
-        bench_problem_from_shape(s, &p);
-        size_t set_bytes = flashport_dtype_size(s->dtype) *
-                           (size_t)(flashport_problem_extent(&p, 'q') +
-                                    flashport_problem_extent(&p, 'k') +
-                                    flashport_problem_extent(&p, 'v'));
+        size_t set_bytes = flashport_dtype_size(s->dtype) * (size_t)(p.q_elems + 2 * p.kv_elems);
         int sets = opt->input_sets > 0 ? opt->input_sets
                                        : bench_choose_sets(set_bytes, run->env->cache_bytes);
         bench_inputs in;
@@ -264,7 +305,7 @@ static void run_shape(bench_run *run, const bench_shape *s) {
             FLASHPORT_OK) {
             for (int ki = 0; ki < run->n_kernels; ++ki) {
                 bench_record *r = &run->recs[run->n_recs++];
-                set_failed(r, s, run->kernels[ki], why);
+                set_failed(r, s, &p, run->kernels[ki], why);
                 if (!run->ladder) bench_print_record(stdout, r, 0);
             }
             run->failed = 1;
@@ -287,9 +328,9 @@ static void run_shape(bench_run *run, const bench_shape *s) {
                 fprintf(stderr, "[%d/%d] %s %s, %d input set%s\n", run->n_recs, run->total, text,
                         k ? k : "(planner)", sets, sets == 1 ? "" : "s");
                 if (k && run->ladder && !backend_has_kernel(run->env->backend, k))
-                    set_unsupported(r, s, k, "not a kernel of this backend");
-                else if (bench_measure(run->ctx, run->env, opt, s, &in, k, ref_o, &region, r) ==
-                         BENCH_FAILED)
+                    set_unsupported(r, s, &p, k, "not a kernel of this backend");
+                else if (bench_measure(run->ctx, run->env, opt, s, &p, &in, k, ref_o, &region,
+                                       r) == BENCH_FAILED)
                     run->failed = 1;
                 if (!run->ladder) bench_print_record(stdout, r, 0);
             }
@@ -297,6 +338,7 @@ static void run_shape(bench_run *run, const bench_shape *s) {
             bench_inputs_destroy(&in);
         }
     }
+    if (have_problem) bench_problem_destroy(&p);
     if (run->ladder) {
         ladder_speedups(first, run->n_kernels);
         for (int ki = 0; ki < run->n_kernels; ++ki) bench_print_record(stdout, &first[ki], 1);
@@ -323,6 +365,12 @@ int main(int argc, char **argv) {
     }
     bench_env env;
     bench_env_init(ctx, &opt, &env);
+    if (opt.cpu_time && env.device.kind != FLASHPORT_DEVICE_CPU) {
+        fprintf(stderr, "flashport-bench: --cpu-time times calls that run on the calling "
+                        "process's CPU; backend %s runs them on a device\n", env.backend);
+        flashport_context_destroy(ctx);
+        return BENCH_EXIT_USAGE;
+    }
     if (list_only) {
         int n = 0;
         bench_shape *shapes = make_shapes(&opt, &env, &n);

@@ -34,17 +34,36 @@ def line_label(r, device, many_devices):
     return f"{impl} ({device})" if many_devices else impl
 
 
+def features(s):
+    """The shape's v2 features as a name part ("" for none, and for records written before
+    they existed), so that a windowed shape is not drawn on the line of its unwindowed twin."""
+    parts = []
+    if s.get("window_left", -1) != -1 or s.get("window_right", -1) != -1:
+        parts.append(f"window{s['window_left']},{s['window_right']}")
+    if s.get("softcap", 0):
+        parts.append(f"softcap{s['softcap']:g}")
+    if s.get("alibi"):
+        parts.append("alibi")
+    if s.get("page_size", 0):
+        parts.append(f"page{s['page_size']}")
+    if s.get("varlen"):
+        parts.append("varlen")
+    return "_".join(parts)
+
+
 def group_key(s):
-    return (s["dtype"], s["head_dim"], s["causal"], s["seq_q"] == 1, s["layout"])
+    return (s["dtype"], s["head_dim"], s["causal"], s["seq_q"] == 1, s["layout"], features(s))
 
 
 def file_name(metric, key):
-    dtype, d, causal, decode, layout = key
+    dtype, d, causal, decode, layout, feats = key
     name = f"{metric}_{dtype}_d{d}_{'causal' if causal else 'noncausal'}"
     if decode:
         name += "_decode"
     if layout != "bhnd":
         name += f"_{layout}"
+    if feats:
+        name += f"_{feats}"
     return name + ".png"
 
 
@@ -83,7 +102,7 @@ def main(argv=None):
 
     os.makedirs(a.out, exist_ok=True)
     for key, lines in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        dtype, d, causal, decode, layout = key
+        dtype, d, causal, decode, layout, feats = key
         fig, ax = plt.subplots(figsize=(7, 4.5))
         xs_all = set()
         for label, pts in sorted(lines.items()):
@@ -104,6 +123,8 @@ def main(argv=None):
             title += ", decode (Nq=1)"
         if layout != "bhnd":
             title += f", {layout}"
+        if feats:
+            title += f", {feats.replace('_', ', ')}"
         if not many and devices:
             title += f" - {next(iter(devices))}"
         ax.set_title(f"{a.title} {title}".strip(), fontsize=10)

@@ -3,13 +3,22 @@
 
 usage: generate.py --out DIR [--cases SUBSTRING]
 
-For every case in cases.py, DIR/<name>/ receives
-  q.npy k.npy v.npy  inputs in the case's layout ([B,H,N,d] or [B,N,H,d], unpadded), already
-                     rounded to the dtype: float16 for f16; float32 for f32; for bf16, float32
-                     arrays whose every value is exactly a bfloat16 (the runner converts them
-                     to bf16 bits without rounding again)
-  o.npy              float64 expected output, same layout as q (heads_q, seq_q)
-  lse.npy            float64 expected log-sum-exp [B, Hq, Nq] (-inf for rows with no key)
+For every case in cases.py, DIR/<name>/ receives (needed_files lists which)
+  q.npy k.npy v.npy  inputs in the case's layout, unpadded: [B,H,N,d] or [B,N,H,d]; packed
+                     [1,H,total,d] or [1,total,H,d]; pages [pages,H,page_size,d] or
+                     [pages,page_size,H,d]. Already in the dtype: float16 for f16; float32 for
+                     f32; for bf16, float32 arrays whose every value is exactly a bfloat16 (the
+                     runner converts them to bf16 bits without rounding again); uint8 bit
+                     patterns for e4m3 and e5m2
+  o.npy              float64 expected output, Q's shape (rows of no sequence: 0, not judged)
+  lse.npy            float64 expected log-sum-exp [B, Hq, Nq], or [Hq, total_q] for packed Q
+                     (-inf for rows with no key, the sink with sinks; NaN where a NaN reaches)
+  sinks.npy          float32 [Hq]
+  alibi_slopes.npy   float32 [Hq] or [B, Hq]
+  bias.npy           [B|1, Hq|1, Nq|1, Nkv|1] (1 where broadcast), in the bias dtype as above
+  cu_seqlens_q.npy cu_seqlens_kv.npy  int32 [B + 1]
+  seqlens_kv.npy     int32 [B];  block_table.npy  int32 [B, max_pages] (-1 where unused)
+  q_descale.npy k_descale.npy v_descale.npy  float32 [1] or [B, H, ceil(N / descale_block)]
 and DIR/manifest.txt lists the cases (format described at the top of that file). Seeds are
 fixed per case name, so the fixtures are the same on every run and machine.
 """
@@ -26,20 +35,52 @@ import reference_numpy as ref  # noqa: E402
 
 MANIFEST_HEADER = """\
 # flashport conformance manifest, written by generate.py; do not edit.
-# First non-comment line: "flashport-conformance-manifest 1". Then one line per case:
-# "case" followed by key=value fields (no spaces inside values):
-#   name dtype(f32|f16|bf16) batch heads_q heads_kv seq_q seq_kv head_dim layout(bhnd|bnhd)
-#   causal(0|1) scale(float32 value, 0 = 1/sqrt(d)) pad(extra elements after each row)
-#   tol_factor(multiplies the dtype's tolerances on O)
-# The case's files are <name>/q.npy k.npy v.npy o.npy lse.npy beside this manifest.
-flashport-conformance-manifest 1
+# First non-comment line: "flashport-conformance-manifest 2". Then one line per case:
+# "case" followed by key=value fields (no spaces inside values), every one required:
+#   name dtype(f32|f16|bf16|e4m3|e5m2) out_dtype(f32|f16|bf16) batch heads_q heads_kv
+#   seq_q seq_kv (the longest sequences when packed or paged) head_dim layout(bhnd|bnhd)
+#   causal(0|1) window_left window_right(-1 = unbounded) scale(float32 value, 0 = 1/sqrt(d))
+#   softcap(float32 value, 0 = off) alibi(none|head|batch_head)
+#   bias(none, or dtype:dims with dims the full dimensions of bhqk, '.' where broadcast)
+#   sinks(0|1) q_varlen(0|1) total_q kv_layout(dense|varlen|paged) total_kv num_pages
+#   page_size max_pages descale(none|tensor|block) descale_block
+#   pad(extra elements after each row) tol_factor(multiplies the dtype's tolerances on O)
+# The case's .npy files are in <name>/ beside this manifest.
+flashport-conformance-manifest 2
 """
 
+FP8_MAX_CODE = {"e4m3": 0x7E, "e5m2": 0x7B}    # 448 and 57344
+FP8_NAN_CODE = {"e4m3": 0xFF, "e5m2": 0x7F}    # S.1111.111 (sign set), S.11111.11
+E5M2_INF_CODE = 0x7C                           # 0.11111.00
+# What rows no sequence reads hold (packed slack, unused pages, page tails): large enough
+# that a kernel reading one shows an error of order one, finite so that multiplying by a
+# zero weight hides it, as the API allows.
+UNREAD = 300.0
 
-def shape_of(c, heads, seq):
-    if c["layout"] == "bhnd":
-        return (c["batch"], heads, seq, c["head_dim"])
-    return (c["batch"], seq, heads, c["head_dim"])
+
+def needed_files(c):
+    """The .npy files of case c, as the runner loads them."""
+    files = ["q", "k", "v", "o", "lse"]
+    files += ["sinks"] if c["sinks"] else []
+    files += ["alibi_slopes"] if c["alibi"] != "none" else []
+    files += ["bias"] if c["bias"] else []
+    files += ["cu_seqlens_q"] if c["q_varlen"] else []
+    files += ["cu_seqlens_kv"] if c["kv_layout"] == "varlen" else []
+    files += ["seqlens_kv", "block_table"] if c["kv_layout"] == "paged" else []
+    files += ["q_descale", "k_descale", "v_descale"] if c["descale"] != "none" else []
+    return [f + ".npy" for f in files]
+
+
+def storage(c, tensor):
+    """(outer, heads, rows) of a tensor as stored: per batch, packed, or per page."""
+    if tensor in ("q", "o"):
+        return (1, c["heads_q"], c["total_q"]) if c["q_varlen"] else \
+            (c["batch"], c["heads_q"], c["seq_q"])
+    if c["kv_layout"] == "varlen":
+        return (1, c["heads_kv"], c["total_kv"])
+    if c["kv_layout"] == "paged":
+        return (c["num_pages"], c["heads_kv"], c["page_size"])
+    return (c["batch"], c["heads_kv"], c["seq_kv"])
 
 
 def writeup_values(shape, seed):
@@ -54,52 +95,198 @@ def writeup_values(shape, seed):
     return ((whole + hundredths) * sign).reshape(shape)
 
 
-def big_logit_values(c, rng):
+def big_logit_values(c, rng, shapes):
     """Scores near +-1000 that are exact in float32: with d = 64 the default scale is 1/8;
     component 0 of every query is +-80 and of every key 100 or 99, so it contributes +-1000 or
     +-990 to the scaled score; the other components are integers in [-2, 2] and spread the
     scores of one row by a few units, so the softmax is not one-hot."""
     assert c["head_dim"] == 64 and c["scale"] == 0.0, "big_logits assumes d = 64, default scale"
-    q = rng.integers(-2, 3, size=(c["batch"], c["heads_q"], c["seq_q"], 64)).astype(np.float64)
-    k = rng.integers(-2, 3, size=(c["batch"], c["heads_kv"], c["seq_kv"], 64)).astype(np.float64)
+    q = rng.integers(-2, 3, size=shapes[0]).astype(np.float64)
+    k = rng.integers(-2, 3, size=shapes[1]).astype(np.float64)
     q[..., 0] = 80.0 * rng.choice([1.0, -1.0], size=q.shape[:-1])
     k[..., 0] = rng.choice([100.0, 99.0], size=k.shape[:-1])
-    v = rng.standard_normal(k.shape)
-    return [ref.from_bhnd(x, c["layout"]) for x in (q, k, v)]
+    return q, k, rng.standard_normal(shapes[2])
 
 
-def draw_inputs(c):
-    q_shape = shape_of(c, c["heads_q"], c["seq_q"])
-    kv_shape = shape_of(c, c["heads_kv"], c["seq_kv"])
-    rng = np.random.default_rng(zlib.crc32(c["name"].encode()))
-    if c["inputs"] == "normal":
-        q, k, v = (rng.standard_normal(s) for s in (q_shape, kv_shape, kv_shape))
+def fp8_encode(x, fmt):
+    """Bit patterns of the finite FP8 values nearest to x (magnitudes beyond the largest
+    saturate to it)."""
+    codes = np.arange(0x80, dtype=np.uint8)
+    values = ref.fp8_decode(codes, fmt)
+    finite = np.isfinite(values)
+    codes, values = codes[finite], values[finite]
+    order = np.argsort(values)
+    codes, values = codes[order], values[order]
+    mag = np.minimum(np.abs(x), values[-1])
+    hi = np.clip(np.searchsorted(values, mag), 1, len(values) - 1)
+    pick = np.where(values[hi] - mag < mag - values[hi - 1], hi, hi - 1)
+    return (codes[pick] | np.where(x < 0, 0x80, 0)).astype(np.uint8)
+
+
+def fp8_unit(c):
+    """Magnitude of one standard deviation of the FP8 inputs as stored: an eighth of the
+    format's maximum, so that the values use most of its range; the descales undo it."""
+    return float(ref.fp8_decode(FP8_MAX_CODE[c["dtype"]], c["dtype"])) / 8.0
+
+
+def draw_inputs(c, rng, used):
+    """Q, K, V in bhnd storage order (float values, or FP8 bit patterns)."""
+    shapes = [storage(c, t) + (c["head_dim"],) for t in "qkv"]
+    # Drawn in the file's order (layout), then viewed as bhnd.
+    in_file_order = [s if c["layout"] == "bhnd" else (s[0], s[2], s[1], s[3]) for s in shapes]
+    if c["inputs"] in ("normal", "fp8_max"):
+        q, k, v = (ref.to_bhnd(rng.standard_normal(s), c["layout"]) for s in in_file_order)
     elif c["inputs"] == "writeup":
-        q, k, v = (writeup_values(s, seed) for s, seed in ((q_shape, 42), (kv_shape, 43), (kv_shape, 44)))
+        q, k, v = (ref.to_bhnd(writeup_values(s, seed), c["layout"])
+                   for s, seed in zip(in_file_order, (42, 43, 44)))
     elif c["inputs"] == "big_logits":
-        q, k, v = big_logit_values(c, rng)
+        q, k, v = big_logit_values(c, rng, shapes)
+    elif c["inputs"] == "integers":
+        q, k = (rng.integers(-3, 4, size=s).astype(np.float64) for s in shapes[:2])
+        v = rng.standard_normal(shapes[2])
     else:
         raise ValueError("unknown inputs kind " + c["inputs"])
     tensors = {"q": q, "k": k, "v": v}
+    for name, t in tensors.items():
+        t[~used[name]] = UNREAD
+    if c["dtype"] in case_list.FP8:
+        fmt = c["dtype"]
+        for name in tensors:
+            bits = fp8_encode(tensors[name] * fp8_unit(c), fmt)
+            if c["inputs"] == "fp8_max":
+                flat = bits.reshape(-1)
+                flat[::5] = FP8_MAX_CODE[fmt] | np.where(rng.random(flat[::5].shape) < 0.5, 0x80, 0)
+            tensors[name] = bits
     if c["nan"]:
         name, b, h, n, d = c["nan"]
-        t = ref.to_bhnd(tensors[name], c["layout"])  # a view: the write lands in the tensor
-        t[b, h, n, d] = np.nan
-    return [ref.round_to_dtype(tensors[x], c["dtype"]) for x in ("q", "k", "v")]
+        nan = FP8_NAN_CODE[c["dtype"]] if c["dtype"] in case_list.FP8 else np.nan
+        tensors[name][b, h, n, d] = nan
+    if c["inf"]:
+        name, b, h, n, d = c["inf"]
+        tensors[name][b, h, n, d] = E5M2_INF_CODE
+    if c["dtype"] not in case_list.FP8:
+        tensors = {n: ref.round_to_dtype(t, c["dtype"]) for n, t in tensors.items()}
+    return tensors
+
+
+def tables(c, rng):
+    """cu_seqlens, seqlens_kv and block_table (int32) of a packed or paged case, and which
+    stored rows of Q, K and V some sequence reads."""
+    out = {}
+    used = {t: np.ones(storage(c, t), dtype=bool) for t in "qkv"}
+    if c["q_varlen"]:
+        cu = c["q_slack"][0] + np.concatenate([[0], np.cumsum(c["seqlens_q"])])
+        out["cu_seqlens_q"] = cu.astype(np.int32)
+        used["q"][:] = False
+        used["q"][:, :, cu[0]:cu[-1]] = True
+    if c["kv_layout"] == "varlen":
+        cu = c["kv_slack"][0] + np.concatenate([[0], np.cumsum(c["seqlens_kv"])])
+        out["cu_seqlens_kv"] = cu.astype(np.int32)
+        used["k"][:] = False
+        used["k"][:, :, cu[0]:cu[-1]] = True
+    if c["kv_layout"] == "paged":
+        ps = c["page_size"]
+        order = rng.permutation(c["num_pages"])
+        table = np.full((c["batch"], c["max_pages"]), -1, dtype=np.int32)
+        used["k"][:] = False
+        taken = 0
+        for b, n in enumerate(c["seqlens_kv"]):
+            pages = -(-n // ps)
+            table[b, :pages] = order[taken:taken + pages]
+            taken += pages
+            j = np.arange(n)
+            used["k"][table[b, j // ps], :, j % ps] = True
+        out["seqlens_kv"] = np.asarray(c["seqlens_kv"], dtype=np.int32)
+        out["block_table"] = table
+    used["v"] = used["k"]
+    return out, used
+
+
+def descales(c, rng):
+    """q/k/v_descale (float32): factors that bring the stored FP8 values back to unit size,
+    varied by +-50% per tensor or block; V's is 1 for fp8_max inputs; zero_descale applied."""
+    out = {}
+    unit = fp8_unit(c)
+    for t, heads, seq in (("q", c["heads_q"], c["seq_q"]), ("k", c["heads_kv"], c["seq_kv"]),
+                          ("v", c["heads_kv"], c["seq_kv"])):
+        shape = (1,) if c["descale"] == "tensor" else \
+            (c["batch"], heads, -(-seq // c["descale_block"]))
+        f = rng.uniform(0.5, 1.5, size=shape) / unit
+        if t == "v" and c["inputs"] == "fp8_max":
+            f[...] = 1.0
+        out[t + "_descale"] = f.astype(np.float32)
+    for t, where in c["zero_descale"]:
+        out[t + "_descale"][... if where is None else where] = 0.0
+    return out
+
+
+def bias_values(c, rng):
+    """The bias at its stored shape (1 where broadcast), rounded to its dtype."""
+    spec = c["bias"]
+    full = (c["batch"], c["heads_q"], c["seq_q"], c["seq_kv"])
+    shape = tuple(n if d != "." else 1 for n, d in zip(full, spec["dims"]))
+    kind = spec["kind"]
+    if kind == "key_padding":
+        # batch b's last 3*b keys are padding
+        x = np.zeros(shape)
+        for b in range(shape[0]):
+            x[b, ..., c["seq_kv"] - 3 * b:] = -np.inf
+    else:
+        x = rng.standard_normal(shape)
+        if kind == "sparse_mask":
+            x[rng.random(shape) < 0.15] = -np.inf
+        elif kind == "masked_rows":
+            x[:, :, 2::5, :] = -np.inf
+    return ref.round_to_dtype(x, spec["dtype"])
+
+
+def extras(c, rng):
+    """Every array besides Q, K and V: tables, slopes, sinks, bias, descales."""
+    out, used = tables(c, rng)
+    if c["alibi"] == "head":
+        out["alibi_slopes"] = (2.0 ** (-8.0 * np.arange(1, c["heads_q"] + 1) / c["heads_q"])
+                               ).astype(np.float32)
+    elif c["alibi"] == "batch_head":
+        out["alibi_slopes"] = rng.uniform(0.02, 0.5, (c["batch"], c["heads_q"])).astype(np.float32)
+    if c["sinks"]:
+        out["sinks"] = rng.uniform(-1.0, 3.0, c["heads_q"]).astype(np.float32)
+    if c["bias"]:
+        out["bias"] = bias_values(c, rng)
+    if c["descale"] != "none":
+        out.update(descales(c, rng))
+    return out, used
+
+
+def expected(c, inputs, arrays):
+    """O and LSE from the NumPy oracle on exactly what the library is given."""
+    return ref.attention_v2(
+        *(ref.from_bhnd(inputs[t], c["layout"]) for t in "qkv"), layout=c["layout"],
+        dtype=c["dtype"], scale=c["scale"], causal=c["causal"], window_left=c["window_left"],
+        window_right=c["window_right"], softcap=float(np.float32(c["softcap"])),
+        alibi_slopes=arrays.get("alibi_slopes"), bias=arrays.get("bias"),
+        sinks=arrays.get("sinks"), cu_seqlens_q=arrays.get("cu_seqlens_q"),
+        cu_seqlens_kv=arrays.get("cu_seqlens_kv"), seqlens_kv=arrays.get("seqlens_kv"),
+        block_table=arrays.get("block_table"),
+        descales=tuple(arrays.get(t + "_descale") for t in "qkv"),
+        descale_block=c["descale_block"])
 
 
 def manifest_line(c):
-    fields = ["name", "dtype", "batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
-              "layout", "causal", "scale", "pad", "tol_factor"]
-    out = []
-    for f in fields:
+    def text(f):
         v = c[f]
+        if f in ("scale", "softcap"):
+            return repr(float(np.float32(v)))
+        if f == "bias":
+            return "%s:%s" % (v["dtype"], v["dims"]) if v else "none"
         if isinstance(v, bool):
-            v = int(v)
-        elif f == "scale":
-            v = repr(float(np.float32(v)))
-        out.append("%s=%s" % (f, v))
-    return "case " + " ".join(out) + "\n"
+            return str(int(v))
+        return str(v)
+    fields = ["name", "dtype", "out_dtype", "batch", "heads_q", "heads_kv", "seq_q", "seq_kv",
+              "head_dim", "layout", "causal", "window_left", "window_right", "scale", "softcap",
+              "alibi", "bias", "sinks", "q_varlen", "total_q", "kv_layout", "total_kv",
+              "num_pages", "page_size", "max_pages", "descale", "descale_block", "pad",
+              "tol_factor"]
+    return "case " + " ".join("%s=%s" % (f, text(f)) for f in fields) + "\n"
 
 
 def main():
@@ -112,11 +299,18 @@ def main():
     selected = [c for c in case_list.CASES if args.cases in c["name"]]
     lines = []
     for c in selected:
-        q, k, v = draw_inputs(c)
-        o, lse = ref.attention(q, k, v, causal=c["causal"], scale=c["scale"], layout=c["layout"])
+        rng = np.random.default_rng(zlib.crc32(c["name"].encode()))
+        arrays, used = extras(c, rng)
+        inputs = draw_inputs(c, rng, used)
+        o, lse = expected(c, inputs, arrays)
+        arrays.update({t: ref.from_bhnd(inputs[t], c["layout"]) for t in "qkv"})
+        arrays.update(o=o, lse=lse)
         folder = os.path.join(args.out, c["name"])
         os.makedirs(folder, exist_ok=True)
-        for name, arr in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        for stale in set(os.listdir(folder)) - set(needed_files(c)):
+            os.remove(os.path.join(folder, stale))
+        assert sorted(a + ".npy" for a in arrays) == sorted(needed_files(c)), c["name"]
+        for name, arr in arrays.items():
             np.save(os.path.join(folder, name + ".npy"), np.ascontiguousarray(arr))
         lines.append(manifest_line(c))
     # The manifest is written last and atomically: its presence means the fixtures are whole.

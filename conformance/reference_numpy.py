@@ -1,11 +1,28 @@
 """Float64 NumPy attention: the oracle the conformance fixtures and the random-shape test use.
 
-Semantics are flashport's: query head h reads kv head h // (Hq // Hkv); causal masking is
-bottom-right aligned (key j is visible to query i when j <= i + Nkv - Nq); a row with no
-visible key has O = 0 and LSE = -inf; a NaN among a row's visible scores makes that row's O and
-LSE NaN. The N x N score matrix is materialised on purpose: this is the oracle, not a kernel.
+Written from the formulas of flashport.h ("Attention, API v2"), not from the C code. For one
+sequence with Nq queries and Nkv keys, query row i and key j counted within the sequence, the
+alignment offset a = Nkv - Nq, and query head h reading kv head h // (Hq // Hkv):
+
+  s_ij  = scale * q_i . k_j                     (FP8: q and k decoded and descaled first)
+  s_ij  = softcap * tanh(s_ij / softcap)        when softcap > 0
+  s_ij -= slope_h * |i + a - j|                 ALiBi
+  s_ij += bias[b, h, i, j]                      additive bias; -inf masks the key
+  key j is visible when i + a - left <= j <= i + a + right (-1: that side unbounded;
+  causal is right = 0)
+  LSE_i = log(sum_{visible j} exp(s_ij) + exp(sink_h))   (the sink term only with sinks)
+  O_i   = sum_{visible j} exp(s_ij - LSE_i) v_j
+
+A row that no key reaches (none visible, or every visible score -inf) has O = 0 and
+LSE = -inf, or LSE = sink_h with sinks. A NaN or +inf among the scores of the keys a row sees,
+or a NaN sink, makes its O and LSE NaN; a NaN in V reaches the components of O it is multiplied
+into, from every key inside the row's window, whatever its score (a kernel multiplies such a
+row of V by its weight, 0 * NaN being NaN, even when the weight is exp(-inf) = 0). The score
+matrix is materialised on purpose: this is the oracle, not a kernel.
 """
 import numpy as np
+
+FP8_FORMATS = ("e4m3", "e5m2")
 
 
 def resolved_scale(scale, head_dim):
@@ -38,6 +55,27 @@ def round_to_dtype(x, dtype):
     raise ValueError("unknown dtype " + dtype)
 
 
+def fp8_decode(bits, fmt):
+    """Float64 values of FP8 bit patterns (OCP formats, exponent bias 7 and 15).
+
+    e4m3: S.EEEE.MMM, no infinities, S.1111.111 is NaN, largest finite 0x7e = 448.
+    e5m2: S.EEEEE.MM, IEEE-like: exponent 31 is inf (M = 0) or NaN, largest finite 0x7b = 57344.
+    Exponent 0 encodes subnormals, M * 2^(1 - bias - mantissa bits)."""
+    b = np.asarray(bits, dtype=np.uint8).astype(np.int64)
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    if fmt == "e4m3":
+        e, m = (b >> 3) & 0xF, (b & 0x7).astype(np.float64)
+        mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * 2.0 ** (e - 7))
+        mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    elif fmt == "e5m2":
+        e, m = (b >> 2) & 0x1F, (b & 0x3).astype(np.float64)
+        mag = np.where(e == 0, m / 4.0 * 2.0 ** -14, (1.0 + m / 4.0) * 2.0 ** (e - 15))
+        mag = np.where(e == 31, np.where(m == 0, np.inf, np.nan), mag)
+    else:
+        raise ValueError("unknown FP8 format " + fmt)
+    return sign * mag
+
+
 def to_bhnd(x, layout):
     return x if layout == "bhnd" else np.transpose(x, (0, 2, 1, 3))
 
@@ -46,40 +84,144 @@ def from_bhnd(x, layout):
     return x if layout == "bhnd" else np.transpose(x, (0, 2, 1, 3))
 
 
-def attention(q, k, v, causal=False, scale=0.0, layout="bhnd"):
-    """O (float64, in the layout of q) and LSE (float64 [B, Hq, Nq])."""
-    q = to_bhnd(np.asarray(q, dtype=np.float64), layout)
-    k = to_bhnd(np.asarray(k, dtype=np.float64), layout)
-    v = to_bhnd(np.asarray(v, dtype=np.float64), layout)
-    batch, heads_q, seq_q, head_dim = q.shape
-    heads_kv, seq_kv = k.shape[1], k.shape[2]
+def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softcap=0.0,
+           slopes=None, bias=None, sinks=None):
+    """One sequence, every head: q [Hq, Nq, d], k and v [Hkv, Nkv, d] (float64), scale the
+    resolved float, slopes and sinks [Hq] or None, bias broadcastable to [Hq, Nq, Nkv] or
+    None. Returns O [Hq, Nq, d] and LSE [Hq, Nq]."""
+    heads_q, seq_q, dim = q.shape
+    heads_kv, seq_kv = k.shape[0], k.shape[1]
     if heads_q % heads_kv:
         raise ValueError("heads_q must be a multiple of heads_kv")
-    group = heads_q // heads_kv
-    k = np.repeat(k, group, axis=1)
-    v = np.repeat(v, group, axis=1)
+    sink = np.full(heads_q, -np.inf) if sinks is None else np.asarray(sinks, dtype=np.float64)
+    o = np.zeros((heads_q, seq_q, dim))
+    lse = np.repeat(sink[:, None], seq_q, axis=1)
+    if seq_q == 0 or seq_kv == 0:
+        return o, lse  # no key: O = 0, LSE = the sink or -inf
+    k = np.repeat(k, heads_q // heads_kv, axis=0)
+    v = np.repeat(v, heads_q // heads_kv, axis=0)
+    diag = np.arange(seq_q)[:, None] + (seq_kv - seq_q)  # i + a
+    j = np.arange(seq_kv)[None, :]
 
-    s = np.einsum("bhid,bhjd->bhij", q, k) * resolved_scale(scale, head_dim)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        s = np.einsum("hid,hjd->hij", q, k) * scale
+        if softcap > 0:
+            s = softcap * np.tanh(s / softcap)
+        if slopes is not None:
+            s = s - np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(diag - j)
+        if bias is not None:
+            s = s + bias
+    right = 0 if causal else window_right
     visible = np.ones((seq_q, seq_kv), dtype=bool)
-    if causal:
-        i = np.arange(seq_q)[:, None]
-        j = np.arange(seq_kv)[None, :]
-        visible = j <= i + (seq_kv - seq_q)
+    if window_left >= 0:
+        visible &= j >= diag - window_left
+    if right >= 0:
+        visible &= j <= diag + right
     s = np.where(visible, s, -np.inf)
-    empty = ~visible.any(axis=1)  # rows with no visible key, [Nq]
+    reach = s != -np.inf  # NaN and +inf scores reach the row too
+    finite_reach = np.isfinite(s)
 
-    with np.errstate(invalid="ignore", divide="ignore"):
-        m = s.max(axis=-1, keepdims=True)
-        m_safe = np.where(np.isfinite(m) | np.isnan(m), m, 0.0)
-        p = np.exp(s - m_safe)
-        denom = p.sum(axis=-1, keepdims=True)
-        # p is 0 at masked keys; a NaN in V at a masked key must not reach the row, so masked
-        # products are dropped rather than multiplied by 0.
-        o = np.einsum("bhij,bhjd->bhid", p, np.where(np.isnan(v), 0.0, v))
-        nan_v = np.einsum("bhij,bhjd->bhid", (p != 0).astype(np.float64), np.isnan(v).astype(np.float64))
-        o = np.where(nan_v > 0, np.nan, o) / denom
-        lse = (m_safe + np.log(denom))[..., 0]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = np.maximum(np.where(finite_reach, s, -np.inf).max(axis=-1), sink[:, None])
+        m_safe = np.where(np.isfinite(m), m, 0.0)
+        p = np.where(finite_reach, np.exp(s - m_safe[..., None]), 0.0)
+        denom = p.sum(axis=-1) + np.exp(sink[:, None] - m_safe)
+        acc = np.einsum("hij,hjd->hid", p, np.where(np.isnan(v), 0.0, v))
+        nan_v = np.einsum("ij,hjd->hid", visible.astype(np.float64),
+                          np.isnan(v).astype(np.float64)) > 0
+        reached = denom > 0
+        o = np.where(reached[..., None], acc / np.where(reached, denom, 1.0)[..., None], 0.0)
+        o = np.where(nan_v, np.nan, o)
+        lse = np.where(reached, m_safe + np.log(np.where(reached, denom, 1.0)), -np.inf)
+    nan_row = (reach & ~finite_reach).any(axis=-1) | np.isnan(sink)[:, None]
+    o[nan_row] = np.nan
+    lse[nan_row] = np.nan
+    return o, lse
 
-    o[:, :, empty, :] = 0.0
-    lse[:, :, empty] = -np.inf
+
+def _dequantise(x, dtype, descale, block, batch, positions):
+    """x [H, n, d] as the library reads it: float values, or FP8 bit patterns decoded and
+    multiplied by their descale (one factor, or [B, H, blocks] by the row's position within
+    its sequence)."""
+    if dtype not in FP8_FORMATS:
+        return np.asarray(x, dtype=np.float64)
+    values = fp8_decode(x, dtype)
+    descale = np.asarray(descale, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # inf * 0 is NaN, as in the library
+        if block:
+            return values * descale[batch][:, positions // block][..., None]
+        return values * descale.reshape(-1)[0]
+
+
+def attention_v2(q, k, v, *, layout="bhnd", dtype="f32", scale=0.0, causal=False,
+                 window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, bias=None,
+                 sinks=None, cu_seqlens_q=None, cu_seqlens_kv=None, seqlens_kv=None,
+                 block_table=None, descales=None, descale_block=0):
+    """Attention of a whole problem. Tensors are stored in the layout ("bhnd" or "bnhd") as
+    4-d arrays (outer, heads, rows, d) in bhnd terms:
+      q  [B, Hq, Nq, d], or packed [1, Hq, total_q, d] with cu_seqlens_q (int [B + 1])
+      k, v  [B, Hkv, Nkv, d]; packed [1, Hkv, total_kv, d] with cu_seqlens_kv; or pages
+            [num_pages, Hkv, page_size, d] with block_table [B, max_pages] and seqlens_kv [B]
+    dtype f32 | f16 | bf16 (float arrays holding the dtype's values) or e4m3 | e5m2 (uint8 bit
+    patterns, with descales = (q, k, v) factors of shape [1] or, with descale_block,
+    [B, H, ceil(rows / descale_block)]). alibi_slopes [Hq] or [B, Hq]; bias broadcastable to
+    [B, Hq, Nq, Nkv] (Nq, Nkv the longest sequences); sinks [Hq].
+    Returns O (float64, q's storage shape; rows of no sequence are 0) and LSE (float64,
+    [B, Hq, Nq], or [Hq, total_q] when Q is packed; 0 for rows of no sequence)."""
+    qs, ks, vs = (to_bhnd(np.asarray(x), layout) for x in (q, k, v))
+    heads_q, dim = qs.shape[1], qs.shape[3]
+    if cu_seqlens_q is not None:
+        batch = len(cu_seqlens_q) - 1
+    elif seqlens_kv is not None:
+        batch = len(seqlens_kv)
+    else:
+        batch = qs.shape[0]
+    scale = resolved_scale(scale, dim)
+    o = np.zeros(qs.shape)
+    lse = np.zeros((heads_q, qs.shape[2]) if cu_seqlens_q is not None else qs.shape[:3])
+    if bias is not None:
+        bias = np.asarray(bias, dtype=np.float64)
+    for b in range(batch):
+        if cu_seqlens_q is not None:
+            q_rows = slice(int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]))
+            q_b = qs[0][:, q_rows]
+        else:
+            q_b = qs[b]
+        if cu_seqlens_kv is not None:
+            kv_rows = slice(int(cu_seqlens_kv[b]), int(cu_seqlens_kv[b + 1]))
+            k_b, v_b = ks[0][:, kv_rows], vs[0][:, kv_rows]
+        elif block_table is not None:
+            j = np.arange(int(seqlens_kv[b]))
+            page_size = ks.shape[2]
+            pages, rows = np.asarray(block_table)[b, j // page_size], j % page_size
+            k_b = np.transpose(ks[pages, :, rows, :], (1, 0, 2))
+            v_b = np.transpose(vs[pages, :, rows, :], (1, 0, 2))
+        else:
+            k_b, v_b = ks[b], vs[b]
+        nq, nkv = q_b.shape[1], k_b.shape[1]
+        qd, kd, vd = descales if descales is not None else (None, None, None)
+        q_b = _dequantise(q_b, dtype, qd, descale_block, b, np.arange(nq))
+        k_b = _dequantise(k_b, dtype, kd, descale_block, b, np.arange(nkv))
+        v_b = _dequantise(v_b, dtype, vd, descale_block, b, np.arange(nkv))
+        slopes = None
+        if alibi_slopes is not None:
+            slopes = np.asarray(alibi_slopes, dtype=np.float64)
+            slopes = slopes[b] if slopes.ndim == 2 else slopes
+        bias_b = None
+        if bias is not None:
+            bias_b = bias[min(b, bias.shape[0] - 1), :, :nq, :nkv]
+        o_b, lse_b = attend(q_b, k_b, v_b, scale, causal=causal, window_left=window_left,
+                            window_right=window_right, softcap=softcap, slopes=slopes,
+                            bias=bias_b, sinks=sinks)
+        if cu_seqlens_q is not None:
+            o[0][:, q_rows] = o_b
+            lse[:, q_rows] = lse_b
+        else:
+            o[b] = o_b
+            lse[b] = lse_b
     return from_bhnd(o, layout), lse
+
+
+def attention(q, k, v, causal=False, scale=0.0, layout="bhnd"):
+    """Dense attention: O (float64, in the layout of q) and LSE (float64 [B, Hq, Nq])."""
+    return attention_v2(q, k, v, layout=layout, scale=scale, causal=causal)

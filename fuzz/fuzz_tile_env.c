@@ -1,6 +1,6 @@
 /*
- * The tuning variables' parsers, on arbitrary text: FLASHPORT_OPENCL_TILE through the OpenCL
- * planner (with a device whose type, work-group limit and local memory also come from the
+ * The tuning variables' parsers, on arbitrary text: FLASHPORT_OPENCL_TILE through the tiled
+ * kernel's planner (with a device whose type, work-group limit and local memory also come from the
  * input), FLASHPORT_OPENCL_TF32X3_CONFIG through the nv_tf32x3 planner (on a device too small
  * for any configuration, so that no program is built), and the CUDA kernels' config index
  * variables (fp_config_from_env). Input: the first line is the variable's text, the bytes
@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "config_env.h"
-#include "opencl_backend.h"
+#include "kernel_list.h"
 
 static char last_message[1024];
 
@@ -91,28 +92,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                   1, seq_q, seq_kv, d, FLASHPORT_LAYOUT_BHND);
 
     set_value(tile_var, sizeof tile_var, text);
-    fp_plan plan;
-    last_message[0] = '\0';
-    flashport_status st = fp_cl_plan(&dev, &prob, FP_CL_VARIANT_TILED, &plan);
-    if (st != FLASHPORT_OK && (!last_message[0] || !plan.reason[0])) abort();
+    fp_cl_kernel_params params;
+    char reason[512] = "";
+    flashport_status st = fp_cl_kernel_tiled.plan(&dev, &prob, &params, reason, sizeof reason);
+    if (!reason[0]) abort(); /* a plan or a refusal, either way with its reason */
     if (st == FLASHPORT_OK) {
-        int64_t tile[FP_CL_TILE_KEYS];
-        fp_cl_tile_of_plan(&plan, tile);
-        if (fp_cl_tile_local_bytes(tile, d) > desc.local_mem) abort();
+        const fp_cl_launch_shape shape = fp_cl_kernel_tiled.shape(&params, &prob);
+        if (shape.threads < 1 || shape.threads > desc.max_work_group || shape.slices < 1) abort();
         char options[1024];
-        fp_cl_attention_options(&desc, &plan, &prob, options, sizeof options);
+        fp_cl_kernel_tiled.options(&desc, &params, &prob, options, sizeof options);
+    } else if (st != FLASHPORT_ERROR_UNSUPPORTED && st != FLASHPORT_ERROR_INVALID_ARGUMENT) {
+        abort();
     }
 
     /* No work-group of this device holds a warp: every configuration is declined after the
      * index is read, before anything would be compiled. */
     desc.max_work_group = 16;
     set_value(nv_var, sizeof nv_var, text);
-    char why[256] = "";
-    if (fp_cl_nv_tf32x3_plan(&dev, &prob, &plan, why, sizeof why) || !why[0]) abort();
+    reason[0] = '\0';
+    if (fp_cl_kernel_nv_tf32x3.plan(&dev, &prob, &params, reason, sizeof reason) != FLASHPORT_ERROR_UNSUPPORTED ||
+        !reason[0])
+        abort();
 
     set_value(tc_var, sizeof tc_var, text);
     const int count = next(&p, end) % 9;
-    const int index = fp_config_from_env("FLASHPORT_CUDA_TC_CONFIG", 64, count, why, sizeof why);
+    const int index =
+        fp_config_from_env("FLASHPORT_CUDA_TC_CONFIG", 64, count, reason, sizeof reason);
     if (index != FP_CONFIG_ENV_UNSET && (index < -1 || index >= count)) abort();
     free(text);
     return 0;

@@ -9,7 +9,11 @@
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
 #                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 5;
 #                 FLASHPORT_CUDA_TF32X3_WIDE_CONFIG = 0 .. WIDE_CONFIGS-1, default 3)
-#   ctest         the unit tests, which also run every CUDA variant when a GPU is present
+#   ctest         the unit tests, which also run every CUDA variant when a GPU is present, and
+#                 those labelled long
+#   streams       contexts on the caller's own queue: test_cuda_stream (a CUDA stream of the
+#                 test's, beside a kernel of its own and a second busy stream) and
+#                 test_opencl_queue (an OpenCL queue of the test's), with their output
 #   memcheck, racecheck, synccheck
 #                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
 #   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh), bf16 at N = 16384
@@ -50,7 +54,7 @@ out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)
 build=$here/build-gpu
 bin=$build/bin
-stages=${*:-build conf ctest memcheck racecheck synccheck bench-ladder bench-f32 bench-decode bench-tc bench-opencl cpu}
+stages=${*:-build conf ctest streams memcheck racecheck synccheck bench-ladder bench-f32 bench-decode bench-tc bench-opencl cpu}
 failed=()
 export PYTHONUNBUFFERED=1
 
@@ -129,6 +133,10 @@ for s in $stages; do
     ;;
   ctest)
     stage ctest ctest --test-dir "$build" --output-on-failure -j8
+    ;;
+  streams)
+    stage streams ctest --test-dir "$build" -R '^(test_cuda_stream|test_opencl_queue)$' \
+      --output-on-failure -V
     ;;
   memcheck|racecheck|synccheck)
     small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds into build-test, and runs every test
-# (unit tests, and the conformance suite on every backend built here) with ctest.
+# (unit tests, and the conformance suite on every backend built here) with ctest, except those
+# labelled long (sweeps that take tens of minutes without a GPU; scripts/gpu-run.sh's ctest
+# stage runs them, or: ctest --test-dir build-test -L long). Arguments go to ctest.
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -11,4 +13,4 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Tests only compile the GPU modules where there is no GPU: one CUDA target keeps that short.
 FLASHPORT_CUDA_ARCHITECTURES=${FLASHPORT_CUDA_ARCHITECTURES:-90-real} \
   "$here/scripts/build.sh" "$here/build-test"
-ctest --test-dir "$here/build-test" --output-on-failure -j"$(nproc)" "$@"
+ctest --test-dir "$here/build-test" --output-on-failure -j"$(nproc)" -LE long "$@"

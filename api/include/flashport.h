@@ -189,7 +189,9 @@ FLASHPORT_API flashport_status flashport_context_device_info(const flashport_con
  * cl_command_queue ("opencl"). spec names one backend and optionally its device
  * ("cuda:1"); the queue must belong to that device (CUDA/HIP: the stream's device; OpenCL: the
  * device is the queue's, and a device in spec must match it). The caller keeps the queue alive
- * until flashport_context_destroy, which does not destroy it. Backends without queues (CPU)
+ * until flashport_context_destroy, which does not destroy it. For CUDA and HIP, a NULL queue is
+ * the legacy default stream (stream 0, PyTorch's default) of the named device, or of the
+ * calling thread's current device; OpenCL has no default queue. Backends without queues (CPU)
  * return FLASHPORT_ERROR_UNSUPPORTED. */
 FLASHPORT_API flashport_status flashport_context_create_on_queue(const char *spec, void *queue,
                                                                  flashport_context **out);
@@ -266,7 +268,8 @@ FLASHPORT_API flashport_status flashport_attention_host(flashport_context *ctx,
  *   O_i = sum_{visible j} P_ij v_j,   LSE_i = log(sum_{visible j} exp(s_ij) + exp(sink_h))
  *
  * A row that sees no key (or whose every visible score is -inf) gets O = 0 and LSE = -inf, or
- * LSE = sink_h with sinks. A NaN (or +inf) among a row's visible scores, or a NaN sink, makes
+ * LSE = sink_h with sinks; the columns of O that a NaN in V at a visible key reaches are NaN
+ * there too. A NaN (or +inf) among a row's visible scores, or a NaN sink, makes
  * that row's O and LSE NaN; a NaN in V at a visible key makes that column of O NaN.
  * ------------------------------------------------------------------------------------------- */
 
@@ -378,8 +381,9 @@ FLASHPORT_API void flashport_attention_desc_set_paged(flashport_attention_desc *
  * consistency); the message names the field. */
 FLASHPORT_API flashport_status flashport_attention_desc_validate(const flashport_attention_desc *d);
 /* FLOPs of the attention as benchmarks count them, 4 * d per visible (query, key) pair of the
- * forward pass, counted exactly for dense problems and for masks (window, causal); varlen and
- * paged problems count the maxima (the exact count needs the tables). */
+ * forward pass, counted exactly for masks (window, causal with Nq != Nkv), except square causal,
+ * which counts N^2 / 2 as the FlashAttention papers do; varlen and paged problems count the
+ * maxima (the exact count needs the tables). */
 FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_desc *d);
 
 /* Every buffer of a call. Unused members must be NULL: a buffer the descriptor does not ask for

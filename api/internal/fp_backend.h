@@ -84,8 +84,23 @@ enum fp_feature {
 #define FP_FEATURES_ALL 0x1ffu
 #define FP_FEATURE_COUNT 9
 
-/* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). */
-const char *fp_feature_name(unsigned feature);
+/* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). Inline
+ * here so that the conformance runner matches a decline's reason against the very strings the
+ * core prints. */
+static inline const char *fp_feature_name(unsigned feature) {
+    switch (feature) {
+    case FP_FEATURE_WINDOW: return "sliding window (window_left/window_right)";
+    case FP_FEATURE_SOFTCAP: return "logit softcap";
+    case FP_FEATURE_ALIBI: return "ALiBi";
+    case FP_FEATURE_BIAS: return "additive bias";
+    case FP_FEATURE_SINKS: return "attention sinks";
+    case FP_FEATURE_VARLEN: return "variable-length batch (cu_seqlens)";
+    case FP_FEATURE_PAGED: return "paged KV cache";
+    case FP_FEATURE_FP8: return "FP8 inputs";
+    case FP_FEATURE_BACKWARD: return "backward pass";
+    }
+    return "unknown feature";
+}
 
 typedef enum fp_op { FP_OP_FORWARD = 0, FP_OP_BACKWARD = 1 } fp_op;
 
@@ -96,13 +111,22 @@ typedef struct fp_variant {
     unsigned features;       /* fp_feature bits it implements (0: dense forward only) */
 } fp_variant;
 
+/* Bytes a plan holds for the chosen kernel's parameters. */
+#define FP_PLAN_KERNEL_PARAMS_BYTES 64
+
 /* Filled by plan(), read by run(). */
 typedef struct fp_plan {
     int variant;            /* index into the backend's variants */
     fp_op op;               /* set by the core after plan() */
     char reason[256];       /* why this variant was chosen, or why the problem is unsupported */
     size_t workspace_bytes; /* device scratch run() allocates or uses */
-    int64_t param[8];       /* backend-private: tile shape, split count, ... */
+    /* Backend-private: the chosen kernel's parameters (tile shape, split count, ...). A backend
+     * copies one type of its own in and out (its parameter struct, or a union of its kernels'
+     * structs) and checks at compile time that it fits; the core only zeroes the bytes. */
+    union {
+        unsigned char bytes[FP_PLAN_KERNEL_PARAMS_BYTES];
+        max_align_t align;
+    } kernel_params;
 } fp_plan;
 
 /* Backend handles of the buffers of one call; members the problem does not use are NULL

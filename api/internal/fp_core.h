@@ -18,18 +18,20 @@ void fp_log(int level, const char *where, const char *fmt, ...)
     ;
 int fp_log_enabled(int level);
 
-/* registry.c: the backends known to this build, probed once on first use. */
+/* registry.c: the backends of backend_list.h, probed once on first use. */
 typedef struct fp_registry_entry {
     const char *name;
     const fp_backend *backend; /* NULL when the module could not be loaded */
     int probed;
     int device_count;
     int is_module;
+    fp_backend_entry_fn builtin_entry; /* built-in backends; NULL when left out of the build */
     char reason[512];
     char location[512];
 } fp_registry_entry;
 
 int fp_registry_count(void);
+const char *fp_registry_names(void); /* "cuda, hip, ...", in registry order */
 fp_registry_entry *fp_registry_get(int index); /* probed */
 fp_registry_entry *fp_registry_find(const char *name); /* probed; NULL when unknown */
 int fp_variant_index(const fp_backend *b, const char *name); /* -1 when unknown */

@@ -299,14 +299,29 @@ static flashport_status run_buffers(flashport_context *ctx, fp_problem *p, fp_op
     return ctx->ops->run(ctx->dev, &plan, p, &args);
 }
 
+/* Loads the descriptor and gathers the members of an arguments struct of either kind (both
+ * start with struct_size), by fp_slot. */
+static flashport_status load_call(const flashport_attention_desc *desc, const void *args,
+                                  size_t known_size, const size_t offsets[FP_SLOT_COUNT],
+                                  fp_problem *p, const void *members[FP_SLOT_COUNT],
+                                  const char *where) {
+    flashport_status st = fp_desc_load(desc, p, where);
+    if (st) return st;
+    size_t size = 0;
+    if (args) memcpy(&size, args, sizeof size);
+    if ((st = check_struct_size(args, size, known_size, "args", where))) return st;
+    for (int s = 0; s < FP_SLOT_COUNT; s++) members[s] = member(args, offsets[s]);
+    return FLASHPORT_OK;
+}
+
 static flashport_status run_args(flashport_context *ctx, const flashport_attention_desc *desc,
                                  const flashport_attention_args *a, fp_op op, const char *where) {
     fp_problem p;
-    flashport_status st = fp_desc_load(desc, &p, where);
+    const void *members[FP_SLOT_COUNT];
+    flashport_status st = load_call(desc, a, sizeof *a, buffer_offsets, &p, members, where);
     if (st) return st;
-    if ((st = check_struct_size(a, a ? a->struct_size : 0, sizeof *a, "args", where))) return st;
     const flashport_buffer *bufs[FP_SLOT_COUNT];
-    for (int s = 0; s < FP_SLOT_COUNT; s++) bufs[s] = member(a, buffer_offsets[s]);
+    for (int s = 0; s < FP_SLOT_COUNT; s++) bufs[s] = members[s];
     return run_buffers(ctx, &p, op, bufs, where);
 }
 
@@ -399,12 +414,9 @@ static flashport_status run_host_args(flashport_context *ctx, const flashport_at
                                       const flashport_attention_host_args *a, fp_op op,
                                       const char *where) {
     fp_problem p;
-    flashport_status st = fp_desc_load(desc, &p, where);
-    if (st) return st;
-    if ((st = check_struct_size(a, a ? a->struct_size : 0, sizeof *a, "args", where))) return st;
     const void *host[FP_SLOT_COUNT];
-    for (int s = 0; s < FP_SLOT_COUNT; s++) host[s] = member(a, host_offsets[s]);
-    return run_host(ctx, &p, op, host, where);
+    flashport_status st = load_call(desc, a, sizeof *a, host_offsets, &p, host, where);
+    return st ? st : run_host(ctx, &p, op, host, where);
 }
 
 FLASHPORT_API flashport_status flashport_attention_run_host(flashport_context *ctx,

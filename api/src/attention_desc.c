@@ -377,13 +377,16 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
         return 0.0;
     fp_desc_normalise(&p);
     const double per_pair = 4.0 * (double)p.batch * (double)p.heads_q * (double)p.head_dim;
-    if (p.causal) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0; /* the papers' count */
-    /* Row i sees keys a + i - window_left .. a + i + window_right (a = Nkv - Nq): the pairs
-     * with j - i <= a + right, less those with j - i < a - left. In closed form, without a
-     * loop over the rows (as long as seq_q) or an int64 sum that overflows for huge windows. */
+    /* Square causal: the FlashAttention papers' N^2 / 2, so figures compare with theirs. */
+    if (p.causal && p.seq_q == p.seq_kv) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0;
+    /* Row i sees keys a + i - window_left .. a + i + right (a = Nkv - Nq; causal is right = 0):
+     * the pairs with j - i <= a + right, less those with j - i < a - left. In closed form,
+     * without a loop over the rows (as long as seq_q) or an int64 sum that overflows for huge
+     * windows. */
+    const int64_t right = p.causal ? 0 : p.window_right;
     const __int128 a = (__int128)p.seq_kv - p.seq_q;
     const __int128 all = (__int128)p.seq_q * p.seq_kv;
-    const __int128 up_to = p.window_right < 0 ? all : pairs_up_to(p.seq_q, p.seq_kv, a + p.window_right);
+    const __int128 up_to = right < 0 ? all : pairs_up_to(p.seq_q, p.seq_kv, a + right);
     const __int128 below = p.window_left < 0 ? 0 : pairs_up_to(p.seq_q, p.seq_kv, a - p.window_left - 1);
     return per_pair * (double)(up_to - below);
 }
@@ -402,21 +405,6 @@ unsigned fp_problem_features(const fp_problem *p, fp_op op) {
     if (is_fp8(p->dtype)) f |= FP_FEATURE_FP8;
     if (op == FP_OP_BACKWARD) f |= FP_FEATURE_BACKWARD;
     return f;
-}
-
-const char *fp_feature_name(unsigned feature) {
-    switch (feature) {
-    case FP_FEATURE_WINDOW: return "sliding window (window_left/window_right)";
-    case FP_FEATURE_SOFTCAP: return "logit softcap";
-    case FP_FEATURE_ALIBI: return "ALiBi";
-    case FP_FEATURE_BIAS: return "additive bias";
-    case FP_FEATURE_SINKS: return "attention sinks";
-    case FP_FEATURE_VARLEN: return "variable-length batch (cu_seqlens)";
-    case FP_FEATURE_PAGED: return "paged KV cache";
-    case FP_FEATURE_FP8: return "FP8 inputs";
-    case FP_FEATURE_BACKWARD: return "backward pass";
-    }
-    return "unknown feature";
 }
 
 /* ---- buffers ---- */

@@ -35,8 +35,8 @@ FLASHPORT_API flashport_status flashport_context_create(const char *spec, flashp
 FLASHPORT_API flashport_status flashport_context_create_on_queue(const char *spec, void *queue,
                                                                  flashport_context **out) {
     static const char *where = "flashport_context_create_on_queue";
-    if (!spec || !queue || !out)
-        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "spec, queue and out are required");
+    if (!spec || !out)
+        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "spec and out are required");
     flashport_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate a context");
     flashport_status st = fp_select_queue(spec, queue, ctx);

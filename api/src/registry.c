@@ -1,10 +1,11 @@
 /*
- * The registry of backends: the built-in CPU backends and the GPU modules, in auto-selection
- * order. Modules are looked up on FLASHPORT_BACKEND_PATH, then beside libflashport itself; a
- * module that is missing, fails to load or has another interface version leaves its backend
- * unavailable with the reason, never a crash.
+ * The registry of backends: the built-in CPU backends and the GPU modules of backend_list.h,
+ * in its order, which is auto-selection's. Modules are looked up on FLASHPORT_BACKEND_PATH,
+ * then beside libflashport itself; a module that is missing, fails to load or has another
+ * interface version leaves its backend unavailable with the reason, never a crash.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,19 +14,32 @@
 
 #include "fp_core.h"
 
-#ifdef FLASHPORT_HAVE_CPU_SIMD
-const fp_backend *fp_cpu_simd_entry(const fp_host *host);
-#endif
-const fp_backend *fp_reference_entry(const fp_host *host);
+/* The built-in backends' entry functions, declared weak: one left out of the build
+ * (FLASHPORT_CPU_SIMD=OFF) is a null pointer here instead of an undefined symbol. */
+#define FP_MODULE_BACKEND(backend)
+#define FP_BUILTIN_BACKEND(backend, entry)                                                     \
+    const fp_backend *entry(const fp_host *host) __attribute__((weak, visibility("hidden")));
+#include "backend_list.h"
+#undef FP_MODULE_BACKEND
+#undef FP_BUILTIN_BACKEND
 
 static fp_registry_entry entries[] = {
-    {.name = "cuda", .is_module = 1},
-    {.name = "hip", .is_module = 1},
-    {.name = "opencl", .is_module = 1},
-    {.name = "cpu_simd"},
-    {.name = "reference"},
+#define FP_MODULE_BACKEND(backend) {.name = #backend, .is_module = 1},
+#define FP_BUILTIN_BACKEND(backend, entry) {.name = #backend, .builtin_entry = entry},
+#include "backend_list.h"
+#undef FP_MODULE_BACKEND
+#undef FP_BUILTIN_BACKEND
 };
 enum { N_ENTRIES = sizeof entries / sizeof entries[0] };
+
+/* ", cuda, hip, ...": every name in registry order, for the messages that list them. */
+static const char name_list[] =
+#define FP_MODULE_BACKEND(backend) ", " #backend
+#define FP_BUILTIN_BACKEND(backend, entry) ", " #backend
+#include "backend_list.h"
+#undef FP_MODULE_BACKEND
+#undef FP_BUILTIN_BACKEND
+    ;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -118,13 +132,16 @@ static void probe(fp_registry_entry *e) {
     e->probed = 1;
     if (!e->is_module) {
         snprintf(e->location, sizeof e->location, "built-in");
-        if (strcmp(e->name, "reference") == 0) e->backend = fp_reference_entry(&fp_core_host);
-#ifdef FLASHPORT_HAVE_CPU_SIMD
-        if (strcmp(e->name, "cpu_simd") == 0) e->backend = fp_cpu_simd_entry(&fp_core_host);
-#endif
-        if (!e->backend)
+        if (e->builtin_entry) e->backend = e->builtin_entry(&fp_core_host);
+        if (!e->backend) {
+            char option[32]; /* the backend's CMake option: FLASHPORT_<NAME> */
+            size_t n = 0;
+            for (; e->name[n] && n + 1 < sizeof option; n++)
+                option[n] = (char)toupper((unsigned char)e->name[n]);
+            option[n] = '\0';
             snprintf(e->reason, sizeof e->reason, "not built (FLASHPORT_%s=OFF or no toolchain)",
-                     strcmp(e->name, "cpu_simd") == 0 ? "CPU_SIMD" : "REFERENCE");
+                     option);
+        }
     } else {
         load_module(e);
     }
@@ -140,6 +157,8 @@ static void probe(fp_registry_entry *e) {
 }
 
 int fp_registry_count(void) { return N_ENTRIES; }
+
+const char *fp_registry_names(void) { return name_list + 2; }
 
 fp_registry_entry *fp_registry_get(int index) {
     if (index < 0 || index >= N_ENTRIES) return NULL;
@@ -192,7 +211,7 @@ FLASHPORT_API flashport_status flashport_backend_find(const char *name, int *ind
             return FLASHPORT_OK;
         }
     return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where,
-                    "unknown backend '%s' (known: cuda, hip, opencl, cpu_simd, reference)", name);
+                    "unknown backend '%s' (known: %s)", name, fp_registry_names());
 }
 
 static flashport_status backend_by_name(const char *name, const char *where, const fp_backend **b) {
@@ -200,8 +219,7 @@ static flashport_status backend_by_name(const char *name, const char *where, con
     fp_registry_entry *e = fp_registry_find(name);
     if (!e)
         return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where,
-                        "unknown backend '%s' (known: cuda, hip, opencl, cpu_simd, reference)",
-                        name);
+                        "unknown backend '%s' (known: %s)", name, fp_registry_names());
     if (!e->backend)
         return fp_error(FLASHPORT_ERROR_BACKEND_UNAVAILABLE, where, "%s unavailable: %s", name,
                         e->reason);

@@ -74,9 +74,8 @@ static flashport_status parse_spec(const char *spec, const char *origin, spec_en
                             "malformed %s '%s': 'auto' takes no device", origin, spec);
         if (strcmp(e->name, "auto") != 0 && !fp_registry_find(e->name))
             return fp_error(FLASHPORT_ERROR_UNKNOWN_BACKEND, where,
-                            "%s '%s': unknown backend '%s' (known: auto, cuda, hip, opencl, "
-                            "cpu_simd, reference)",
-                            origin, spec, e->name);
+                            "%s '%s': unknown backend '%s' (known: auto, %s)", origin, spec,
+                            e->name, fp_registry_names());
         if (!comma) break;
         p = comma + 1;
     }

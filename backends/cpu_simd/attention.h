@@ -3,10 +3,16 @@
  *
  * A tile is a few query rows of every query head that shares one KV head (GQA), stacked so that
  * each block of K and V is converted once and used by all of them. For each key block the tile
- * computes S = Q K^T with the score micro-kernel, updates the running max and sum of every row
- * (online softmax in base 2: scores times scale * log2 e), and accumulates O += P V with the
- * P V micro-kernel. Causal tiles stop at their last visible key, so blocks above the diagonal
- * are never touched. Threads take tiles from a shared counter, most expensive first.
+ * computes S = Q K^T with the score micro-kernel, applies the score modifiers (softcap, ALiBi,
+ * bias) when the problem has any, updates the running max and sum of every row (online softmax
+ * in base 2: scores times scale * log2 e), and accumulates O += P V with the P V micro-kernel.
+ * A tile visits only the keys its rows can see under the window (causal is one), so blocks
+ * outside it are never touched. Two policies keep the features in one place each:
+ *   - KV addressing (dense, varlen, paged): a sequence's lengths and rows, and where key j's
+ *     rows of K and V are, resolved once per run of contiguous rows (a page);
+ *   - scores: the window's key range of each row, and the modifiers applied to a block.
+ * Threads take (sequence, KV head, head chunk, query tile) work items from a shared counter,
+ * most expensive first.
  */
 #ifndef CS_ATTENTION_H
 #define CS_ATTENTION_H
@@ -24,16 +30,18 @@ typedef struct cs_tiling {
     int keys;     /* keys per block, a multiple of CS_KEY_STEP */
     int64_t dq;   /* head_dim rounded up to CS_DIM_STEP */
     int threads;
+    int64_t max_tiles; /* query tiles of every sequence together, at most */
 } cs_tiling;
 
 /* Tile shape for p, sized so that a tile's Q and O stay in L2 and a key block in L1. */
 void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t);
-/* Scratch the run needs: threads x (one tile + one key block), never a function of N^2. */
+/* Scratch the run needs: threads x (one tile + one key block) and the list of query tiles,
+ * never a function of N^2. */
 size_t cs_scratch_bytes(const cs_tiling *t);
 
-/* Packs and unpacks the tiling in a plan's private parameters. */
-void cs_tiling_to_params(const cs_tiling *t, int64_t param[8]);
-void cs_tiling_from_params(const int64_t param[8], cs_tiling *t);
+/* The tiling as a plan's kernel parameters: stored by the planner, read back by run(). */
+void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan);
+void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t);
 
 /* Runs the attention with the kernels of one path. scratch holds cs_scratch_bytes(t) bytes,
  * 64-byte aligned. */

@@ -92,7 +92,7 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "run: plan names variant %d, which this build lacks",
                               pl->variant);
     cs_tiling t;
-    cs_tiling_from_params(pl->param, &t);
+    cs_tiling_from_plan(pl, &t);
     const size_t need = cs_scratch_bytes(&t);
     pthread_mutex_lock(&d->lock);
     if (need > d->scratch_bytes) {
@@ -154,13 +154,16 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     return FLASHPORT_OK;
 }
 
+/* Every forward feature, in every path: the tile algorithm is shared (attention.c). */
+#define CS_FEATURES (FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD)
+
 static const fp_variant variants[CS_VARIANT_COUNT] = {
-    [CS_VARIANT_AVX2] = {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16; needs those CPU features",
-                         FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+    [CS_VARIANT_AVX2] = {"avx2", "AVX2+FMA register-blocked tiles, F16C for f16 and E5M2; needs those CPU features",
+                         FP_PRECISION_NATIVE, CS_FEATURES},
     [CS_VARIANT_PORTABLE] = {"portable", "plain C tiles written for the compiler to vectorise; runs on any CPU",
-                             FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+                             FP_PRECISION_NATIVE, CS_FEATURES},
     [CS_VARIANT_AVX512] = {"avx512", "AVX-512F 16-wide tiles on 32 registers, masked remainders; needs AVX-512F",
-                           FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+                           FP_PRECISION_NATIVE, CS_FEATURES},
 };
 
 const char *cs_variant_name(int variant) {

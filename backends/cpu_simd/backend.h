@@ -12,7 +12,8 @@ enum { CS_VARIANT_AVX2 = 0, CS_VARIANT_PORTABLE = 1, CS_VARIANT_AVX512 = 2, CS_V
 /* The core's services, kept by the entry function. */
 extern const fp_host *cs_host;
 
-/* Whether a path can run here (for f16 input when f16 is set), and why or why not. */
+/* Whether a path can run here (with binary16 conversions when f16 is set: f16 data or FP8
+ * E5M2 input), and why or why not. */
 int cs_avx2_usable(int f16, const char **why);
 int cs_avx512_usable(const char **why);
 int cs_usable(int variant, int f16, const char **why);

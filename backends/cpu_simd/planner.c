@@ -11,7 +11,8 @@ int cs_avx2_usable(int f16, const char **why) {
     const cs_cpu *cpu = cs_cpu_get();
     if (!cpu->avx2) *why = "the CPU has no AVX2 (cpuid)";
     else if (!cpu->fma) *why = "the CPU has no FMA (cpuid)";
-    else if (f16 && !cpu->f16c) *why = "the CPU has no F16C for f16 input (cpuid)";
+    else if (f16 && !cpu->f16c)
+        *why = "the CPU has no F16C for binary16 conversions (f16 data, FP8 E5M2 input) (cpuid)";
     else {
         *why = f16 ? "cpuid: AVX2, FMA and F16C present" : "cpuid: AVX2 and FMA present";
         return 1;
@@ -75,7 +76,9 @@ int cs_auto_variant(int f16, char *why, unsigned long len) {
 }
 
 flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
-    const int f16 = p->dtype == FLASHPORT_F16;
+    /* binary16 conversions: f16 in or out, and E5M2 (the upper byte of a binary16). */
+    const int f16 = p->dtype == FLASHPORT_F16 || p->out_dtype == FLASHPORT_F16 ||
+                    p->dtype == FLASHPORT_FP8_E5M2;
     if (forced >= CS_VARIANT_COUNT) {
         snprintf(out->reason, sizeof out->reason, "no variant %d", forced);
         return cs_host->error(FLASHPORT_ERROR_UNKNOWN_KERNEL, CS_NAME, "plan: %s", out->reason);
@@ -101,7 +104,7 @@ flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
              cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, t.threads,
              t.threads == 1 ? "" : "s", why_threads);
     out->workspace_bytes = cs_scratch_bytes(&t);
-    cs_tiling_to_params(&t, out->param);
+    cs_tiling_to_plan(&t, out);
     cs_host->log(FP_LOG_DEBUG, CS_NAME, "plan: %s", out->reason);
     return FLASHPORT_OK;
 }

@@ -19,6 +19,8 @@ static const fp_host *host;
 struct gpu_device {
     int index;
     gpuStream_t stream;
+    bool borrowed;       /* the caller's stream (open_queue): close leaves it alone */
+    bool stream_ordered; /* the device has memory pools: allocations are queued on the stream */
     fp_gpu_device_props props = {};
     void *workspace; /* grows to the largest plan's need; released on close */
     size_t workspace_bytes;
@@ -137,37 +139,83 @@ static flashport_status device_info(int device, flashport_device_info *out) {
 
 /* ---- device level ---- */
 
-/* The calling thread may have another device current; every entry point selects ours. */
-#define SELECT(dev) GPU_CHECK(gpuSetDevice((dev)->index), "SetDevice")
+/* The calling thread may have another device current. Every entry point makes ours current and
+ * gives the caller's back on return: a framework that shares its stream also keeps allocating on
+ * its own current device. */
+struct device_scope {
+    int previous = -1;
+    gpuError_t error;
+    explicit device_scope(int device) {
+        error = gpuGetDevice(&previous);
+        if (error != gpuSuccess || previous == device) {
+            previous = -1;
+            return;
+        }
+        error = gpuSetDevice(device);
+        if (error != gpuSuccess) previous = -1;
+    }
+    ~device_scope() {
+        if (previous >= 0) gpu_log_failure(gpuSetDevice(previous), "SetDevice");
+    }
+};
+#define SELECT(dev)                                                                             \
+    device_scope selected_device((dev)->index);                                                 \
+    GPU_CHECK(selected_device.error, "SetDevice")
 
+/* Memory of the context: queued on its stream where the device has memory pools, so that
+ * neither allocating nor freeing waits for work of other streams (gpuMalloc and gpuFree
+ * synchronise the whole device). A freed block stays valid for the work queued before the free.
+ * Every use of a context's memory is queued on its stream, so the order is always kept. */
+static gpuError_t dev_malloc(gpu_device *dev, void **ptr, size_t bytes) {
+    return dev->stream_ordered ? gpuMallocAsync(ptr, bytes, dev->stream) : gpuMalloc(ptr, bytes);
+}
+
+static gpuError_t dev_free(gpu_device *dev, void *ptr) {
+    return dev->stream_ordered ? gpuFreeAsync(ptr, dev->stream) : gpuFree(ptr);
+}
+
+static const char *malloc_call(const gpu_device *dev) {
+    return dev->stream_ordered ? "MallocAsync" : "Malloc";
+}
+
+static const char *free_call(const gpu_device *dev) {
+    return dev->stream_ordered ? "FreeAsync" : "Free";
+}
+
+/* A borrowed stream is neither waited for nor destroyed: the caller's work on it goes on, and
+ * the workspace's free is queued behind the kernels that use it. */
 static void dev_close(void *d) {
     gpu_device *dev = (gpu_device *)d;
     if (!dev) return;
-    gpu_log_failure(gpuSetDevice(dev->index), "SetDevice");
-    gpu_log_failure(gpuStreamSynchronize(dev->stream), "StreamSynchronize");
-    if (dev->workspace) gpu_log_failure(gpuFree(dev->workspace), "Free");
-    gpu_log_failure(gpuStreamDestroy(dev->stream), "StreamDestroy");
+    device_scope selected_device(dev->index);
+    gpu_log_failure(selected_device.error, "SetDevice");
+    if (dev->workspace) gpu_log_failure(dev_free(dev, dev->workspace), free_call(dev));
+    if (!dev->borrowed) {
+        gpu_log_failure(gpuStreamSynchronize(dev->stream), "StreamSynchronize");
+        gpu_log_failure(gpuStreamDestroy(dev->stream), "StreamDestroy");
+    }
     free(dev);
 }
 
 static flashport_status buffer_alloc(void *d, size_t bytes, void **handle) {
     gpu_device *dev = (gpu_device *)d;
     SELECT(dev);
-    const gpuError_t e = gpuMalloc(handle, bytes);
+    const gpuError_t e = dev_malloc(dev, handle, bytes);
     if (e != gpuSuccess) {
         char size[64], detail[96];
         format_bytes(size, sizeof size, bytes);
         snprintf(detail, sizeof detail, "%s requested", size);
         *handle = NULL;
-        return gpu_failed(e, "Malloc", detail);
+        return gpu_failed(e, malloc_call(dev), detail);
     }
     return FLASHPORT_OK;
 }
 
 static void buffer_free(void *d, void *handle) {
     gpu_device *dev = (gpu_device *)d;
-    gpu_log_failure(gpuSetDevice(dev->index), "SetDevice");
-    gpu_log_failure(gpuFree(handle), "Free");
+    device_scope selected_device(dev->index);
+    gpu_log_failure(selected_device.error, "SetDevice");
+    gpu_log_failure(dev_free(dev, handle), free_call(dev));
 }
 
 /* Copies are ordered after the queued work and complete before the call returns. */
@@ -201,18 +249,19 @@ static flashport_status plan(void *d, const fp_problem *p, fp_op op, int forced,
 static flashport_status ensure_workspace(gpu_device *dev, size_t bytes) {
     if (bytes <= dev->workspace_bytes) return FLASHPORT_OK;
     if (dev->workspace) {
-        /* gpuFree waits for the device, so queued kernels are done with the old buffer. */
-        GPU_CHECK(gpuFree(dev->workspace), "Free");
+        /* Queued kernels are done with the old buffer before it goes: its free is queued behind
+         * them, or (without memory pools) gpuFree waits for the device. */
+        GPU_CHECK(dev_free(dev, dev->workspace), free_call(dev));
         dev->workspace = NULL;
         dev->workspace_bytes = 0;
     }
-    const gpuError_t e = gpuMalloc(&dev->workspace, bytes);
+    const gpuError_t e = dev_malloc(dev, &dev->workspace, bytes);
     if (e != gpuSuccess) {
         char size[64], detail[96];
         format_bytes(size, sizeof size, bytes);
         snprintf(detail, sizeof detail, "%s of workspace requested", size);
         dev->workspace = NULL;
-        return gpu_failed(e, "Malloc", detail);
+        return gpu_failed(e, malloc_call(dev), detail);
     }
     dev->workspace_bytes = bytes;
     return FLASHPORT_OK;
@@ -228,6 +277,8 @@ static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p,
     flashport_status st = ensure_workspace(dev, pl->workspace_bytes);
     if (st) return st;
 
+    fp_gpu_kernel_params params;
+    memcpy(&params, pl->kernel_params.bytes, sizeof params);
     fp_gpu_launch L;
     L.p = *p;
     L.q = args->q;
@@ -236,7 +287,7 @@ static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p,
     L.o = args->o;
     L.lse = (float *)args->lse;
     L.workspace = pl->workspace_bytes ? dev->workspace : NULL;
-    L.param = pl->param;
+    L.params = &params;
     L.stream = dev->stream;
     L.props = &dev->props;
     const gpuError_t e = k->launch(&L);
@@ -282,7 +333,8 @@ static flashport_status timer_stop(void *d, void *timer, double *ms) {
     gpu_timer *t = (gpu_timer *)timer;
     float elapsed = 0.0f;
     const char *call = "SetDevice";
-    gpuError_t e = gpuSetDevice(dev->index);
+    device_scope selected_device(dev->index);
+    gpuError_t e = selected_device.error;
     if (e == gpuSuccess) {
         call = "EventRecord";
         e = gpuEventRecord(t->stop, dev->stream);
@@ -315,14 +367,26 @@ static flashport_status measure_peaks(void *d, flashport_peaks *out) {
 
 static fp_device_ops ops;
 
-static flashport_status open_device(int device, const fp_device_ops **o, void **d) {
+/* Opens device on the caller's stream, or on a stream of its own when borrowed is NULL. */
+/* borrow: run on the caller's stream (0 is the legacy default stream) instead of a new one. */
+static flashport_status open_on(int device, bool borrow, gpuStream_t borrowed,
+                                const fp_device_ops **o, void **d) {
     gpu_device *dev = (gpu_device *)calloc(1, sizeof *dev);
     if (!dev) return host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, NAME, "open: malloc failed");
     dev->index = device;
-    gpuError_t e = gpuSetDevice(device);
+    int pools = 0;
+    device_scope selected_device(device);
+    gpuError_t e = selected_device.error;
     flashport_status st =
         e == gpuSuccess ? read_props(device, &dev->props) : gpu_failed(e, "SetDevice", NULL);
     if (!st) {
+        e = gpuDeviceGetAttribute(&pools, gpuDevAttrMemoryPoolsSupported, device);
+        if (e != gpuSuccess) st = gpu_failed(e, "DeviceGetAttribute", NULL);
+    }
+    if (!st && borrow) {
+        dev->stream = borrowed;
+        dev->borrowed = true;
+    } else if (!st) {
         e = gpuStreamCreateWithFlags(&dev->stream, gpuStreamNonBlocking);
         if (e != gpuSuccess) st = gpu_failed(e, "StreamCreateWithFlags", NULL);
     }
@@ -330,9 +394,31 @@ static flashport_status open_device(int device, const fp_device_ops **o, void **
         free(dev);
         return st;
     }
+    dev->stream_ordered = pools != 0;
     *o = &ops;
     *d = dev;
     return FLASHPORT_OK;
+}
+
+static flashport_status open_device(int device, const fp_device_ops **o, void **d) {
+    return open_on(device, false, NULL, o, d);
+}
+
+/* The stream's own device, asked of the runtime: the thread's current device says nothing about
+ * a stream a framework created elsewhere, and a launch on a stream of another device fails. */
+static flashport_status open_queue(int *device, void *queue, const fp_device_ops **o, void **d) {
+    gpuStream_t stream = (gpuStream_t)queue;
+    int stream_device = -1;
+    if (!stream && *device >= 0) stream_device = *device; /* that device's legacy default stream */
+    else if (!stream) GPU_CHECK(gpuGetDevice(&stream_device), "GetDevice");
+    else GPU_CHECK(fp_gpu_stream_device(stream, &stream_device), FP_GPU_STREAM_DEVICE_CALL);
+    if (*device >= 0 && *device != stream_device)
+        return host->error(FLASHPORT_ERROR_MISMATCH, NAME,
+                           "the stream belongs to device %d, the spec names device %d",
+                           stream_device, *device);
+    const flashport_status st = open_on(stream_device, true, stream, o, d);
+    if (!st) *device = stream_device;
+    return st;
 }
 
 /* ---- module entry ---- */
@@ -368,5 +454,6 @@ extern "C" FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host
     backend.probe = probe;
     backend.device_info = device_info;
     backend.open = open_device;
+    backend.open_queue = open_queue;
     return &backend;
 }

@@ -1,9 +1,9 @@
 /*
- * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X), in ladder order
- * (the write-up's eight steps) and then production order; the mfma_* entries are the HIP build's
- * matrix-core kernels (backends/hip/kernels/). The build defines
- * FP_HAVE_KERNEL_<name> for each kernels/<name>.cu it compiles, so the list holds exactly the
- * variants that are linked; the planner builds its table from it.
+ * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X): the ladder (the
+ * write-up's eight steps, kernels/ladder/) in its order, then the production kernels
+ * (kernels/; the mfma_* entries are the HIP build's matrix-core kernels, backends/hip/kernels/).
+ * The build defines FP_HAVE_KERNEL_<name> for each <name>.cu it compiles, so the list holds
+ * exactly the variants that are linked; the planner builds its table from it.
  */
 #ifndef FP_CUDA_KERNEL_LIST_H
 #define FP_CUDA_KERNEL_LIST_H
@@ -63,8 +63,7 @@
 #ifdef FP_HAVE_KERNEL_tensor_core_tf32x3
 #define FP_KERNEL_IF_tensor_core_tf32x3(X) X(tensor_core_tf32x3)
 #else
-#define FP_KERNEL_IF_tensor_core_tf32x3(X)       \
-    FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
+#define FP_KERNEL_IF_tensor_core_tf32x3(X)
 #endif
 #ifdef FP_HAVE_KERNEL_tensor_core_tf32x3_wide
 #define FP_KERNEL_IF_tensor_core_tf32x3_wide(X) X(tensor_core_tf32x3_wide)
@@ -92,14 +91,16 @@
 #define FP_KERNEL_IF_mfma_flash_split_kv(X)
 #endif
 
-#define FP_GPU_KERNELS(X)                                                                      \
+#define FP_GPU_LADDER_KERNELS(X)                                                               \
     FP_KERNEL_IF_naive_tiled(X) FP_KERNEL_IF_smem_tiled(X) FP_KERNEL_IF_register_tiled(X)      \
     FP_KERNEL_IF_wide_register_tile(X) FP_KERNEL_IF_float4_loads(X)                            \
-    FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X) FP_KERNEL_IF_wmma_f16(X)   \
+    FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X) FP_KERNEL_IF_wmma_f16(X)
+#define FP_GPU_PRODUCTION_KERNELS(X)                                                           \
     FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                   \
     FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)          \
     FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)                     \
     FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
+#define FP_GPU_KERNELS(X) FP_GPU_LADDER_KERNELS(X) FP_GPU_PRODUCTION_KERNELS(X)
 
 #define FP_DECLARE_GPU_KERNEL(name) extern FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_##name;
 FP_GPU_KERNELS(FP_DECLARE_GPU_KERNEL)

@@ -29,24 +29,50 @@ typedef struct fp_gpu_device_props {
     char arch[64]; /* the target as the runtime names it: "sm_90", "gfx90a:sramecc+:xnack-" */
 } fp_gpu_device_props;
 
+/* A tensor-core kernel's tile configuration: its index among the configurations compiled for
+ * the problem's padded head dim (mma/tile_configs.h, tf32x3/tile_configs.h and
+ * tf32x3/wide_tile_configs.h). */
+typedef struct fp_gpu_tile_params {
+    int config;
+} fp_gpu_tile_params;
+
+/* How a split-KV kernel shares out the keys (kernels/split_kv.h): `splits` ranges of
+ * keys_per_split keys, a whole number of the forward's key tiles, the last range taking what is
+ * left; splits = 1: not split. tile: the forward's tile configuration, where it has a choice. */
+typedef struct fp_split_kv_params {
+    int splits;
+    int keys_per_split;
+    fp_gpu_tile_params tile;
+} fp_split_kv_params;
+
+/* What a kernel's supports() chooses for its workspace() and launch(), in the member of its
+ * family; supports() gets it zeroed. The plan carries it (fp_plan's kernel_params). */
+typedef union fp_gpu_kernel_params {
+    fp_gpu_tile_params tile;     /* tensor_core_mma, tensor_core_tf32x3 */
+    fp_split_kv_params split_kv; /* the *_split_kv kernels and tensor_core_tf32x3_wide */
+} fp_gpu_kernel_params;
+static_assert(sizeof(fp_gpu_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
+              "a plan holds the kernel parameters");
+
 typedef struct fp_gpu_launch {
     fp_problem p;   /* validated, scale != 0 */
     const void *q, *k, *v; /* device pointers */
     void *o;
     float *lse;            /* NULL: no LSE */
     void *workspace;       /* plan.workspace_bytes bytes, or NULL when 0 */
-    const int64_t *param;  /* the plan's param[8] */
+    const fp_gpu_kernel_params *params; /* what the variant's supports() chose */
     gpuStream_t stream;
     const fp_gpu_device_props *props;
 } fp_gpu_launch;
 
 typedef struct fp_gpu_kernel {
     fp_variant info;
-    /* 1 when the variant computes p correctly; else 0 and a one-line reason in why. May fill
-     * param[8] (tile choice, split count) for workspace() and launch() to read. */
-    int (*supports)(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-                    char *why, size_t why_len);
-    size_t (*workspace)(const fp_problem *p, const int64_t *param); /* NULL: none */
+    /* 1 when the variant computes p correctly, with its parameters in *params; else 0 and a
+     * one-line reason in why. */
+    int (*supports)(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len);
+    /* Bytes of workspace launch() needs; NULL: none. */
+    size_t (*workspace)(const fp_problem *p, const fp_gpu_kernel_params *params);
     /* Enqueues the kernel(s) on L->stream and returns the first launch error (no sync). */
     gpuError_t (*launch)(const fp_gpu_launch *L);
 } fp_gpu_kernel;

@@ -32,7 +32,6 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
  * and the wide form for 256 < d <= 1024, which splits the keys itself when the grid is small. */
 #define F32_TENSOR_KERNEL "tensor_core_tf32x3"
 #define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
-#define WIDE_SPLITS_PARAM 2 /* its param[] slot holding the key split count */
 
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
@@ -51,15 +50,15 @@ static int find_kernel(const char *name) {
     return -1;
 }
 
-/* Asks variant i; on yes fills the plan, on no leaves the reason in why. */
+/* Asks variant i; on yes fills the plan and *params, on no leaves the reason in why. */
 static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p,
-                       fp_plan *out, char *why, size_t why_len) {
-    int64_t param[8] = {0};
+                       fp_plan *out, fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    memset(params, 0, sizeof *params);
     why[0] = '\0';
-    if (!kernels[i]->supports(p, props, param, why, why_len)) return 0;
+    if (!kernels[i]->supports(p, props, params, why, why_len)) return 0;
     out->variant = i;
-    memcpy(out->param, param, sizeof param);
-    out->workspace_bytes = kernels[i]->workspace ? kernels[i]->workspace(p, param) : 0;
+    memcpy(out->kernel_params.bytes, params, sizeof *params);
+    out->workspace_bytes = kernels[i]->workspace ? kernels[i]->workspace(p, params) : 0;
     return 1;
 }
 
@@ -72,12 +71,13 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
 flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p,
                              int forced, fp_plan *out) {
     char why[192];
+    fp_gpu_kernel_params params;
     if (forced >= 0) {
         if (forced >= n_kernels) {
             snprintf(out->reason, sizeof out->reason, "no variant %d in this build", forced);
             return FLASHPORT_ERROR_UNSUPPORTED;
         }
-        if (!try_variant(forced, props, p, out, why, sizeof why)) {
+        if (!try_variant(forced, props, p, out, &params, why, sizeof why)) {
             snprintf(out->reason, sizeof out->reason, "%s", why);
             return FLASHPORT_ERROR_UNSUPPORTED;
         }
@@ -129,13 +129,13 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
             note_skip(skipped, sizeof skipped, order[o], "not built");
             continue;
         }
-        if (!try_variant(i, props, p, out, why, sizeof why)) {
+        if (!try_variant(i, props, p, out, &params, why, sizeof why)) {
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }
         if (strcmp(order[o], F32_WIDE_TENSOR_KERNEL) == 0)
-            snprintf(out->reason, sizeof out->reason, "%s; keys split %lld ways for %d SMs",
-                     kinds[o], (long long)out->param[WIDE_SPLITS_PARAM], props->sm_count);
+            snprintf(out->reason, sizeof out->reason, "%s; keys split %d ways for %d SMs",
+                     kinds[o], params.split_kv.splits, props->sm_count);
         else if (o == 0)
             snprintf(out->reason, sizeof out->reason, "%s; %lld blocks of ~%d rows for %d SMs",
                      kinds[o], blocks, rows, props->sm_count);

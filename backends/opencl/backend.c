@@ -5,17 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opencl_backend.h"
-
-const fp_host *fp_cl_host;
-
-flashport_status fp_cl_fail(cl_int err, const char *call) {
-    flashport_status st = FLASHPORT_ERROR_DEVICE;
-    if (err == CL_OUT_OF_HOST_MEMORY || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-        err == CL_OUT_OF_RESOURCES)
-        st = FLASHPORT_ERROR_OUT_OF_MEMORY;
-    return fp_cl_host->error(st, FP_CL_NAME, "%s: %s", call, fp_cl_error_name(err));
-}
+#include "backend.h"
+#include "device_context.h"
+#include "devices.h"
+#include "host.h"
+#include "kernel_list.h"
+#include "peaks.h"
+#include "planner.h"
+#include "program_cache.h"
 
 static cl_mem as_mem(const void *handle) { return (cl_mem)(void *)(uintptr_t)handle; }
 
@@ -79,9 +76,13 @@ static void release_timer_events(fp_cl_dev *dev) {
     dev->first_event = dev->last_event = NULL;
 }
 
+/* Releases what open or open_queue took: a queue and context created here go, the caller's stay
+ * with the caller's references. The caller's queue is not waited for: kernels, programs and
+ * buffers still in use by queued commands live on until those commands complete (OpenCL keeps
+ * them), and the caller decides when to wait for its own work. */
 static void cl_close(void *d) {
     fp_cl_dev *dev = d;
-    dev->cl->clFinish(dev->queue);
+    if (!dev->borrowed_queue) dev->cl->clFinish(dev->queue);
     release_timer_events(dev);
     fp_cl_release_programs(dev);
     dev->cl->clReleaseCommandQueue(dev->queue);
@@ -164,15 +165,14 @@ static flashport_status cl_plan(void *d, const fp_problem *p, fp_op op, int forc
     return fp_cl_plan(d, p, forced, out);
 }
 
-flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
-                              const size_t local[3], cl_event *event_out) {
+/* Queues a kernel over a 3-D range and keeps its event for running timers. */
+static flashport_status launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
+                               const size_t local[3]) {
     cl_event event = NULL;
     cl_int err = dev->cl->clEnqueueNDRangeKernel(dev->queue, kernel, 3, NULL, global, local, 0,
                                                  NULL, &event);
     if (err != CL_SUCCESS) return fp_cl_fail(err, "clEnqueueNDRangeKernel");
-    if (event_out) {
-        *event_out = event;
-    } else if (dev->timers_running) {
+    if (dev->timers_running) {
         if (!dev->first_event) {
             dev->first_event = event;
         } else {
@@ -189,29 +189,20 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
                                const fp_args *a) {
     fp_cl_dev *dev = d;
     const fp_cl_api *cl = dev->cl;
-    /* Both kernels take the same arguments; they differ in their grid's rows and slices. */
+    const fp_cl_kernel *variant = fp_cl_kernel_at(plan->variant);
+    if (!variant)
+        return fp_cl_host->error(FLASHPORT_ERROR_INTERNAL, FP_CL_NAME, "run: no variant %d",
+                                 plan->variant);
+    fp_cl_kernel_params params;
+    memcpy(&params, plan->kernel_params.bytes, sizeof params);
     char options[384];
-    const char *source, *name;
-    size_t threads, rows;
-    cl_int slices = 1;
-    if (plan->variant == FP_CL_VARIANT_NV_TF32X3) {
-        fp_cl_nv_tf32x3_options(dev->desc, plan, p, options, sizeof options);
-        source = fp_opencl_source_attention_nv_tf32x3;
-        name = "attention_nv_tf32x3";
-        threads = (size_t)plan->param[FP_CL_NV_WARPS] * 32;
-        rows = (size_t)(16 * plan->param[FP_CL_NV_WARPS] * plan->param[FP_CL_NV_M_TILES]);
-    } else {
-        int64_t t[FP_CL_TILE_KEYS];
-        fp_cl_tile_of_plan(plan, t);
-        fp_cl_attention_options(dev->desc, plan, p, options, sizeof options);
-        source = fp_opencl_source_attention_tiled;
-        name = "attention_tiled";
-        threads = (size_t)((t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]));
-        rows = (size_t)t[FP_CL_P_BR];
-        slices = (cl_int)((p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV]);
-    }
+    variant->options(dev->desc, &params, p, options, sizeof options);
+    const fp_cl_launch_shape shape = variant->shape(&params, p);
+    const size_t threads = shape.threads, rows = shape.rows;
+    cl_int slices = shape.slices;
     cl_kernel kernel = NULL;
-    flashport_status st = fp_cl_get_kernel(dev, source, options, name, &kernel);
+    flashport_status st =
+        fp_cl_get_kernel(dev, variant->source, options, variant->entry_point, &kernel);
     if (st != FLASHPORT_OK) return st;
 
     size_t kernel_limit = 0;
@@ -224,6 +215,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
                                  "needs %zu (try a smaller FLASHPORT_OPENCL_TILE)",
                                  kernel_limit, threads);
 
+    /* Every kernel takes the same arguments (kernel_table.h). */
     cl_mem q = as_mem(a->q), k = as_mem(a->k), v = as_mem(a->v), o = as_mem(a->o);
     cl_mem lse = as_mem(a->lse);
     cl_int has_lse = lse != NULL;
@@ -254,7 +246,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
     size_t tiles = ((size_t)p->seq_q + rows - 1) / rows;
     size_t global[3] = {tiles * threads, (size_t)p->heads_q, (size_t)p->batch * (size_t)slices};
     size_t local[3] = {threads, 1, 1};
-    return fp_cl_launch(dev, kernel, global, local, NULL);
+    return launch(dev, kernel, global, local);
 }
 
 static flashport_status cl_synchronize(void *d) {
@@ -302,21 +294,29 @@ static flashport_status cl_measure_peaks(void *d, flashport_peaks *out) {
     return fp_cl_measure_peaks(d, out);
 }
 
-static const fp_device_ops device_ops = {
-    .close = cl_close,
-    .buffer_alloc = cl_buffer_alloc,
-    .buffer_free = cl_buffer_free,
-    .buffer_upload = cl_upload,
-    .buffer_download = cl_download,
-    .buffer_wrap = cl_buffer_wrap,
-    .buffer_unwrap = cl_buffer_unwrap,
-    .plan = cl_plan,
-    .run = cl_run,
-    .synchronize = cl_synchronize,
-    .timer_start = cl_timer_start,
-    .timer_stop = cl_timer_stop,
-    .measure_peaks = cl_measure_peaks,
-};
+static flashport_status cl_measure_peaks_unprofiled(void *d, flashport_peaks *out) {
+    (void)d;
+    (void)out;
+    return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME,
+                             "the peak micro-benchmarks are timed by OpenCL profiling, and the "
+                             "caller's queue was created without CL_QUEUE_PROFILING_ENABLE");
+}
+
+#define FP_CL_DEVICE_OPS(timer_start_fn, timer_stop_fn, measure_peaks_fn)                      \
+    {                                                                                          \
+        .close = cl_close, .buffer_alloc = cl_buffer_alloc, .buffer_free = cl_buffer_free,     \
+        .buffer_upload = cl_upload, .buffer_download = cl_download,                            \
+        .buffer_wrap = cl_buffer_wrap, .buffer_unwrap = cl_buffer_unwrap, .plan = cl_plan,     \
+        .run = cl_run, .synchronize = cl_synchronize, .timer_start = timer_start_fn,           \
+        .timer_stop = timer_stop_fn, .measure_peaks = measure_peaks_fn,                        \
+    }
+
+static const fp_device_ops device_ops =
+    FP_CL_DEVICE_OPS(cl_timer_start, cl_timer_stop, cl_measure_peaks);
+/* A caller's queue without profiling gives no kernel timestamps: without device timers the core
+ * times with the host's clock around clFinish. */
+static const fp_device_ops unprofiled_ops =
+    FP_CL_DEVICE_OPS(NULL, NULL, cl_measure_peaks_unprofiled);
 
 static flashport_status cl_open(int device, const fp_device_ops **ops, void **out) {
     const fp_cl_device_desc *desc = fp_cl_device(device);
@@ -346,20 +346,87 @@ static flashport_status cl_open(int device, const fp_device_ops **ops, void **ou
     return FLASHPORT_OK;
 }
 
+/* The caller's queue, its context and its device, found by asking the queue: programs are built
+ * for that context and device, and buffers are created in that context. */
+static flashport_status cl_open_queue(int *device, void *queue, const fp_device_ops **ops,
+                                      void **out) {
+    if (!queue)
+        return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME,
+                                 "the queue is NULL: OpenCL has no default queue");
+    const fp_cl_api *cl = fp_cl_load(NULL, 0);
+    cl_command_queue q = queue;
+    cl_context context = NULL;
+    cl_device_id id = NULL;
+    cl_command_queue_properties props = 0;
+    cl_int err = cl->clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof context, &context, NULL);
+    if (err == CL_SUCCESS)
+        err = cl->clGetCommandQueueInfo(q, CL_QUEUE_DEVICE, sizeof id, &id, NULL);
+    if (err == CL_SUCCESS)
+        err = cl->clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    if (err != CL_SUCCESS) return fp_cl_fail(err, "clGetCommandQueueInfo");
+    int index = -1;
+    for (int i = 0; index < 0 && fp_cl_device(i); i++)
+        if (fp_cl_device(i)->id == id) index = i;
+    if (index < 0)
+        return fp_cl_host->error(FLASHPORT_ERROR_NO_DEVICE, FP_CL_NAME,
+                                 "the queue's device is none of the devices its platforms list "
+                                 "(a sub-device?)");
+    const fp_cl_device_desc *desc = fp_cl_device(index);
+    if (*device >= 0 && *device != index)
+        return fp_cl_host->error(FLASHPORT_ERROR_MISMATCH, FP_CL_NAME,
+                                 "the queue is on device %d (%s), the spec names device %d (%s)",
+                                 index, desc->name, *device, fp_cl_device(*device)->name);
+    /* Uploads, runs and downloads follow one another by queue order alone. */
+    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME,
+                                 "the queue executes out of order; flashport needs an in-order "
+                                 "queue");
+    fp_cl_dev *dev = calloc(1, sizeof *dev);
+    if (!dev)
+        return fp_cl_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, FP_CL_NAME,
+                                 "out of host memory opening device %d", index);
+    err = cl->clRetainContext(context);
+    if (err != CL_SUCCESS) {
+        free(dev);
+        return fp_cl_fail(err, "clRetainContext");
+    }
+    err = cl->clRetainCommandQueue(q);
+    if (err != CL_SUCCESS) {
+        cl->clReleaseContext(context);
+        free(dev);
+        return fp_cl_fail(err, "clRetainCommandQueue");
+    }
+    dev->cl = cl;
+    dev->desc = desc;
+    dev->context = context;
+    dev->queue = q;
+    dev->borrowed_queue = 1;
+    *ops = props & CL_QUEUE_PROFILING_ENABLE ? &device_ops : &unprofiled_ops;
+    *out = dev;
+    *device = index;
+    return FLASHPORT_OK;
+}
+
+#define FP_CL_COUNT_ONE(name) +1
+static fp_variant variants[0 FP_CL_KERNELS(FP_CL_COUNT_ONE)];
+#undef FP_CL_COUNT_ONE
+
 static const fp_backend backend = {
     .abi = FP_BACKEND_ABI,
     .name = FP_CL_NAME,
     .kind = FLASHPORT_DEVICE_GPU,
     .host_memory = 0,
-    .variants = fp_cl_variants,
-    .n_variants = FP_CL_VARIANT_COUNT,
+    .variants = variants,
+    .n_variants = sizeof variants / sizeof variants[0],
     .probe = cl_probe,
     .device_info = backend_device_info,
     .find_device = cl_find_device,
     .open = cl_open,
+    .open_queue = cl_open_queue,
 };
 
 FLASHPORT_API const fp_backend *flashport_backend_entry(const fp_host *host) {
     fp_cl_host = host;
+    for (int i = 0; i < fp_cl_kernel_count(); i++) variants[i] = fp_cl_kernel_at(i)->info;
     return &backend;
 }

@@ -14,8 +14,11 @@
     X(clGetDeviceIDs)              \
     X(clGetDeviceInfo)             \
     X(clCreateContext)             \
+    X(clRetainContext)             \
     X(clReleaseContext)            \
     X(clCreateCommandQueue)        \
+    X(clGetCommandQueueInfo)       \
+    X(clRetainCommandQueue)        \
     X(clReleaseCommandQueue)       \
     X(clCreateBuffer)              \
     X(clRetainMemObject)           \

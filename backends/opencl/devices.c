@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opencl_backend.h"
+#include "devices.h"
 
 #define FP_CL_MAX_DEVICES 64
 /* cl_nv_device_attribute_query, spelled out: not every cl_ext.h has them. */

@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "opencl_backend.h"
+#include "host.h"
+#include "kernel_sources.h"
+#include "peaks.h"
+#include "program_cache.h"
 
 static flashport_status event_ms(fp_cl_dev *dev, cl_event event, double *ms) {
     const fp_cl_api *cl = dev->cl;

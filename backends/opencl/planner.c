@@ -1,357 +1,76 @@
 /*
- * The one planning function of the OpenCL backend: which variant runs a problem and with which
- * tile shape.
- *
- * Variants: nv_tf32x3 (kernels/attention_nv_tf32x3.cl, tensor cores through inline PTX) where
- * nv_tf32x3.c says the device and problem can run it (NVIDIA, compute capability 8.0+, f32,
- * d <= 128, and its program builds); tiled (kernels/attention_tiled.cl, portable OpenCL C)
- * everywhere else. FLASHPORT_OPENCL_KERNEL=tiled keeps the planner on tiled,
- * FLASHPORT_OPENCL_KERNEL=nv_tf32x3 makes a problem nv_tf32x3 cannot run unsupported (both for
- * comparing the two on one GPU); a kernel forced by name takes precedence.
- *
- * The tiled shape comes from the device's properties (work-group limit, local memory,
- * device type) and the problem (head dim, query count), and can be overridden for tuning with
- * FLASHPORT_OPENCL_TILE, comma-separated key=value items (any subset of the keys):
- *   br, bc  query rows per work-group, keys per block
- *   tm, tn  score register tile per work-item (rows x keys); work-items = (br/tm)*(bc/tn)
- *   kc, vc  head-dim columns of K (and Q) staged per step, V rows staged per step
- *   dv      output columns per work-group (wider heads are split into slices)
- *   om      output rows per work-item (its columns follow: br*dv / (work-items*om), a
- *           multiple of 4); default: 8 columns where there are 32 or more outputs, else 4
- *   qr      1: Q stays resident in local memory for the whole key walk, 0: Q is staged with
- *           each K chunk; default: 1 where it fits the device's local memory
- *   pf      1: the next K (and Q) chunk is loaded into registers while the current one is
- *           multiplied; default 0
- *   rg      NVIDIA only: at most this many registers per work-item (-cl-nv-maxrregcount),
- *           0 for the compiler's choice; default 128 for d <= 64 and 168 for d <= 128 with
- *           the default tiles, 0 otherwise (also when the override sets any key above);
- *           ignored on other devices
- *   ur      1: loops over register tiles are unrolled fully (default on GPUs), 0: left to the
- *           compiler (default on CPUs, where PoCL builds far faster so)
- * e.g. FLASHPORT_OPENCL_TILE="br=64,bc=64,tm=4,tn=8,om=8,qr=0,pf=1,rg=168".
+ * The one planning function of the OpenCL backend: which variant runs a problem. nv_tf32x3
+ * (kernels/attention_nv_tf32x3.cl, tensor cores through inline PTX) where nv_tf32x3.c says the
+ * device and problem can run it (NVIDIA, compute capability 8.0+, f32, d <= 128, and its program
+ * builds); tiled (kernels/attention_tiled.cl, portable OpenCL C, tiled.c) everywhere else.
+ * FLASHPORT_OPENCL_KERNEL=tiled keeps the planner on tiled, FLASHPORT_OPENCL_KERNEL=nv_tf32x3
+ * makes a problem nv_tf32x3 cannot run unsupported (both for comparing the two on one GPU); a
+ * kernel forced by name takes precedence. Each variant chooses its own parameters.
  */
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "opencl_backend.h"
+#include "host.h"
+#include "kernel_list.h"
+#include "planner.h"
 
-const fp_variant fp_cl_variants[] = {
-    {"tiled",
-     "online softmax; K/V blocks through local memory, register tiles of S and O, f32 "
-     "accumulation (f16 via vload_half, bf16 via shifts)",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
-    {"nv_tf32x3",
-     "NVIDIA, f32: FlashAttention-2 on the tensor cores through inline PTX (mma.sync m16n8k8 "
-     "tf32, 3xTF32 split for f32 accuracy), online softmax in registers",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
-};
+#define FP_CL_KERNEL_ADDRESS(name) &fp_cl_kernel_##name,
+static const fp_cl_kernel *const kernels[] = {FP_CL_KERNELS(FP_CL_KERNEL_ADDRESS)};
+#undef FP_CL_KERNEL_ADDRESS
+static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 
-static const char *const tile_keys[FP_CL_TILE_KEYS] = {"br", "bc", "tm", "tn", "kc", "vc",
-                                                       "dv", "om", "qr", "pf", "rg", "ur"};
+int fp_cl_kernel_count(void) { return n_kernels; }
 
-/* fp_plan.param holds the first seven keys as they are and om (bits 0-11), qr (12), pf (13),
- * rg (14-21) and ur (22) packed in param[7]. */
-enum { OM_BITS = 12, QR_SHIFT = 12, PF_SHIFT = 13, RG_SHIFT = 14, UR_SHIFT = 22 };
-
-void fp_cl_tile_of_plan(const fp_plan *plan, int64_t *t) {
-    for (int i = 0; i < FP_CL_P_OM; i++) t[i] = plan->param[i];
-    int64_t packed = plan->param[FP_CL_P_OM];
-    t[FP_CL_P_OM] = packed & ((1 << OM_BITS) - 1);
-    t[FP_CL_P_QR] = (packed >> QR_SHIFT) & 1;
-    t[FP_CL_P_PF] = (packed >> PF_SHIFT) & 1;
-    t[FP_CL_P_RG] = (packed >> RG_SHIFT) & 255;
-    t[FP_CL_P_UR] = (packed >> UR_SHIFT) & 1;
+const fp_cl_kernel *fp_cl_kernel_at(int index) {
+    return index >= 0 && index < n_kernels ? kernels[index] : NULL;
 }
 
-static void store_tile(const int64_t *t, fp_plan *plan) {
-    for (int i = 0; i < FP_CL_P_OM; i++) plan->param[i] = t[i];
-    plan->param[FP_CL_P_OM] = t[FP_CL_P_OM] | (t[FP_CL_P_QR] << QR_SHIFT) |
-                              (t[FP_CL_P_PF] << PF_SHIFT) | (t[FP_CL_P_RG] << RG_SHIFT) |
-                              (t[FP_CL_P_UR] << UR_SHIFT);
+static int find_kernel(const char *name) {
+    for (int i = 0; i < n_kernels; i++)
+        if (strcmp(kernels[i]->info.name, name) == 0) return i;
+    return -1;
 }
 
-static int64_t work_items(const int64_t *t) {
-    return (t[FP_CL_P_BR] / t[FP_CL_P_TM]) * (t[FP_CL_P_BC] / t[FP_CL_P_TN]);
+/* Asks variant i; on yes fills the plan. The reason, either way, is in out->reason. */
+static flashport_status try_variant(int i, fp_cl_dev *dev, const fp_problem *p,
+                                    fp_plan *out) {
+    fp_cl_kernel_params params;
+    memset(&params, 0, sizeof params);
+    flashport_status st = kernels[i]->plan(dev, p, &params, out->reason, sizeof out->reason);
+    if (st != FLASHPORT_OK) return st;
+    out->variant = i;
+    memcpy(out->kernel_params.bytes, &params, sizeof params);
+    return FLASHPORT_OK;
 }
-
-/* The head dim rounded up to a multiple of kc: the width of the resident Q. */
-static int64_t q_width(const int64_t *t, int64_t head_dim) {
-    return (head_dim + t[FP_CL_P_KC] - 1) / t[FP_CL_P_KC] * t[FP_CL_P_KC];
-}
-
-size_t fp_cl_tile_local_bytes(const int64_t *t, int64_t head_dim) {
-    int64_t br = t[FP_CL_P_BR], bc = t[FP_CL_P_BC], kc_pad = t[FP_CL_P_KC] + 4;
-    int64_t qk = (t[FP_CL_P_QR] ? bc : br + bc) * kc_pad;
-    int64_t vv = t[FP_CL_P_VC] * t[FP_CL_P_DV];
-    int64_t floats = (qk > vv ? qk : vv) + br * (bc + 8) + br * (bc / t[FP_CL_P_TN] + 1) + br;
-    if (t[FP_CL_P_QR]) floats += br * (q_width(t, head_dim) + 4);
-    return (size_t)floats * sizeof(float);
-}
-
-/* 1, and why, when a key (every key, or those marked in only[]) is outside its range. */
-static int out_of_range(const int64_t *t, const int *only, char *why, size_t len) {
-    for (int i = 0; i < FP_CL_TILE_KEYS; i++) {
-        int64_t lo = i >= FP_CL_P_QR ? 0 : 1;
-        int64_t hi = i == FP_CL_P_RG ? 255 : i >= FP_CL_P_QR ? 1 : 1024;
-        if ((!only || only[i]) && (t[i] < lo || t[i] > hi)) {
-            snprintf(why, len, "tile %s=%lld is outside %lld..%lld", tile_keys[i],
-                     (long long)t[i], (long long)lo, (long long)hi);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* "" when the shape can run on the device, else why not. */
-static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t head_dim,
-                        char *why, size_t len) {
-    why[0] = '\0';
-    if (out_of_range(t, NULL, why, len)) return;
-    if (t[FP_CL_P_BR] % t[FP_CL_P_TM] || t[FP_CL_P_BC] % t[FP_CL_P_TN] ||
-        t[FP_CL_P_BC] % t[FP_CL_P_VC] || t[FP_CL_P_KC] % 4 || t[FP_CL_P_VC] % 4) {
-        snprintf(why, len, "tile shape needs tm | br, tn | bc, vc | bc, and kc, vc multiples of 4");
-        return;
-    }
-    int64_t threads = work_items(t);
-    if ((size_t)threads > dev->max_work_group) {
-        snprintf(why, len, "tile needs %lld work-items per group, the device allows %zu",
-                 (long long)threads, dev->max_work_group);
-        return;
-    }
-    int64_t om = t[FP_CL_P_OM], row_items = t[FP_CL_P_BR] / om;
-    if (t[FP_CL_P_BR] % om || threads % row_items ||
-        t[FP_CL_P_DV] % (4 * (threads / row_items))) {
-        snprintf(why, len,
-                 "output tile needs om | br, (br/om) | work-items, and dv a multiple of 4 "
-                 "columns per work-item across the row");
-        return;
-    }
-    size_t local = fp_cl_tile_local_bytes(t, head_dim);
-    if (local > dev->local_mem)
-        snprintf(why, len, "tile needs %zu bytes of local memory, the device has %llu", local,
-                 (unsigned long long)dev->local_mem);
-}
-
-/* Applies FLASHPORT_OPENCL_TILE, marking the keys it sets in given[]; returns 0 and says why
- * when it does not parse. */
-static int apply_override(const char *text, int64_t *t, int *given, char *why, size_t len) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *item = strtok(buf, ", "); item; item = strtok(NULL, ", ")) {
-        char original[64];
-        snprintf(original, sizeof original, "%s", item);
-        char *eq = strchr(item, '=');
-        int found = 0;
-        if (eq) {
-            *eq = '\0';
-            for (int i = 0; i < FP_CL_TILE_KEYS; i++) {
-                if (strcmp(item, tile_keys[i]) == 0) {
-                    char *end = NULL;
-                    long value = strtol(eq + 1, &end, 10);
-                    if (end == eq + 1 || *end != '\0') break;
-                    t[i] = value;
-                    given[i] = 1;
-                    found = 1;
-                }
-            }
-        }
-        if (!found) {
-            snprintf(why, len,
-                     "FLASHPORT_OPENCL_TILE: cannot read \"%s\" (expected key=value items with "
-                     "keys br, bc, tm, tn, kc, vc, dv, om, qr, pf, rg, ur)",
-                     original);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int64_t round_up_pow2(int64_t x, int64_t lo, int64_t hi) {
-    int64_t r = lo;
-    while (r < x && r < hi) r *= 2;
-    return r;
-}
-
-static void default_shape(const fp_cl_device_desc *dev, const fp_problem *p, int64_t *t) {
-    int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
-    /* GPUs: 64x64 blocks with 4x8 score tiles, 128 work-items, each with 32 scores and (at
-     * d = 128) 8x8 outputs in registers. CPUs (PoCL) run the work-items of a group as loops
-     * between barriers, where fewer, larger work-items (8x8 tiles, 64 per group) run several
-     * times faster. */
-    t[FP_CL_P_BR] = 64;
-    t[FP_CL_P_BC] = 64;
-    t[FP_CL_P_TM] = gpu_like ? 4 : 8;
-    t[FP_CL_P_TN] = 8;
-    if (p->seq_q <= 16) { /* decode-like: a 16-row tile */
-        t[FP_CL_P_BR] = 16;
-        t[FP_CL_P_TM] = gpu_like ? 1 : 2;
-        t[FP_CL_P_TN] = gpu_like ? 4 : 8;
-    }
-    t[FP_CL_P_KC] = round_up_pow2(p->head_dim, 8, 32);
-    t[FP_CL_P_VC] = t[FP_CL_P_BC] < 32 ? t[FP_CL_P_BC] : 32;
-    /* Output columns per group: the head dim rounded up, at most 128 on GPUs and 256 on CPUs
-     * (wider heads are split into slices that each recompute the scores, which keeps the
-     * accumulators in registers). */
-    t[FP_CL_P_DV] = round_up_pow2(p->head_dim, 16, gpu_like ? 128 : 256);
-    t[FP_CL_P_OM] = 0; /* chosen by resolve_shape */
-    t[FP_CL_P_QR] = -1;
-    t[FP_CL_P_PF] = 0;
-    /* NVIDIA: ptxas, left alone, takes 168 (d = 64) and 194 (d = 128) registers for these
-     * tiles, where 128 and 168 hold them without spilling (as ptxas -v reports for sm_90):
-     * four groups per SM instead of three, and three instead of two. */
-    t[FP_CL_P_RG] = 0;
-    if (dev->is_nvidia && p->seq_q > 16 && p->head_dim <= 128)
-        t[FP_CL_P_RG] = p->head_dim <= 64 ? 128 : 168;
-    t[FP_CL_P_UR] = gpu_like;
-}
-
-/* Fills in what the defaults and the override left open: dv wide enough for 4 output columns
- * per work-item, om for 8 (or 4) columns, qr where the resident Q fits. */
-static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const int *given,
-                          int64_t *t) {
-    int64_t br = t[FP_CL_P_BR], threads = work_items(t);
-    if (br < 1 || threads < 1) return; /* check_shape says why */
-    if (!given[FP_CL_P_DV])
-        while (t[FP_CL_P_DV] < 1024 && br * t[FP_CL_P_DV] < 4 * threads) t[FP_CL_P_DV] *= 2;
-    if (!given[FP_CL_P_OM]) {
-        int64_t outputs = br * t[FP_CL_P_DV] / threads;
-        int64_t cols = outputs >= 32 ? 8 : 4;
-        while (outputs / cols > br) cols *= 2;
-        t[FP_CL_P_OM] = outputs / cols > 0 ? outputs / cols : 1;
-    }
-    if (!given[FP_CL_P_QR]) {
-        t[FP_CL_P_QR] = 1;
-        if (fp_cl_tile_local_bytes(t, head_dim) > dev->local_mem) t[FP_CL_P_QR] = 0;
-    }
-}
-
-static flashport_status plan_tiled(fp_cl_dev *dev, const fp_problem *p, fp_plan *out);
 
 flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_plan *out) {
     memset(out, 0, sizeof *out);
     const char *choice = getenv("FLASHPORT_OPENCL_KERNEL");
-    if (choice && *choice && strcmp(choice, "tiled") != 0 && strcmp(choice, "nv_tf32x3") != 0) {
-        snprintf(out->reason, sizeof out->reason,
-                 "FLASHPORT_OPENCL_KERNEL=%.64s is neither tiled nor nv_tf32x3", choice);
-        return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME, "%s", out->reason);
+    if (choice && *choice) {
+        const int named = find_kernel(choice);
+        if (named < 0) {
+            snprintf(out->reason, sizeof out->reason,
+                     "FLASHPORT_OPENCL_KERNEL=%.64s is neither tiled nor nv_tf32x3", choice);
+            return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME, "%s",
+                                     out->reason);
+        }
+        if (forced < 0) forced = named;
     }
-    if (forced < 0 && choice && *choice)
-        forced = strcmp(choice, "tiled") == 0 ? FP_CL_VARIANT_TILED : FP_CL_VARIANT_NV_TF32X3;
-    if (forced == FP_CL_VARIANT_TILED) return plan_tiled(dev, p, out);
-
-    char why[200];
-    if (fp_cl_nv_tf32x3_plan(dev, p, out, why, sizeof why)) return FLASHPORT_OK;
-    if (forced == FP_CL_VARIANT_NV_TF32X3) {
-        snprintf(out->reason, sizeof out->reason, "%s", why);
-        return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME, "%s", why);
+    flashport_status st;
+    if (forced >= 0) {
+        st = try_variant(forced, dev, p, out);
+    } else {
+        st = try_variant(find_kernel(fp_cl_kernel_nv_tf32x3.info.name), dev, p, out);
+        if (st != FLASHPORT_OK) {
+            /* On NVIDIA, say why the tensor-core kernel was passed over (elsewhere it never
+             * runs). */
+            if (dev->desc->is_nvidia)
+                fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME, "tiled rather than nv_tf32x3: %s",
+                                out->reason);
+            st = try_variant(find_kernel(fp_cl_kernel_tiled.info.name), dev, p, out);
+        }
     }
-    /* On NVIDIA, say why the tensor-core kernel was passed over (elsewhere it never runs). */
-    if (dev->desc->is_nvidia)
-        fp_cl_host->log(FP_LOG_INFO, FP_CL_NAME, "tiled rather than nv_tf32x3: %s", why);
-    return plan_tiled(dev, p, out);
-}
-
-static flashport_status plan_tiled(fp_cl_dev *dev, const fp_problem *p, fp_plan *out) {
-    memset(out, 0, sizeof *out);
-    out->variant = FP_CL_VARIANT_TILED;
-    int64_t t[FP_CL_TILE_KEYS];
-    int given[FP_CL_TILE_KEYS] = {0};
-    default_shape(dev->desc, p, t);
-    const char *override = getenv("FLASHPORT_OPENCL_TILE");
-    char why[200];
-    if (override && *override && !apply_override(override, t, given, why, sizeof why)) {
-        snprintf(out->reason, sizeof out->reason, "%s", why);
-        return fp_cl_host->error(FLASHPORT_ERROR_INVALID_ARGUMENT, FP_CL_NAME, "%s", why);
-    }
-    /* resolve_shape divides by the keys and multiplies them: an overridden key outside its
-     * range is reported before it gets there. */
-    if (override && *override && out_of_range(t, given, why, sizeof why)) {
-        snprintf(out->reason, sizeof out->reason, "FLASHPORT_OPENCL_TILE: %s", why);
-        return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME, "%s", out->reason);
-    }
-    /* The default register cap suits the default tiles only. */
-    int shape_given = 0;
-    for (int i = 0; i < FP_CL_P_RG; i++) shape_given |= given[i];
-    if (shape_given && !given[FP_CL_P_RG]) t[FP_CL_P_RG] = 0;
-    const int64_t dv_default = t[FP_CL_P_DV];
-    resolve_shape(dev->desc, p->head_dim, given, t);
-    check_shape(dev->desc, t, p->head_dim, why, sizeof why);
-    /* Small devices: halve the default blocks until the shape fits the work-group and local
-     * limits (an override is taken as it is). */
-    while (why[0] && !(override && *override) && t[FP_CL_P_BC] > 16) {
-        t[FP_CL_P_BC] /= 2;
-        if (t[FP_CL_P_VC] > t[FP_CL_P_BC]) t[FP_CL_P_VC] = t[FP_CL_P_BC];
-        if (t[FP_CL_P_BR] > 16) t[FP_CL_P_BR] /= 2;
-        if (t[FP_CL_P_TM] > t[FP_CL_P_BR]) t[FP_CL_P_TM] = t[FP_CL_P_BR];
-        t[FP_CL_P_DV] = dv_default;
-        resolve_shape(dev->desc, p->head_dim, given, t);
-        check_shape(dev->desc, t, p->head_dim, why, sizeof why);
-    }
-    if (why[0]) {
-        snprintf(out->reason, sizeof out->reason, "%s%s", override && *override ?
-                 "FLASHPORT_OPENCL_TILE: " : "", why);
-        return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME, "%s", out->reason);
-    }
-    if (!dev->desc->is_nvidia) t[FP_CL_P_RG] = 0; /* a register cap only NVIDIA's compiler reads */
-    store_tile(t, out);
-    int64_t slices = (p->head_dim + t[FP_CL_P_DV] - 1) / t[FP_CL_P_DV];
-    snprintf(out->reason, sizeof out->reason,
-             "tiled: br=%lld bc=%lld tm=%lld tn=%lld kc=%lld vc=%lld dv=%lld om=%lld qr=%lld "
-             "pf=%lld rg=%lld ur=%lld (%s%s), %zu B local, %lld output slice%s",
-             (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
-             (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8], (long long)t[9],
-             (long long)t[10], (long long)t[11],
-             (dev->desc->type & CL_DEVICE_TYPE_CPU) ? "CPU shape" : "GPU shape",
-             override && *override ? ", FLASHPORT_OPENCL_TILE" : "",
-             fp_cl_tile_local_bytes(t, p->head_dim), (long long)slices, slices == 1 ? "" : "s");
-    out->workspace_bytes = 0;
+    if (st != FLASHPORT_OK) return fp_cl_host->error(st, FP_CL_NAME, "%s", out->reason);
     return FLASHPORT_OK;
-}
-
-/* 1 when an offset inside one tile of rows (row * seq stride + column) may not fit an int. */
-static int needs_wide_offsets(const int64_t *t, const fp_problem *p) {
-    int64_t rows = t[FP_CL_P_BR] > t[FP_CL_P_BC] ? t[FP_CL_P_BR] : t[FP_CL_P_BC];
-    const int64_t strides[4] = {p->q.seq, p->k.seq, p->v.seq, p->o.seq};
-    for (int i = 0; i < 4; i++) {
-        int64_t s = strides[i] < 0 ? -strides[i] : strides[i];
-        if (s > (INT32_MAX - 2 * 1024 - p->head_dim) / rows) return 1;
-    }
-    return 0;
-}
-
-/* 1 when float Q, K and V can be staged four elements per load: every row and every block
- * of rows then starts 16-byte aligned (buffers are, and all strides are multiples of 4) and
- * a quad of columns never crosses d. */
-static int quad_loads(const fp_problem *p) {
-    if (p->dtype != FLASHPORT_F32 || p->head_dim % 4) return 0;
-    const flashport_strides *s[3] = {&p->q, &p->k, &p->v};
-    for (int i = 0; i < 3; i++)
-        if (s[i]->batch % 4 || s[i]->head % 4 || s[i]->seq % 4) return 0;
-    return 1;
-}
-
-void fp_cl_attention_options(const fp_cl_device_desc *dev, const fp_plan *plan,
-                             const fp_problem *p, char *buf, size_t len) {
-    int64_t t[FP_CL_TILE_KEYS];
-    fp_cl_tile_of_plan(plan, t);
-    /* On NVIDIA, -cl-nv-verbose puts the registers and spills in the build log (logged at
-     * the info level when a program is built). */
-    char nvidia[64] = "";
-    if (dev->is_nvidia) {
-        snprintf(nvidia, sizeof nvidia, " -cl-nv-verbose");
-        if (t[FP_CL_P_RG])
-            snprintf(nvidia, sizeof nvidia, " -cl-nv-verbose -cl-nv-maxrregcount=%lld",
-                     (long long)t[FP_CL_P_RG]);
-    }
-    snprintf(buf, len,
-             "-cl-std=CL1.2 -DBR=%lld -DBC=%lld -DTM=%lld -DTN=%lld -DKC=%lld -DVC=%lld "
-             "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DUR=%lld -DWIDE=%d -DVEC=%d "
-             "-DDTYPE=%d%s",
-             (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
-             (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
-             (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]),
-             (long long)t[9], (long long)t[11], needs_wide_offsets(t, p), quad_loads(p),
-             (int)p->dtype, nvidia);
 }

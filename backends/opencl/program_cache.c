@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "opencl_backend.h"
+#include "host.h"
+#include "program_cache.h"
 
 struct fp_cl_program_entry {
     const char *source; /* one of the embedded sources: compared by address */
@@ -147,27 +148,67 @@ static cl_program load_cached(fp_cl_dev *dev, const char *key, const char *optio
     return program;
 }
 
+/* The program's binary for dev's device (malloc'ed), or NULL. A program of a context with
+ * several devices (a caller's context) has one binary slot per device, in the order of
+ * CL_PROGRAM_DEVICES; only this device's slot is asked for. The program was built for this
+ * device alone, so where the slot is empty and exactly one other is not (PoCL files the binary
+ * in the first slot), that one is this build's. */
+static unsigned char *program_binary(fp_cl_dev *dev, cl_program program, size_t *len) {
+    const fp_cl_api *cl = dev->cl;
+    cl_uint n = 0;
+    if (cl->clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof n, &n, NULL) != CL_SUCCESS ||
+        n == 0)
+        return NULL;
+    cl_device_id *ids = calloc(n, sizeof *ids);
+    size_t *sizes = calloc(n, sizeof *sizes);
+    unsigned char **binaries = calloc(n, sizeof *binaries);
+    cl_uint slot = n;
+    if (ids && sizes && binaries &&
+        cl->clGetProgramInfo(program, CL_PROGRAM_DEVICES, n * sizeof *ids, ids, NULL) ==
+            CL_SUCCESS &&
+        cl->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, n * sizeof *sizes, sizes, NULL) ==
+            CL_SUCCESS) {
+        for (slot = 0; slot < n; slot++)
+            if (ids[slot] == dev->desc->id) break;
+        cl_uint filled = 0, last = n;
+        for (cl_uint i = 0; i < n; i++) {
+            if (sizes[i] == 0) continue;
+            filled++;
+            last = i;
+        }
+        if (slot < n && sizes[slot] == 0 && filled == 1) slot = last;
+    }
+    unsigned char *binary = NULL;
+    if (slot < n && sizes[slot] > 0 && (binaries[slot] = malloc(sizes[slot])) &&
+        cl->clGetProgramInfo(program, CL_PROGRAM_BINARIES, n * sizeof *binaries, binaries, NULL) ==
+            CL_SUCCESS) {
+        binary = binaries[slot];
+        *len = sizes[slot];
+    } else if (slot < n) {
+        free(binaries[slot]);
+    }
+    free(ids);
+    free(sizes);
+    free(binaries);
+    return binary;
+}
+
 static void store_cached(fp_cl_dev *dev, cl_program program, const char *key) {
     char path[1200], tmp[1300];
     size_t binary_len = 0;
     if (!cache_path(key, path, sizeof path)) {
         return;
     }
-    if (dev->cl->clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof binary_len, &binary_len,
-                                  NULL) != CL_SUCCESS ||
-        binary_len == 0) {
+    unsigned char *binary = program_binary(dev, program, &binary_len);
+    if (!binary) {
         fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME, "the driver gives no program binary to cache");
         return;
     }
-    unsigned char *binary = malloc(binary_len);
-    if (!binary) return;
-    unsigned char *binaries[1] = {binary};
-    int ok = dev->cl->clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binaries, binaries,
-                                       NULL) == CL_SUCCESS;
     /* Written under a unique name and renamed, so that concurrent processes never read a
      * partial file. */
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *f = ok ? fopen(tmp, "wb") : NULL;
+    FILE *f = fopen(tmp, "wb");
+    int ok = 0;
     if (f) {
         size_t key_len = strlen(key);
         char sum[18];
@@ -177,8 +218,6 @@ static void store_cached(fp_cl_dev *dev, cl_program program, const char *key) {
         ok = (fclose(f) == 0) && ok;
         ok = ok && rename(tmp, path) == 0;
         if (!ok) remove(tmp);
-    } else {
-        ok = 0;
     }
     if (!ok)
         fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME, "could not write the program cache file %s: %s",

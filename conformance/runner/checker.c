@@ -8,14 +8,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "fp_backend.h"
 #include "tensor.h"
 
 /* Signalling-NaN patterns written into outputs before a run and into the gaps of strided
  * inputs. Arithmetic never produces a signalling NaN, so an element that still holds the
- * pattern was not written, and a NaN a kernel computes is told apart from it. */
+ * pattern was not written, and a NaN a kernel computes is told apart from it. FP8 has no
+ * signalling NaN; its gaps (inputs only) hold a NaN, so reading one shows up as NaN. */
 #define POISON_F32 0x7fbadbadu
 #define POISON_F16 0x7d5au
 #define POISON_BF16 0x7f9bu
+#define POISON_FP8 0x7fu
 
 const char *fc_verdict_name(fc_verdict v) {
     switch (v) {
@@ -26,16 +29,19 @@ const char *fc_verdict_name(fc_verdict v) {
     return "?";
 }
 
+static int is_fp8(flashport_dtype t) { return t == FLASHPORT_FP8_E4M3 || t == FLASHPORT_FP8_E5M2; }
+
 fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision) {
-    fc_tolerance t = {1e-5, 1e-4, 1e-5}; /* f32, exact products */
-    if (c->dtype == FLASHPORT_F16) t = (fc_tolerance){2e-3, 0.0, 2e-3};
-    else if (c->dtype == FLASHPORT_BF16) t = (fc_tolerance){1e-2, 0.0, 1e-2};
-    else if (precision == FLASHPORT_PRECISION_TF32) t = (fc_tolerance){3e-3, 0.0, 3e-3};
-    else if (precision == FLASHPORT_PRECISION_F16) t = (fc_tolerance){2e-3, 0.0, 2e-3};
+    const flashport_dtype t = is_fp8(c->dtype) ? c->out_dtype : c->dtype;
+    fc_tolerance tol = {1e-5, 1e-4, 1e-5}; /* f32, exact products */
+    if (t == FLASHPORT_F16) tol = (fc_tolerance){2e-3, 0.0, 2e-3};
+    else if (t == FLASHPORT_BF16) tol = (fc_tolerance){1e-2, 0.0, 1e-2};
+    else if (precision == FLASHPORT_PRECISION_TF32) tol = (fc_tolerance){3e-3, 0.0, 3e-3};
+    else if (precision == FLASHPORT_PRECISION_F16) tol = (fc_tolerance){2e-3, 0.0, 2e-3};
     /* The factor is for O only: LSE is judged relative to its own magnitude already. */
-    t.rel_l2 *= c->tol_factor;
-    t.max_abs *= c->tol_factor;
-    return t;
+    tol.rel_l2 *= c->tol_factor;
+    tol.max_abs *= c->tol_factor;
+    return tol;
 }
 
 int fc_needs_recompute(const fc_case *c, flashport_precision precision) {
@@ -45,6 +51,7 @@ int fc_needs_recompute(const fc_case *c, flashport_precision precision) {
 void fc_poison(flashport_dtype dtype, void *base, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         if (dtype == FLASHPORT_F32) ((uint32_t *)base)[i] = POISON_F32;
+        else if (is_fp8(dtype)) ((uint8_t *)base)[i] = POISON_FP8;
         else ((uint16_t *)base)[i] = dtype == FLASHPORT_F16 ? POISON_F16 : POISON_BF16;
     }
 }
@@ -54,36 +61,90 @@ static int is_poison(flashport_dtype dtype, const void *base, int64_t i) {
     return ((const uint16_t *)base)[i] == (dtype == FLASHPORT_F16 ? POISON_F16 : POISON_BF16);
 }
 
-void fc_problem(const fc_case *c, const char *kernel, flashport_problem *p) {
-    flashport_problem_init(p, c->dtype, c->batch, c->heads_q, c->heads_kv, c->seq_q, c->seq_kv,
-                           c->head_dim, c->layout);
-    if (c->pad) {
-        tensor_shape qs = {c->batch, c->heads_q, c->seq_q, c->head_dim};
-        tensor_shape ks = {c->batch, c->heads_kv, c->seq_kv, c->head_dim};
-        p->q = p->o = tensor_padded_strides(c->layout, qs, c->pad);
-        p->k = p->v = tensor_padded_strides(c->layout, ks, c->pad);
+/* ---- the descriptor of a case ---- */
+
+void fc_desc(const fc_case *c, const char *kernel, flashport_attention_desc *d) {
+    flashport_attention_desc_init(d, c->dtype, c->batch, c->heads_q, c->heads_kv, c->seq_q,
+                                  c->seq_kv, c->head_dim, c->layout);
+    d->out_dtype = c->out_dtype;
+    d->q = d->o = tensor_padded_strides(c->layout, fc_storage(c, 'q'), c->pad);
+    d->k = d->v = tensor_padded_strides(c->layout, fc_storage(c, 'k'), c->pad);
+    d->scale = c->scale;
+    d->causal = c->causal;
+    d->window_left = c->window_left;
+    d->window_right = c->window_right;
+    d->softcap = c->softcap;
+    d->alibi = c->alibi;
+    if (c->bias) {
+        /* Contiguous over the stored dimensions, stride 0 over the broadcast ones. */
+        const int64_t full[4] = {c->batch, c->heads_q, c->seq_q, c->seq_kv};
+        int64_t stride[4], run = 1;
+        for (int i = 3; i >= 0; i--) {
+            const int broadcast = c->bias_dims[i] == '.';
+            stride[i] = broadcast ? 0 : run;
+            run *= broadcast ? 1 : full[i];
+        }
+        d->bias = (flashport_bias_desc){1, c->bias_dtype, stride[0], stride[1], stride[2],
+                                        stride[3]};
     }
-    p->scale = c->scale;
-    p->causal = c->causal;
-    p->kernel = kernel;
+    d->sinks = c->sinks;
+    if (c->q_varlen) {
+        d->q_varlen = 1;
+        d->total_q = c->total_q;
+        d->q.batch = d->o.batch = 0;
+    }
+    d->kv_layout = c->kv_layout;
+    if (c->kv_layout == FLASHPORT_KV_VARLEN) {
+        d->total_kv = c->total_kv;
+        d->k.batch = d->v.batch = 0;
+    } else if (c->kv_layout == FLASHPORT_KV_PAGED) {
+        d->num_pages = c->num_pages;
+        d->page_size = c->page_size;
+        d->max_pages_per_seq = c->max_pages;
+    }
+    d->descale = c->descale;
+    d->descale_block = c->descale_block;
+    d->kernel = kernel;
 }
 
-/* Host image of one input at the problem's strides; gaps hold the poison pattern. */
-static void *stage_input(const fc_case *c, const flashport_strides *st, int64_t extent,
-                         int64_t heads, int64_t seq, const float *values) {
-    size_t es = flashport_dtype_size(c->dtype);
-    void *img = malloc((size_t)extent * es + 1);
-    if (!img) return NULL;
-    fc_poison(c->dtype, img, extent);
-    tensor_shape s = {c->batch, heads, seq, c->head_dim};
-    for (int64_t b = 0; b < s.batch; b++)
-        for (int64_t h = 0; h < s.heads; h++)
-            for (int64_t n = 0; n < s.seq; n++)
-                for (int64_t d = 0; d < s.dim; d++)
-                    tensor_store(c->dtype, img, tensor_strided_index(st, b, h, n, d),
-                                 values[tensor_file_index(c->layout, s, b, h, n, d)]);
-    return img;
+/* The API v2 features a descriptor asks for, as fp_feature bits. */
+static unsigned features_of(const flashport_attention_desc *d) {
+    const int64_t right = d->causal ? 0 : d->window_right;
+    unsigned f = 0;
+    if (d->window_left >= 0 || right > 0) f |= FP_FEATURE_WINDOW;
+    if (d->softcap > 0.0f) f |= FP_FEATURE_SOFTCAP;
+    if (d->alibi != FLASHPORT_ALIBI_NONE) f |= FP_FEATURE_ALIBI;
+    if (d->bias.enabled) f |= FP_FEATURE_BIAS;
+    if (d->sinks) f |= FP_FEATURE_SINKS;
+    if (d->q_varlen || d->kv_layout == FLASHPORT_KV_VARLEN) f |= FP_FEATURE_VARLEN;
+    if (d->kv_layout == FLASHPORT_KV_PAGED) f |= FP_FEATURE_PAGED;
+    if (is_fp8(d->dtype)) f |= FP_FEATURE_FP8;
+    return f;
 }
+
+static void feature_words(unsigned features, char *out, size_t len) {
+    static const struct {
+        unsigned bit;
+        const char *word;
+    } words[] = {{FP_FEATURE_WINDOW, "window"}, {FP_FEATURE_SOFTCAP, "softcap"},
+                 {FP_FEATURE_ALIBI, "alibi"},   {FP_FEATURE_BIAS, "bias"},
+                 {FP_FEATURE_SINKS, "sinks"},   {FP_FEATURE_VARLEN, "varlen"},
+                 {FP_FEATURE_PAGED, "paged"},   {FP_FEATURE_FP8, "fp8"}};
+    snprintf(out, len, "none");
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (features & words[i].bit)
+            used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s",
+                                     used ? "," : "", words[i].word);
+}
+
+void fc_case_feature_words(const fc_case *c, char *out, size_t len) {
+    flashport_attention_desc d;
+    fc_desc(c, NULL, &d);
+    feature_words(features_of(&d), out, len);
+}
+
+/* ---- staging and running one call ---- */
 
 static void note(fc_result *r, const char *fmt, ...) {
     size_t n = strlen(r->detail);
@@ -104,28 +165,179 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Compares the downloaded O (at the problem's strides, FC_GUARD_ELEMENTS after it) with e. */
-static int judge_o(const fc_case *c, const flashport_problem *p, const void *o, int64_t extent,
-                   const double *e, fc_result *r) {
+/* Elements a stored tensor reaches at the given strides (0 when it has none). */
+static int64_t extent_of(tensor_shape s, const flashport_strides *st) {
+    if (!s.batch || !s.heads || !s.seq || !s.dim) return 0;
+    return 1 + (s.batch - 1) * st->batch + (s.heads - 1) * st->head + (s.seq - 1) * st->seq +
+           (s.dim - 1);
+}
+
+static size_t element_size(const fc_case *c, fc_slot s) {
+    if (s == FC_Q || s == FC_K || s == FC_V) return flashport_dtype_size(c->dtype);
+    if (s == FC_O) return flashport_dtype_size(c->out_dtype);
+    if (s == FC_BIAS) return flashport_dtype_size(c->bias_dtype);
+    return 4; /* f32 LSE, sinks, slopes and descales; int32 tables */
+}
+
+/* Host image of Q, K or V at the descriptor's strides, rows copied from the file's order;
+ * gaps hold the poison pattern. */
+static void *stage_input(const fc_case *c, char t, const flashport_strides *st, const void *values,
+                         int64_t *extent) {
+    const size_t es = flashport_dtype_size(c->dtype);
+    const tensor_shape s = fc_storage(c, t);
+    *extent = extent_of(s, st);
+    unsigned char *img = malloc((size_t)*extent * es + 1);
+    if (!img) return NULL;
+    fc_poison(c->dtype, img, *extent);
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t h = 0; h < s.heads; h++)
+            for (int64_t n = 0; n < s.seq; n++)
+                memcpy(img + (size_t)tensor_strided_index(st, b, h, n, 0) * es,
+                       (const unsigned char *)values +
+                           (size_t)tensor_file_index(c->layout, s, b, h, n, 0) * es,
+                       (size_t)s.dim * es);
+    return img;
+}
+
+static void set_arg(flashport_attention_args *a, fc_slot s, flashport_buffer *b) {
+    switch (s) {
+    case FC_Q: a->q = b; break;
+    case FC_K: a->k = b; break;
+    case FC_V: a->v = b; break;
+    case FC_O: a->o = b; break;
+    case FC_LSE: a->lse = b; break;
+    case FC_SINKS: a->sinks = b; break;
+    case FC_ALIBI: a->alibi_slopes = b; break;
+    case FC_BIAS: a->bias = b; break;
+    case FC_CU_SEQLENS_Q: a->cu_seqlens_q = b; break;
+    case FC_CU_SEQLENS_KV: a->cu_seqlens_kv = b; break;
+    case FC_SEQLENS_KV: a->seqlens_kv = b; break;
+    case FC_BLOCK_TABLE: a->block_table = b; break;
+    case FC_Q_DESCALE: a->q_descale = b; break;
+    case FC_K_DESCALE: a->k_descale = b; break;
+    case FC_V_DESCALE: a->v_descale = b; break;
+    case FC_SLOTS: break;
+    }
+}
+
+/* What one run leaves on the host: O at d's strides and the LSE, each followed by the guard. */
+typedef struct outputs {
+    void *o;
+    float *lse;
+    int64_t o_extent, n_lse;
+} outputs;
+
+/* Runs descriptor d on ctx with every array of fixture f (Q, K, V staged at d's strides), O
+ * and LSE poisoned, and downloads them into *out. Returns 0 and a note in r on failure. */
+static int execute(flashport_context *ctx, const fc_case *c, const flashport_attention_desc *d,
+                   const fc_fixture *f, outputs *out, fc_result *r) {
+    memset(out, 0, sizeof *out);
+    void *staged[3] = {NULL, NULL, NULL};
+    const void *host[FC_SLOTS] = {0};
+    size_t bytes[FC_SLOTS] = {0};
+    const flashport_strides *strides[3] = {&d->q, &d->k, &d->v};
+    int ok = 1;
+    for (int t = 0; t < 3 && ok; t++) {
+        int64_t extent;
+        host[t] = staged[t] = stage_input(c, "qkv"[t], strides[t], f->data[t], &extent);
+        bytes[t] = (size_t)extent * element_size(c, (fc_slot)t);
+        ok = staged[t] != NULL;
+    }
+    out->o_extent = extent_of(fc_storage(c, 'o'), &d->o);
+    out->n_lse = (int64_t)fc_slot_count(c, FC_LSE);
+    bytes[FC_O] = (size_t)(out->o_extent + FC_GUARD_ELEMENTS) * element_size(c, FC_O);
+    bytes[FC_LSE] = (size_t)(out->n_lse + FC_GUARD_ELEMENTS) * sizeof(float);
+    host[FC_O] = out->o = malloc(bytes[FC_O]);
+    host[FC_LSE] = out->lse = malloc(bytes[FC_LSE]);
+    ok = ok && out->o && out->lse;
+    if (ok) {
+        fc_poison(c->out_dtype, out->o, out->o_extent + FC_GUARD_ELEMENTS);
+        fc_poison(FLASHPORT_F32, out->lse, out->n_lse + FC_GUARD_ELEMENTS);
+    }
+    for (int s = FC_SINKS; s < FC_SLOTS; s++) {
+        host[s] = f->data[s];
+        bytes[s] = f->count[s] * element_size(c, (fc_slot)s);
+    }
+    flashport_buffer *buf[FC_SLOTS] = {0};
+    flashport_attention_args args = FLASHPORT_ATTENTION_ARGS_INIT;
+    const char *call = "host allocation";
+    flashport_status status = ok ? FLASHPORT_OK : FLASHPORT_ERROR_OUT_OF_MEMORY;
+    for (int s = 0; s < FC_SLOTS && status == FLASHPORT_OK; s++) {
+        if (!host[s]) continue;
+        call = "flashport_buffer_alloc";
+        /* An empty array still gets a buffer: the descriptor asks for one. */
+        status = flashport_buffer_alloc(ctx, bytes[s] ? bytes[s] : 16, &buf[s]);
+        if (status == FLASHPORT_OK && bytes[s]) {
+            call = "flashport_buffer_upload";
+            status = flashport_buffer_upload(buf[s], 0, host[s], bytes[s]);
+        }
+        set_arg(&args, (fc_slot)s, buf[s]);
+    }
+    if (status == FLASHPORT_OK) {
+        const double t0 = now_ms();
+        call = "flashport_attention_run";
+        status = flashport_attention_run(ctx, d, &args);
+        if (status == FLASHPORT_OK) {
+            call = "flashport_synchronize";
+            status = flashport_synchronize(ctx);
+        }
+        r->ms = now_ms() - t0;
+    }
+    if (status == FLASHPORT_OK) {
+        call = "flashport_buffer_download";
+        status = flashport_buffer_download(buf[FC_O], 0, out->o, bytes[FC_O]);
+        if (status == FLASHPORT_OK) status = flashport_buffer_download(buf[FC_LSE], 0, out->lse, bytes[FC_LSE]);
+    }
+    if (status != FLASHPORT_OK) {
+        note(r, "%s: %s: %s", call, flashport_status_string(status), flashport_last_error());
+        ok = 0;
+    }
+    for (int s = 0; s < FC_SLOTS; s++) flashport_buffer_free(buf[s]);
+    for (int t = 0; t < 3; t++) free(staged[t]);
+    return ok;
+}
+
+static void outputs_free(outputs *out) {
+    free(out->o);
+    free(out->lse);
+}
+
+/* ---- judging ---- */
+
+/* Stored Q rows [lo, hi) belong to a sequence: all of them, or cu_seqlens_q[0] ..
+ * cu_seqlens_q[B] - 1 with packed Q (clamped, the fixture being untrusted). */
+static void used_rows(const fc_case *c, const int32_t *cu, int64_t *lo, int64_t *hi) {
+    const int64_t rows = fc_storage(c, 'q').seq;
+    *lo = 0;
+    *hi = rows;
+    if (!c->q_varlen || !cu) return;
+    *lo = cu[0] < 0 ? 0 : cu[0] > rows ? rows : cu[0];
+    *hi = cu[c->batch] < *lo ? *lo : cu[c->batch] > rows ? rows : cu[c->batch];
+}
+
+/* Compares the downloaded O (at d's strides, FC_GUARD_ELEMENTS after it) with e. */
+static int judge_o(const fc_case *c, const flashport_attention_desc *d, int64_t lo, int64_t hi,
+                   const void *o, int64_t extent, const double *e, fc_result *r) {
     unsigned char *covered = calloc((size_t)extent + 1, 1);
     if (!covered) {
         note(r, "out of host memory judging O");
         return 0;
     }
-    tensor_shape s = {c->batch, c->heads_q, c->seq_q, c->head_dim};
+    const flashport_dtype t = c->out_dtype;
+    const tensor_shape s = fc_storage(c, 'o');
     double sum_d2 = 0.0, sum_e2 = 0.0, max_abs = 0.0;
     for (int64_t b = 0; b < s.batch; b++)
         for (int64_t h = 0; h < s.heads; h++)
-            for (int64_t n = 0; n < s.seq; n++)
-                for (int64_t d = 0; d < s.dim; d++) {
-                    int64_t at = tensor_strided_index(&p->o, b, h, n, d);
+            for (int64_t n = lo; n < hi; n++)
+                for (int64_t k = 0; k < s.dim; k++) {
+                    int64_t at = tensor_strided_index(&d->o, b, h, n, k);
                     covered[at] = 1;
-                    if (is_poison(c->dtype, o, at)) {
+                    if (is_poison(t, o, at)) {
                         r->unwritten++;
                         continue;
                     }
-                    double a = tensor_load(c->dtype, o, at);
-                    double x = e[tensor_file_index(c->layout, s, b, h, n, d)];
+                    double a = tensor_load(t, o, at);
+                    double x = e[tensor_file_index(c->layout, s, b, h, n, k)];
                     if (isnan(x)) {
                         if (!isnan(a)) r->nan_missing++;
                     } else if (!isfinite(a)) {
@@ -138,18 +350,25 @@ static int judge_o(const fc_case *c, const flashport_problem *p, const void *o, 
                     }
                 }
     for (int64_t i = 0; i < extent + FC_GUARD_ELEMENTS; i++)
-        if ((i >= extent || !covered[i]) && !is_poison(c->dtype, o, i)) r->guard_hits++;
+        if ((i >= extent || !covered[i]) && !is_poison(t, o, i)) r->guard_hits++;
     free(covered);
     r->max_abs = max_abs;
     r->rel_l2 = sum_e2 > 0.0 ? sqrt(sum_d2 / sum_e2) : sqrt(sum_d2);
     return 1;
 }
 
-/* Compares the downloaded LSE (contiguous, FC_GUARD_ELEMENTS after it) with e. */
-static void judge_lse(int64_t n, const float *lse, const double *e, fc_result *r,
-                      int64_t *lse_unwritten, int64_t *lse_wrong_special) {
+/* Compares the downloaded LSE (contiguous, FC_GUARD_ELEMENTS after it) with e. Element i is
+ * stored row i % rows; rows outside [lo, hi) must keep the poison pattern. */
+static void judge_lse(int64_t n, int64_t rows, int64_t lo, int64_t hi, const float *lse,
+                      const double *e, fc_result *r, int64_t *lse_unwritten,
+                      int64_t *lse_wrong_special) {
     double worst = 0.0;
     for (int64_t i = 0; i < n; i++) {
+        const int64_t row = i % rows;
+        if (row < lo || row >= hi) {
+            if (!is_poison(FLASHPORT_F32, lse, i)) r->guard_hits++;
+            continue;
+        }
         if (is_poison(FLASHPORT_F32, lse, i)) {
             (*lse_unwritten)++;
             continue;
@@ -169,12 +388,15 @@ static void judge_lse(int64_t n, const float *lse, const double *e, fc_result *r
     r->lse_err = worst;
 }
 
-void fc_judge(const fc_case *c, const flashport_problem *p, const void *o, int64_t o_extent,
-              const float *lse, int64_t n_lse, const double *exp_o, const double *exp_lse,
-              fc_result *r) {
-    int64_t lse_unwritten = 0, lse_special = 0;
-    if (!judge_o(c, p, o, o_extent, exp_o, r)) return;
-    judge_lse(n_lse, lse, exp_lse, r, &lse_unwritten, &lse_special);
+void fc_judge(const fc_case *c, const flashport_attention_desc *d, const int32_t *cu_seqlens_q,
+              const void *o, int64_t o_extent, const float *lse, int64_t n_lse,
+              const double *exp_o, const double *exp_lse, fc_result *r) {
+    int64_t lse_unwritten = 0, lse_special = 0, lo, hi;
+    used_rows(c, cu_seqlens_q, &lo, &hi);
+    if (!judge_o(c, d, lo, hi, o, o_extent, exp_o, r)) return;
+    const int64_t rows = c->q_varlen ? c->total_q : c->seq_q;
+    judge_lse(n_lse, rows > 0 ? rows : 1, c->q_varlen ? lo : 0, c->q_varlen ? hi : rows, lse,
+              exp_lse, r, &lse_unwritten, &lse_special);
 
     if (r->unwritten) note(r, "%lld O elements not written", (long long)r->unwritten);
     if (lse_unwritten) note(r, "%lld LSE elements not written", (long long)lse_unwritten);
@@ -196,6 +418,61 @@ void fc_judge(const fc_case *c, const flashport_problem *p, const void *o, int64
     note(r, "rel_l2 %.2g, max_abs %.2g, lse %.2g", r->rel_l2, r->max_abs, r->lse_err);
 }
 
+/* Case c with every API v2 feature taken out: dense f32/f16/bf16 Q, K, V of the longest
+ * sequences, the same heads, head_dim, layout, padding, scale and causal mask. */
+static fc_case without_features(const fc_case *c) {
+    fc_case p = *c;
+    p.dtype = p.out_dtype;
+    p.window_left = p.window_right = -1;
+    p.softcap = 0.0f;
+    p.alibi = FLASHPORT_ALIBI_NONE;
+    p.bias = 0;
+    p.sinks = 0;
+    p.q_varlen = 0;
+    p.total_q = 0;
+    p.kv_layout = FLASHPORT_KV_DENSE;
+    p.total_kv = p.num_pages = p.page_size = p.max_pages = 0;
+    p.descale = FLASHPORT_DESCALE_NONE;
+    p.descale_block = 0;
+    if (p.seq_q < 1) p.seq_q = 1;
+    if (p.seq_kv < 1) p.seq_kv = 1;
+    return p;
+}
+
+/* A decline is unsupported, not a pass. Its reason is held to the names fp_feature_name gives
+ * the features: it must name none the case does not use, and when the variant plans the same
+ * problem without the case's features, the features must be why, so the reason must name one. */
+static void judge_decline(flashport_context *ctx, const fc_case *c,
+                          const flashport_attention_desc *d, const char *reason, fc_result *r) {
+    const unsigned asked = features_of(d);
+    unsigned named = 0;
+    for (unsigned bit = 1; bit <= FP_FEATURES_ALL; bit <<= 1)
+        if (strstr(reason, fp_feature_name(bit))) named |= bit;
+    r->verdict = FC_FAIL;
+    if (named & ~asked) {
+        for (unsigned bit = 1; bit <= FP_FEATURES_ALL; bit <<= 1)
+            if (named & ~asked & bit)
+                note(r, "declined naming %s, which the case does not use", fp_feature_name(bit));
+    } else if (asked && !(named & asked)) {
+        fc_case plain = without_features(c);
+        flashport_attention_desc pd;
+        fc_desc(&plain, d->kernel, &pd);
+        flashport_plan_info info;
+        if (flashport_attention_plan(ctx, &pd, &info) == FLASHPORT_OK) {
+            char words[128];
+            feature_words(asked, words, sizeof words);
+            note(r, "declined without naming a feature of the case (%s), yet plans the same "
+                    "problem without them",
+                 words);
+        } else {
+            r->verdict = FC_UNSUPPORTED;
+        }
+    } else {
+        r->verdict = FC_UNSUPPORTED;
+    }
+    note(r, "%s", reason);
+}
+
 void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, const fc_fixture *f,
               const double *expected_o, const double *expected_lse, fc_tolerance tol,
               fc_result *r) {
@@ -203,17 +480,17 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
     r->tol = tol;
     r->verdict = FC_FAIL;
 
-    flashport_problem p;
-    fc_problem(c, kernel, &p);
+    flashport_attention_desc d;
+    fc_desc(c, kernel, &d);
     flashport_plan_info plan;
-    flashport_status st = flashport_plan(ctx, &p, &plan);
+    flashport_status st = flashport_attention_plan(ctx, &d, &plan);
     if (st == FLASHPORT_ERROR_UNSUPPORTED) {
-        r->verdict = FC_UNSUPPORTED;
-        note(r, "%s", plan.reason[0] ? plan.reason : flashport_last_error());
+        judge_decline(ctx, c, &d, flashport_last_error(), r);
         return;
     }
     if (st != FLASHPORT_OK) {
-        note(r, "flashport_plan: %s: %s", flashport_status_string(st), flashport_last_error());
+        note(r, "flashport_attention_plan: %s: %s", flashport_status_string(st),
+             flashport_last_error());
         return;
     }
     snprintf(r->kernel_ran, sizeof r->kernel_ran, "%s", plan.kernel);
@@ -221,95 +498,52 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
         note(r, "asked for kernel '%s', the plan runs '%s'", kernel, plan.kernel);
         return;
     }
-
-    size_t es = flashport_dtype_size(c->dtype);
-    int64_t eq = flashport_problem_extent(&p, 'q'), ek = flashport_problem_extent(&p, 'k');
-    int64_t ev = flashport_problem_extent(&p, 'v'), eo = flashport_problem_extent(&p, 'o');
-    int64_t n_lse = c->batch * c->heads_q * c->seq_q;
-    void *img[3] = {stage_input(c, &p.q, eq, c->heads_q, c->seq_q, f->q),
-                    stage_input(c, &p.k, ek, c->heads_kv, c->seq_kv, f->k),
-                    stage_input(c, &p.v, ev, c->heads_kv, c->seq_kv, f->v)};
-    size_t bytes[5] = {(size_t)eq * es, (size_t)ek * es, (size_t)ev * es,
-                       (size_t)(eo + FC_GUARD_ELEMENTS) * es, (size_t)(n_lse + FC_GUARD_ELEMENTS) * 4};
-    void *o_host = malloc(bytes[3]);
-    float *lse_host = malloc(bytes[4]);
-    flashport_buffer *buf[5] = {NULL, NULL, NULL, NULL, NULL};
-    const char *call = "host allocation";
-    st = FLASHPORT_ERROR_OUT_OF_MEMORY;
-    if (img[0] && img[1] && img[2] && o_host && lse_host) {
-        fc_poison(c->dtype, o_host, eo + FC_GUARD_ELEMENTS);
-        fc_poison(FLASHPORT_F32, lse_host, n_lse + FC_GUARD_ELEMENTS);
-        const void *src[5] = {img[0], img[1], img[2], o_host, lse_host};
-        st = FLASHPORT_OK;
-        for (int i = 0; i < 5 && st == FLASHPORT_OK; i++) {
-            call = "flashport_buffer_alloc";
-            st = flashport_buffer_alloc(ctx, bytes[i], &buf[i]);
-            if (st == FLASHPORT_OK) {
-                call = "flashport_buffer_upload";
-                st = flashport_buffer_upload(buf[i], 0, src[i], bytes[i]);
-            }
-        }
-    }
-    if (st == FLASHPORT_OK) {
-        double t0 = now_ms();
-        call = "flashport_attention";
-        st = flashport_attention(ctx, &p, buf[0], buf[1], buf[2], buf[3], buf[4]);
-        if (st == FLASHPORT_OK) {
-            call = "flashport_synchronize";
-            st = flashport_synchronize(ctx);
-        }
-        r->ms = now_ms() - t0;
-    }
-    if (st == FLASHPORT_OK) {
-        call = "flashport_buffer_download";
-        st = flashport_buffer_download(buf[3], 0, o_host, bytes[3]);
-        if (st == FLASHPORT_OK) st = flashport_buffer_download(buf[4], 0, lse_host, bytes[4]);
-    }
-    if (st != FLASHPORT_OK)
-        note(r, "%s: %s: %s", call, flashport_status_string(st), flashport_last_error());
-    else
-        fc_judge(c, &p, o_host, eo, lse_host, n_lse, expected_o, expected_lse, r);
-
-    for (int i = 0; i < 5; i++) flashport_buffer_free(buf[i]);
-    for (int i = 0; i < 3; i++) free(img[i]);
-    free(o_host);
-    free(lse_host);
+    outputs out;
+    if (execute(ctx, c, &d, f, &out, r))
+        fc_judge(c, &d, f->data[FC_CU_SEQLENS_Q], out.o, out.o_extent, out.lse, out.n_lse,
+                 expected_o, expected_lse, r);
+    outputs_free(&out);
 }
 
 int fc_recompute(flashport_context *reference, const fc_case *c, const fc_fixture *f,
                  flashport_precision precision, double *o_out, double *lse_out, char *msg,
                  size_t msg_len) {
-    size_t n_in = f->n_q + 2 * f->n_kv;
-    float *in = malloc(n_in * sizeof(float));
-    float *o = malloc(f->n_o * sizeof(float) + 1);
-    float *lse = malloc(f->n_lse * sizeof(float) + 1);
-    int ok = in && o && lse;
+    fc_fixture rounded = *f; /* borrows every array but Q, K and V */
+    float *in[3] = {NULL, NULL, NULL};
+    int ok = 1;
+    for (int t = 0; t < 3 && ok; t++) {
+        const size_t n = f->count[t];
+        in[t] = malloc(n * sizeof(float) + 1);
+        ok = in[t] != NULL;
+        for (size_t i = 0; ok && i < n; i++) {
+            const float x = ((const float *)f->data[t])[i];
+            in[t][i] = precision == FLASHPORT_PRECISION_TF32 ? tensor_round_tf32(x)
+                       : precision == FLASHPORT_PRECISION_F16 ? tensor_round(FLASHPORT_F16, x)
+                                                              : x;
+        }
+        rounded.data[t] = in[t];
+    }
     if (!ok) snprintf(msg, msg_len, "out of host memory recomputing %s", c->name);
-    for (size_t i = 0; ok && i < n_in; i++) {
-        float x = i < f->n_q ? f->q[i] : i < f->n_q + f->n_kv ? f->k[i - f->n_q]
-                                                              : f->v[i - f->n_q - f->n_kv];
-        in[i] = precision == FLASHPORT_PRECISION_TF32 ? tensor_round_tf32(x)
-                : precision == FLASHPORT_PRECISION_F16 ? tensor_round(FLASHPORT_F16, x)
-                                                       : x;
+    fc_result r;
+    memset(&r, 0, sizeof r);
+    flashport_attention_desc d;
+    fc_desc(c, NULL, &d);
+    outputs out = {0};
+    if (ok && !execute(reference, c, &d, &rounded, &out, &r)) {
+        snprintf(msg, msg_len, "reference recomputation of %s: %s", c->name, r.detail);
+        ok = 0;
     }
     if (ok) {
-        flashport_problem p;
-        fc_case contiguous = *c;
-        contiguous.pad = 0;
-        fc_problem(&contiguous, NULL, &p);
-        p.dtype = FLASHPORT_F32;
-        flashport_status st = flashport_attention_host(reference, &p, in, in + f->n_q,
-                                                       in + f->n_q + f->n_kv, o, lse);
-        if (st != FLASHPORT_OK) {
-            snprintf(msg, msg_len, "reference recomputation of %s: %s: %s", c->name,
-                     flashport_status_string(st), flashport_last_error());
-            ok = 0;
-        }
+        const tensor_shape s = fc_storage(c, 'o');
+        for (int64_t b = 0; b < s.batch; b++)
+            for (int64_t h = 0; h < s.heads; h++)
+                for (int64_t n = 0; n < s.seq; n++)
+                    for (int64_t k = 0; k < s.dim; k++)
+                        o_out[tensor_file_index(c->layout, s, b, h, n, k)] =
+                            tensor_load(c->out_dtype, out.o, tensor_strided_index(&d.o, b, h, n, k));
+        for (int64_t i = 0; i < out.n_lse; i++) lse_out[i] = out.lse[i];
     }
-    for (size_t i = 0; ok && i < f->n_o; i++) o_out[i] = o[i];
-    for (size_t i = 0; ok && i < f->n_lse; i++) lse_out[i] = lse[i];
-    free(in);
-    free(o);
-    free(lse);
+    outputs_free(&out);
+    for (int t = 0; t < 3; t++) free(in[t]);
     return ok;
 }

@@ -22,18 +22,24 @@ static const char *const tool = "flashport-conformance";
 
 static const char help_epilogue[] =
     "Each case of DIR/manifest.txt (written by conformance/generate.py: inputs and float64\n"
-    "expected O and LSE from NumPy) runs on every available backend and every kernel variant,\n"
-    "forced by name. Outputs are poisoned with a signalling-NaN pattern and followed by guard\n"
-    "elements; a check passes when every output element was written, nothing outside the\n"
-    "outputs changed, NaN appears exactly where NumPy has it, -inf LSE where a row sees no key,\n"
-    "and the errors are within the tolerances (relative L2 / max abs of O, relative LSE):\n"
+    "expected O and LSE from NumPy) runs through the API v2 call on every available backend\n"
+    "and every kernel variant, forced by name. Outputs are poisoned with a signalling-NaN\n"
+    "pattern and followed by guard elements; a check passes when every output element was\n"
+    "written, nothing outside the outputs changed (gaps of strided O, packed rows of no\n"
+    "sequence), NaN appears exactly where NumPy has it, LSE is exactly -inf where a row sees no\n"
+    "key, and the errors are within the tolerances (relative L2 / max abs of O, relative LSE):\n"
     "  f32 1e-5 / 1e-4 / 1e-5; f32 on a tf32 variant 3e-3 / - / 3e-3; f32 on an f16 variant\n"
-    "  2e-3 / - / 2e-3; f16 2e-3 / - / 2e-3; bf16 1e-2 / - / 1e-2 (a few cases scale the O\n"
+    "  2e-3 / - / 2e-3; f16 2e-3 / - / 2e-3; bf16 1e-2 / - / 1e-2; FP8 inputs: those of\n"
+    "  out_dtype, against the exact result on the decoded inputs (a few cases scale the O\n"
     "  tolerances, with the reason in conformance/cases.py).\n"
     "A reduced-precision variant (tf32, f16) on an f32 case is compared with the reference\n"
     "backend run on inputs rounded the same way, after the reference itself agreed with NumPy.\n"
     "A variant whose plan says unsupported gets the verdict 'unsupported': not a pass, not a\n"
-    "failure. Patterns in --cases and entries in --backend and --kernel are comma-separated; a\n"
+    "failure; but a reason naming a feature the case does not use, or a decline of a case with\n"
+    "features that names none of them while the variant plans the same problem without them,\n"
+    "is a failure. --list prints each case's features (window softcap alibi bias sinks varlen\n"
+    "paged fp8) as read from the descriptor the runner builds.\n"
+    "Patterns in --cases and entries in --backend and --kernel are comma-separated; a\n"
     "pattern with * ? [ is a glob, otherwise a substring of the case name.\n"
     "\n"
     "exit status:\n"
@@ -216,7 +222,7 @@ static int expected_for(expectations *e, flashport_precision prec, flashport_con
                      flashport_last_error());
         } else {
             fc_result check;
-            fc_check(*reference, NULL, e->kase, e->fx, e->fx->o, e->fx->lse,
+            fc_check(*reference, NULL, e->kase, e->fx, e->fx->data[FC_O], e->fx->data[FC_LSE],
                      fc_tolerance_for(e->kase, FLASHPORT_PRECISION_NATIVE), &check);
             if (check.verdict != FC_PASS)
                 snprintf(e->problem, sizeof e->problem,
@@ -225,8 +231,8 @@ static int expected_for(expectations *e, flashport_precision prec, flashport_con
     }
     if (cls && !e->problem[0] && !e->o[cls]) {
         char msg[640];
-        e->o[cls] = malloc(e->fx->n_o * sizeof(double) + 1);
-        e->lse[cls] = malloc(e->fx->n_lse * sizeof(double) + 1);
+        e->o[cls] = malloc(e->fx->count[FC_O] * sizeof(double) + 1);
+        e->lse[cls] = malloc(e->fx->count[FC_LSE] * sizeof(double) + 1);
         if (!e->o[cls] || !e->lse[cls])
             snprintf(e->problem, sizeof e->problem, "out of host memory");
         else if (!fc_recompute(*reference, e->kase, e->fx, prec, e->o[cls], e->lse[cls], msg,
@@ -234,8 +240,8 @@ static int expected_for(expectations *e, flashport_precision prec, flashport_con
             snprintf(e->problem, sizeof e->problem, "%s", msg);
     }
     if (cls && e->problem[0]) return 0;
-    *o = cls ? e->o[cls] : e->fx->o;
-    *lse = cls ? e->lse[cls] : e->fx->lse;
+    *o = cls ? e->o[cls] : e->fx->data[FC_O];
+    *lse = cls ? e->lse[cls] : e->fx->data[FC_LSE];
     return 1;
 }
 
@@ -317,8 +323,12 @@ int main(int argc, char **argv) {
     if (rc != CLI_EXIT_OK) goto done;
 
     if (o.list) {
-        for (int c = 0; c < m.n_cases; c++)
-            if (selected[c]) printf("case %s\n", m.cases[c].name);
+        for (int c = 0; c < m.n_cases; c++) {
+            if (!selected[c]) continue;
+            char words[128];
+            fc_case_feature_words(&m.cases[c], words, sizeof words);
+            printf("case %s features=%s\n", m.cases[c].name, words);
+        }
         for (int i = 0; i < s.n_columns; i++)
             printf("column %s/%s (%s)\n", s.columns[i].backend, s.columns[i].kernel,
                    fc_precision_name(s.columns[i].precision));

@@ -109,6 +109,10 @@ int fc_write_json(const char *path, const fc_run *run, char *msg, size_t msg_len
             cli_json_begin_object(&j);
             cli_json_key(&j, "case");
             cli_json_string(&j, m->cases[c].name);
+            char words[128];
+            fc_case_feature_words(&m->cases[c], words, sizeof words);
+            cli_json_key(&j, "features");
+            cli_json_string(&j, words);
             cli_json_key(&j, "backend");
             cli_json_string(&j, run->columns[col].backend);
             cli_json_key(&j, "kernel");

@@ -191,9 +191,10 @@ static void check_device(void) {
     CHECK(flashport_context_create("reference", &ref) == FLASHPORT_OK);
     if (!ctx || !ref) return;
 
+    /* cudaMallocAsync where the device has memory pools, else cudaMalloc. */
     flashport_buffer *huge = NULL;
     CHECK_STATUS(flashport_buffer_alloc(ctx, (size_t)1 << 50, &huge),
-                 FLASHPORT_ERROR_OUT_OF_MEMORY, "cudaMalloc: ");
+                 FLASHPORT_ERROR_OUT_OF_MEMORY, "cudaMalloc");
     CHECK(message_has("requested"));
 
     flashport_problem p;

@@ -14,10 +14,10 @@
 
 #include <vector>
 
-#include "kernels/naive_tiled.cu"
-#include "kernels/register_tiled.cu"
-#include "kernels/smem_tiled.cu"
-#include "kernels/wide_register_tile.cu"
+#include "kernels/ladder/naive_tiled.cu"
+#include "kernels/ladder/register_tiled.cu"
+#include "kernels/ladder/smem_tiled.cu"
+#include "kernels/ladder/wide_register_tile.cu"
 #include "planner.cu"
 
 #include "check.h"
@@ -106,9 +106,9 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     if (s.nan_in == 'k') put(k, p.k.seq * (s.nkv - 1) + s.d - 1, s.dtype, NAN);
     if (s.nan_in == 'v') put(v, p.v.seq * (s.nkv - 1), s.dtype, NAN); /* hidden from early rows */
 
-    int64_t param[8] = {0};
+    fp_gpu_kernel_params params = {};
     char why[256];
-    if (!kernel->supports(&p, NULL, param, why, sizeof why)) {
+    if (!kernel->supports(&p, NULL, &params, why, sizeof why)) {
         fprintf(stderr, "%s declines a shape it should take: %s\n", kernel->info.name, why);
         return 0;
     }
@@ -119,7 +119,7 @@ static int matches_reference(const fp_gpu_kernel *kernel, const shape &s, flashp
     L.v = v.data();
     L.o = o.data() + GUARD * es;
     L.lse = lse.data() + GUARD;
-    L.param = param;
+    L.params = &params;
     if (kernel->launch(&L) != gpuSuccess || fp_emu_errors()) return 0;
     flashport_attention_host_args ref_args{};
     ref_args.struct_size = sizeof ref_args;

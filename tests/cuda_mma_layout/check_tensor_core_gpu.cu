@@ -188,11 +188,11 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
         snprintf(config_text, sizeof config_text, "%d", config);
         setenv(FP_TC_CONFIG_ENV, config_text, 1);
         for (int mode : modes) {
-            int64_t param[8] = {0};
+            fp_gpu_kernel_params params = {};
             char why[256] = "";
             fp_gpu_launch L;
             memset(&L, 0, sizeof L);
-            L.p = p, L.q = dq, L.k = dk, L.v = dv, L.o = dout, L.lse = dlse, L.param = param;
+            L.p = p, L.q = dq, L.k = dk, L.v = dv, L.o = dout, L.lse = dlse, L.params = &params;
             L.props = &props;
             const char *name = mode < 0 ? "tensor_core_mma" : "tensor_core_mma_split_kv";
             const fp_gpu_kernel *kern =
@@ -201,17 +201,15 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
                 int chosen = -1;
                 if (!fp_tc_forward_support(&p, &props, &chosen, why, sizeof why))
                     continue;
-                const int tile = fp_tc_block_keys(s.d, chosen);
-                param[2] = chosen;
-                param[1] = ((s.nkv + mode - 1) / mode + tile - 1) / tile * tile;
-                param[0] = (s.nkv + param[1] - 1) / param[1];
-                if (param[0] < 2)
+                params.split_kv = fp_split_kv_share(&p, mode, fp_tc_block_keys(s.d, chosen));
+                params.split_kv.tile.config = chosen;
+                if (params.split_kv.splits < 2)
                     continue;
-            } else if (!kern->supports(&p, &props, param, why, sizeof why)) {
+            } else if (!kern->supports(&p, &props, &params, why, sizeof why)) {
                 printf("  %-26s config %d unsupported: %s\n", name, config, why);
                 continue;
             }
-            const size_t ws = kern->workspace ? kern->workspace(&p, param) : 0;
+            const size_t ws = kern->workspace ? kern->workspace(&p, &params) : 0;
             void *dws = NULL;
             if (ws)
                 CUDA_OK(cudaMalloc(&dws, ws));
@@ -260,9 +258,9 @@ static void run_shape(const shape &s, const fp_gpu_device_props &props)
             const int ok = rel <= tol && bad_nan == 0 && lse_max <= 1e-2;
             if (!ok)
                 ++failures;
-            printf("  %-26s config %d splits %-3lld rel_l2 %.2e max_abs %.2e lse_err %.2e "
+            printf("  %-26s config %d splits %-3d rel_l2 %.2e max_abs %.2e lse_err %.2e "
                    "nan_mismatch %lld %s\n",
-                   name, config, mode < 0 ? 0LL : (long long)param[0], rel, max_abs, lse_max,
+                   name, config, mode < 0 ? 0 : params.split_kv.splits, rel, max_abs, lse_max,
                    (long long)bad_nan, ok ? "ok" : "FAIL");
         }
     }
@@ -293,9 +291,9 @@ static void check_config_env(const fp_gpu_device_props &props)
     const char *const bad[] = {count_text, "-1", "1x", " 1", "99999999999999999999"};
     for (const char *value : bad) {
         setenv(FP_TC_CONFIG_ENV, value, 1);
-        int64_t param[8] = {0};
+        fp_gpu_kernel_params params = {};
         char why[256] = "";
-        const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, param, why, sizeof why);
+        const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, &params, why, sizeof why);
         const int named = strstr(why, FP_TC_CONFIG_ENV) != NULL;
         if (yes || !named)
             ++failures;
@@ -304,14 +302,14 @@ static void check_config_env(const fp_gpu_device_props &props)
                why);
     }
     unsetenv(FP_TC_CONFIG_ENV);
-    int64_t param[8] = {0};
+    fp_gpu_kernel_params params = {};
     char why[256] = "";
-    const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, param, why, sizeof why);
-    if (!yes || param[0] != FP_TC_DEFAULT_CONFIG_D128)
+    const int yes = fp_kernel_tensor_core_mma.supports(&p, &props, &params, why, sizeof why);
+    if (!yes || params.tile.config != FP_TC_DEFAULT_CONFIG_D128)
         ++failures;
-    printf("%s unset: config %lld for d=128, default %d: %s\n", FP_TC_CONFIG_ENV,
-           (long long)param[0], FP_TC_DEFAULT_CONFIG_D128,
-           yes && param[0] == FP_TC_DEFAULT_CONFIG_D128 ? "ok" : "FAIL");
+    printf("%s unset: config %d for d=128, default %d: %s\n", FP_TC_CONFIG_ENV,
+           params.tile.config, FP_TC_DEFAULT_CONFIG_D128,
+           yes && params.tile.config == FP_TC_DEFAULT_CONFIG_D128 ? "ok" : "FAIL");
 }
 
 int main(void)

@@ -267,7 +267,7 @@ static void check_config(const struct tile_config *c)
 /* ---- the split ---------------------------------------------------------------------------- */
 
 /* What the tensor core may make of an f32 operand, at worst: its 13 low bits dropped. This is
- * also how the kernel makes big (tf32x3/ptx.cuh); small = x - big is exact in f32. */
+ * also how the kernel makes big (tf32x3/tf32_split.cuh); small = x - big is exact in f32. */
 static float tf32_truncate(float x)
 {
     uint32_t u;

@@ -4,10 +4,18 @@
  * rows that see no key, both layouts and padded strides, head dims from 1 to 1024 (several
  * output slices), LSE, the three dtypes, and NaN confined to the rows that see it.
  *
- * With a second argument "nv_tf32x3" it runs the f32 problems of head dim <= 128 on the NVIDIA
- * tensor-core kernel instead: the real one on NVIDIA compute capability 8.0+, elsewhere with its warp
- * operations emulated (FLASHPORT_OPENCL_NV_EMULATE), which checks its fragment maps, swizzle,
- * pipeline and masks without an NVIDIA GPU.
+ * test_opencl_attention [SPEC [MODE]]; MODE picks what runs (one ctest test each, so that the
+ * slow parts run in parallel and can carry their own environment):
+ *   (none)             those problems on the planner's tiles
+ *   gpu_tiles          some of them on the portable kernel's GPU tile shapes, forced, so that
+ *                      a CPU device checks those shapes too
+ *   nv_tf32x3          the f32 problems of head dim <= 128 on the NVIDIA tensor-core kernel: the
+ *                      real one on NVIDIA compute capability 8.0+, elsewhere with its warp
+ *                      operations emulated (FLASHPORT_OPENCL_NV_EMULATE), which checks its
+ *                      fragment maps, swizzle, pipeline and masks without an NVIDIA GPU
+ *   nv_tf32x3_configs  the same under every tile configuration of that kernel
+ *                      (FLASHPORT_OPENCL_TF32X3_CONFIG = 0, 1, ... until the planner says there
+ *                      is no such configuration for the problem's padded head dim)
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
@@ -189,7 +197,7 @@ static void run_case(flashport_context *ctx, shape s, uint64_t seed, int64_t nan
  * element-wise and 16-byte load paths (d % 4, padded strides), GQA and MQA, Nq != Nkv both ways
  * under causal (rows with no key, warps that skip tiles, masked and unmasked tiles), several
  * key tiles, a negative scale, large logits, and a NaN confined to the rows that see it. */
-static void run_nv_tf32x3(flashport_context *ctx) {
+static void run_nv_tf32x3(flashport_context *ctx, int every_config) {
     flashport_device_info dev;
     CHECK_STATUS(flashport_device_get_info("opencl", flashport_context_device(ctx), &dev),
                  FLASHPORT_OK, NULL);
@@ -213,9 +221,38 @@ static void run_nv_tf32x3(flashport_context *ctx) {
         {F32, 2, 2, 2, 33, 129, 128, 0, N, 4, 0.0f},
         {F32, 1, 2, 1, 130, 200, 128, 1, H, 0, 0.0f},
     };
-    uint64_t seed = 301;
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(ctx, cases[c], seed++, -1);
-    run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 399, 20);
+    const size_t n_cases = sizeof cases / sizeof cases[0];
+    for (size_t c = 0; c <= n_cases; c++) {
+        /* The last: a NaN confined to the rows that see it. */
+        const shape s = c < n_cases ? cases[c] : (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f};
+        const uint64_t seed = c < n_cases ? 301 + c : 399;
+        const int64_t nan_at = c < n_cases ? -1 : 20;
+        if (!every_config) {
+            run_case(ctx, s, seed, nan_at);
+            continue;
+        }
+        flashport_problem p;
+        problem_of(s, &p);
+        for (int config = 0;; config++) {
+            char value[16];
+            snprintf(value, sizeof value, "%d", config);
+            setenv("FLASHPORT_OPENCL_TF32X3_CONFIG", value, 1);
+            flashport_plan_info info;
+            if (flashport_plan(ctx, &p, &info) != FLASHPORT_OK) {
+                printf("declined: %s\n", info.reason);
+                /* Past the last configuration (0 always exists), or one that needs more than
+                 * the device allows; anything else fails. */
+                const int too_big = strstr(info.reason, "the device allows") != NULL;
+                CHECK(strstr(info.reason, "names no nv_tf32x3 configuration") ? config > 0
+                                                                               : too_big);
+                if (!too_big) break;
+                continue;
+            }
+            printf("FLASHPORT_OPENCL_TF32X3_CONFIG=%d: %s\n", config, info.reason);
+            run_case(ctx, s, seed, nan_at);
+        }
+        unsetenv("FLASHPORT_OPENCL_TF32X3_CONFIG");
+    }
     unsetenv("FLASHPORT_OPENCL_KERNEL");
     unsetenv("FLASHPORT_OPENCL_NV_EMULATE");
 }
@@ -241,10 +278,18 @@ int main(int argc, char **argv) {
     const char *spec = argc > 1 ? argv[1] : "opencl";
     CHECK_STATUS(flashport_context_create(spec, &ctx), FLASHPORT_OK, NULL);
     if (!ctx) return check_report("test_opencl_attention");
-    if (argc > 2 && strcmp(argv[2], "nv_tf32x3") == 0) {
-        run_nv_tf32x3(ctx);
+    const char *mode = argc > 2 ? argv[2] : "";
+    if (strcmp(mode, "nv_tf32x3") == 0 || strcmp(mode, "nv_tf32x3_configs") == 0) {
+        const int every_config = strcmp(mode, "nv_tf32x3_configs") == 0;
+        run_nv_tf32x3(ctx, every_config);
         flashport_context_destroy(ctx);
-        return check_report("test_opencl_attention nv_tf32x3");
+        return check_report(every_config ? "test_opencl_attention nv_tf32x3_configs"
+                                         : "test_opencl_attention nv_tf32x3");
+    }
+    const int gpu_tiles = strcmp(mode, "gpu_tiles") == 0;
+    if (*mode && !gpu_tiles) {
+        fprintf(stderr, "test_opencl_attention: unknown mode '%s'\n", mode);
+        return 2;
     }
 
     const flashport_layout H = FLASHPORT_LAYOUT_BHND, N = FLASHPORT_LAYOUT_BNHD;
@@ -266,13 +311,17 @@ int main(int argc, char **argv) {
         {F32, 1, 2, 2, 60, 80, 40, 1, H, 0, -0.7f}, /* a negative scale: the max is at min q.k */
         {F32, 1, 1, 1, 50, 50, 64, 0, N, 0, 3.0f},  /* logits in the hundreds */
     };
-    uint64_t seed = 1;
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(ctx, cases[c], seed++, -1);
-    /* A NaN in one key reaches exactly the rows that see it: with causal the rows before it
-     * stay finite, also in the block the diagonal crosses. */
-    run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 99, 20);
-    run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0, 0.0f}, 98, 30);
-
+    if (!gpu_tiles) {
+        uint64_t seed = 1;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            run_case(ctx, cases[c], seed++, -1);
+        /* A NaN in one key reaches exactly the rows that see it: with causal the rows before it
+         * stay finite, also in the block the diagonal crosses. */
+        run_case(ctx, (shape){F32, 1, 2, 1, 50, 50, 64, 1, H, 0, 0.0f}, 99, 20);
+        run_case(ctx, (shape){BF16, 1, 1, 1, 24, 40, 16, 1, N, 0, 0.0f}, 98, 30);
+        flashport_context_destroy(ctx);
+        return check_report("test_opencl_attention");
+    }
 
     /* The GPU tile shapes of the portable kernel (kept on it also on NVIDIA), forced here so
      * that a CPU OpenCL device checks them too: 128 work-items with 4x8 score tiles and Q
@@ -299,5 +348,5 @@ int main(int argc, char **argv) {
     unsetenv("FLASHPORT_OPENCL_KERNEL");
 
     flashport_context_destroy(ctx);
-    return check_report("test_opencl_attention");
+    return check_report("test_opencl_attention gpu_tiles");
 }

@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opencl_backend.h"
+#include "backend.h"
+#include "program_cache.h"
 
 static int failures, checks;
 static char last_message[8192];

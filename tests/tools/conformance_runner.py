@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """flashport-conformance judges what it should: tampered fixtures must fail, broken fixtures
-and bad filters must give their exit codes, and the JSON and JUnit reports must be readable.
+and bad filters must give their exit codes, the JSON and JUnit reports must be readable, and a
+decline is unsupported only when its reason is honest about the features.
 
 usage: conformance_runner.py --runner FLASHPORT_CONFORMANCE --data FIXTURE_DIR
+                             --declining-module DIR
 
-Works on a copy of a few cases of the generated fixtures and runs on the reference backend.
+Works on a copy of a few cases of the generated fixtures and runs on the reference backend,
+and on the test module in DIR (tests/fake_modules/declining.c, named hip), whose variants
+decline in each way the runner tells apart.
 """
 import argparse
 import json
@@ -24,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runner", required=True)
     ap.add_argument("--data", required=True)
+    ap.add_argument("--declining-module", required=True)
     args = ap.parse_args()
     failures = 0
 
@@ -121,6 +126,41 @@ def main():
         expect("missing manifest -> 3", run(), 3, "cannot open")
         expect("--help -> 0", subprocess.run([args.runner, "--help"], capture_output=True, text=True),
                0, "exit status")
+
+        # Declines: a window case and a dense one on each variant of the declining module.
+        decline_data = os.path.join(tmp, "declines")
+        os.makedirs(decline_data)
+        with open(os.path.join(decline_data, "manifest.txt"), "w") as f:
+            f.writelines(header + [l for l in lines if l.split()[1] in ("name=seq17", "name=window_zero")])
+        for c in ("seq17", "window_zero"):
+            shutil.copytree(os.path.join(args.data, c), os.path.join(decline_data, c))
+        env = dict(os.environ, FLASHPORT_BACKEND_PATH=args.declining_module)
+        report = os.path.join(tmp, "declines.json")
+
+        def verdicts(kernel):
+            subprocess.run([args.runner, "--data", decline_data, "--backend", "hip", "--kernel",
+                            kernel, "--cases", "seq17,window_zero", "--json", report],
+                           capture_output=True, text=True, env=env)
+            return {r["case"]: (r["verdict"], r["detail"]) for r in json.load(open(report))["results"]}
+
+        def expect_verdict(desc, got, verdict, text):
+            nonlocal failures
+            ok = got[0] == verdict and text in got[1]
+            print("%-44s %s" % (desc, "ok" if ok else "WRONG: %s (%s)" % got))
+            failures += not ok
+
+        got = verdicts("silent_window")
+        expect_verdict("window declined naming no feature -> fail", got["window_zero"], "fail",
+                       "declined without naming a feature of the case (window)")
+        got = verdicts("names_alibi")
+        expect_verdict("reason names an unused feature -> fail", got["window_zero"], "fail",
+                       "declined naming ALiBi, which the case does not use")
+        expect_verdict("same on a dense case -> fail", got["seq17"], "fail", "naming ALiBi")
+        got = verdicts("too_small")
+        expect_verdict("declined with or without features -> unsup", got["window_zero"],
+                       "unsupported", "needs more registers")
+        expect_verdict("dense case declined by size -> unsup", got["seq17"], "unsupported",
+                       "needs more registers")
 
     print("conformance_runner.py: %d wrong" % failures)
     return 1 if failures else 0

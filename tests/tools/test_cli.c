@@ -53,6 +53,20 @@ static void test_parse(void) {
     }
 }
 
+static void test_ints(void) {
+    int64_t v[3] = {9, 9, 9};
+    CHECK(cli_parse_ints("4095,0", v, 2) && v[0] == 4095 && v[1] == 0 && v[2] == 9);
+    CHECK(cli_parse_ints("-1,-1,7", v, 3) && v[0] == -1 && v[1] == -1 && v[2] == 7);
+    CHECK(cli_parse_ints("12", v, 1) && v[0] == 12);
+    /* anything but exactly n integers leaves the output alone */
+    const char *bad[] = {"", "3", "3,", ",3", "3,4,5", "a,b", "3, 4", " 3,4", "+3,4", "3,4x",
+                         "99999999999999999999,1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t w[2] = {5, 5};
+        CHECK(!cli_parse_ints(bad[i], w, 2) && w[0] == 5 && w[1] == 5);
+    }
+}
+
 static void test_json(void) {
     FILE *f = tmpfile();
     if (!f) {
@@ -114,10 +128,17 @@ static void test_tensor(void) {
     CHECK(tensor_load(FLASHPORT_F16, h, 0) == tensor_round(FLASHPORT_F16, 1.0f / 3.0f));
     tensor_store(FLASHPORT_BF16, h, 0, 3.0f);
     CHECK(h[0] == 0x4040 && tensor_load(FLASHPORT_BF16, h, 0) == 3.0f);
+
+    /* FP8 tensors are raw bytes the tools never convert: NaN on load, nothing stored */
+    uint8_t b[1] = {0x38};
+    tensor_store(FLASHPORT_FP8_E4M3, b, 0, 1.0f);
+    CHECK(b[0] == 0x38 && isnan(tensor_load(FLASHPORT_FP8_E5M2, b, 0)) &&
+          isnan(tensor_round(FLASHPORT_FP8_E4M3, 1.0f)));
 }
 
 int main(void) {
     test_parse();
+    test_ints();
     test_json();
     test_tensor();
     return check_report("test_cli");

@@ -1,5 +1,6 @@
 /* The conformance runner's judgement on synthetic downloads: unwritten elements, writes into
- * the gaps of strided outputs and past their end, NaN and -inf expectations, tolerances. */
+ * the gaps of strided outputs, past their end and into packed rows of no sequence, NaN and
+ * -inf expectations, tolerances (FP8 inputs by their output dtype). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ static fc_case small_case(flashport_dtype dtype) {
     fc_case c;
     memset(&c, 0, sizeof c);
     strcpy(c.name, "small");
-    c.dtype = dtype;
+    c.dtype = c.out_dtype = dtype;
     c.batch = 1;
     c.heads_q = 2;
     c.heads_kv = 1;
@@ -21,43 +22,68 @@ static fc_case small_case(flashport_dtype dtype) {
     c.seq_kv = 5;
     c.head_dim = 4;
     c.layout = FLASHPORT_LAYOUT_BHND;
+    c.window_left = c.window_right = -1;
     c.pad = 2;
     c.tol_factor = 1.0;
     return c;
 }
 
+/* The small case with packed Q: 6 stored rows, sequences at rows 1-2 and 3-4 (cu_seqlens_q
+ * {1, 3, 5}), so rows 0 and 5 belong to no sequence. */
+static fc_case packed_case(void) {
+    fc_case c = small_case(FLASHPORT_F32);
+    c.batch = 2;
+    c.seq_q = 2;
+    c.q_varlen = 1;
+    c.total_q = 6;
+    c.kv_layout = FLASHPORT_KV_VARLEN;
+    c.total_kv = 10;
+    return c;
+}
+
+static const int32_t packed_cu[3] = {1, 3, 5};
+
 typedef struct download {
-    flashport_problem p;
+    flashport_attention_desc p;
+    const int32_t *cu;
     int64_t extent, n_lse;
     unsigned char o[4096];
     float lse[512];
     double exp_o[64], exp_lse[16];
 } download;
 
-/* A correct download of expected values exp_o[i] = i / 10, LSE 1.5. */
+/* A correct download of expected values exp_o[i] = i / 10, LSE 1.5 (rows of no sequence
+ * untouched). */
 static void correct(const fc_case *c, download *d) {
-    fc_problem(c, NULL, &d->p);
-    d->extent = flashport_problem_extent(&d->p, 'o');
-    d->n_lse = c->batch * c->heads_q * c->seq_q;
-    fc_poison(c->dtype, d->o, d->extent + FC_GUARD_ELEMENTS);
+    fc_desc(c, NULL, &d->p);
+    d->cu = c->q_varlen ? packed_cu : NULL;
+    const tensor_shape s = fc_storage(c, 'o');
+    d->extent = 1 + (s.batch - 1) * d->p.o.batch + (s.heads - 1) * d->p.o.head +
+                (s.seq - 1) * d->p.o.seq + s.dim - 1;
+    d->n_lse = s.batch * s.heads * s.seq;
+    const flashport_dtype t = c->out_dtype;
+    fc_poison(t, d->o, d->extent + FC_GUARD_ELEMENTS);
     fc_poison(FLASHPORT_F32, d->lse, d->n_lse + FC_GUARD_ELEMENTS);
-    tensor_shape s = {c->batch, c->heads_q, c->seq_q, c->head_dim};
     for (int64_t h = 0; h < s.heads; h++)
-        for (int64_t n = 0; n < s.seq; n++)
+        for (int64_t n = 0; n < s.seq; n++) {
+            const int used = !d->cu || (n >= d->cu[0] && n < d->cu[c->batch]);
             for (int64_t k = 0; k < s.dim; k++) {
                 int64_t i = tensor_file_index(c->layout, s, 0, h, n, k);
-                d->exp_o[i] = tensor_round(c->dtype, (float)i / 10.0f);
-                tensor_store(c->dtype, d->o, tensor_strided_index(&d->p.o, 0, h, n, k),
-                             (float)d->exp_o[i]);
+                d->exp_o[i] = tensor_round(t, (float)i / 10.0f);
+                if (used)
+                    tensor_store(t, d->o, tensor_strided_index(&d->p.o, 0, h, n, k),
+                                 (float)d->exp_o[i]);
             }
-    for (int64_t i = 0; i < d->n_lse; i++) d->lse[i] = (float)(d->exp_lse[i] = 1.5);
+            d->exp_lse[h * s.seq + n] = 1.5;
+            if (used) d->lse[h * s.seq + n] = 1.5f;
+        }
 }
 
 static fc_result judge(const fc_case *c, download *d) {
     fc_result r;
     memset(&r, 0, sizeof r);
     r.tol = fc_tolerance_for(c, FLASHPORT_PRECISION_NATIVE);
-    fc_judge(c, &d->p, d->o, d->extent, d->lse, d->n_lse, d->exp_o, d->exp_lse, &r);
+    fc_judge(c, &d->p, d->cu, d->o, d->extent, d->lse, d->n_lse, d->exp_o, d->exp_lse, &r);
     return r;
 }
 
@@ -137,6 +163,47 @@ static void test_dtype(flashport_dtype dtype) {
     CHECK(r.verdict == FC_FAIL && strstr(r.detail, "rel_l2"));
 }
 
+/* Packed Q: a write into a stored row of no sequence, or its LSE, is outside the outputs. */
+static void test_packed_rows(void) {
+    fc_case c = packed_case();
+    download d;
+    correct(&c, &d);
+    fc_result r = judge(&c, &d);
+    CHECK(r.verdict == FC_PASS && r.guard_hits == 0);
+
+    tensor_store(FLASHPORT_F32, d.o, tensor_strided_index(&d.p.o, 0, 1, 0, 2), 0.0f);
+    r = judge(&c, &d);
+    CHECK(r.verdict == FC_FAIL && r.guard_hits == 1 && strstr(r.detail, "outside the outputs"));
+
+    correct(&c, &d);
+    d.lse[1 * 6 + 5] = 1.5f; /* head 1, row 5 */
+    r = judge(&c, &d);
+    CHECK(r.verdict == FC_FAIL && r.guard_hits == 1);
+
+    /* a row of a sequence left unwritten still counts as unwritten */
+    correct(&c, &d);
+    fc_poison(FLASHPORT_F32, d.o + 4 * tensor_strided_index(&d.p.o, 0, 0, 4, 0), 1);
+    r = judge(&c, &d);
+    CHECK(r.verdict == FC_FAIL && r.unwritten == 1);
+}
+
+/* FP8 inputs: O is judged in out_dtype, with out_dtype's tolerances. */
+static void test_fp8_output(void) {
+    fc_case c = small_case(FLASHPORT_FP8_E4M3);
+    c.out_dtype = FLASHPORT_BF16;
+    c.descale = FLASHPORT_DESCALE_TENSOR;
+    download d;
+    correct(&c, &d);
+    fc_result r = judge(&c, &d);
+    CHECK(r.verdict == FC_PASS && r.rel_l2 == 0.0);
+    CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_NATIVE).rel_l2 == 1e-2);
+    c.out_dtype = FLASHPORT_F32;
+    CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_NATIVE).rel_l2 == 1e-5);
+    c.out_dtype = FLASHPORT_F16;
+    CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_NATIVE).rel_l2 == 2e-3);
+    CHECK(!fc_needs_recompute(&c, FLASHPORT_PRECISION_TF32));
+}
+
 static void test_tolerances(void) {
     fc_case c = small_case(FLASHPORT_F32);
     fc_tolerance t = fc_tolerance_for(&c, FLASHPORT_PRECISION_NATIVE);
@@ -189,7 +256,11 @@ static void test_recompute(void) {
         rk[i] = tensor_round(FLASHPORT_F16, k[i] = (float)sin(i * 1.7) * 1.37f);
         rv[i] = tensor_round(FLASHPORT_F16, v[i] = (float)cos(i * 0.9) / 3.0f);
     }
-    fc_fixture f = {q, k, v, NULL, NULL, N * D, M * D, N * D, N};
+    fc_fixture f;
+    memset(&f, 0, sizeof f);
+    f.data[FC_Q] = q, f.data[FC_K] = k, f.data[FC_V] = v;
+    f.count[FC_Q] = N * D, f.count[FC_K] = f.count[FC_V] = M * D;
+    f.count[FC_O] = N * D, f.count[FC_LSE] = N;
     double o[N * D], lse[N], want[N * D], exact[N * D];
     CHECK(fc_recompute(ref, &c, &f, FLASHPORT_PRECISION_F16, o, lse, NULL, 0));
     naive(rq, rk, rv, N, M, D, want);
@@ -209,6 +280,8 @@ int main(void) {
     test_dtype(FLASHPORT_F32);
     test_dtype(FLASHPORT_F16);
     test_dtype(FLASHPORT_BF16);
+    test_packed_rows();
+    test_fp8_output();
     test_tolerances();
     test_recompute();
     return check_report("test_conformance_judge");

@@ -103,6 +103,24 @@ static void test_round_trip(void) {
     CHECK(npy_read(path_of("empty.npy"), 2, &a, msg, sizeof msg) == NPY_OK && a.count == 0);
     npy_free(&a);
 
+    /* int32 (the attention tables) and uint8 (raw FP8 bytes) round-trip, with their values */
+    int32_t i32[4] = {0, 7, -3, 2147483647};
+    int64_t n4 = 4;
+    CHECK(npy_write(path_of("i32.npy"), NPY_I32, 1, &n4, i32, msg, sizeof msg) == NPY_OK);
+    CHECK(npy_read(path_of("i32.npy"), 1, &a, msg, sizeof msg) == NPY_OK);
+    CHECK(a.dtype == NPY_I32 && a.count == 4 && memcmp(a.data, i32, sizeof i32) == 0);
+    CHECK(npy_get(&a, 2) == -3.0 && npy_get(&a, 3) == 2147483647.0);
+    npy_free(&a);
+    uint8_t u8[3] = {0x00, 0x7e, 0xff};
+    CHECK(npy_write(path_of("u8.npy"), NPY_U8, 1, &n3, u8, msg, sizeof msg) == NPY_OK);
+    CHECK(npy_read(path_of("u8.npy"), 1, &a, msg, sizeof msg) == NPY_OK);
+    CHECK(a.dtype == NPY_U8 && a.count == 3 && npy_get(&a, 1) == 126.0 && npy_get(&a, 2) == 255.0);
+    npy_free(&a);
+    /* a byte has no byte order: '<u1' reads as NumPy's '|u1' */
+    write_raw("u8_little.npy", 1, "{'descr': '<u1', 'fortran_order': False, 'shape': (3,)}", u8, 3);
+    CHECK(npy_read(path_of("u8_little.npy"), 1, &a, msg, sizeof msg) == NPY_OK && a.dtype == NPY_U8);
+    npy_free(&a);
+
     /* version 2.0 headers (4-byte length), keys in another order, double quotes */
     float two[2] = {1.5f, -1.5f};
     write_raw("v2.npy", 2, "{\"shape\": (1, 2), 'fortran_order': False, 'descr': '<f4'}", two, 8);
@@ -153,9 +171,14 @@ static void test_malformed(void) {
     write_raw("big_endian.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (8,)}",
               data, sizeof data);
     expect_error("big_endian.npy", -1, NPY_ERROR_DTYPE, ">f4");
-    write_raw("int32.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (8,)}", data,
+    write_raw("int64.npy", 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,)}", data,
               sizeof data);
-    expect_error("int32.npy", -1, NPY_ERROR_DTYPE, "<i4");
+    expect_error("int64.npy", -1, NPY_ERROR_DTYPE, "<i8");
+    write_raw("int32_big.npy", 1, "{'descr': '>i4', 'fortran_order': False, 'shape': (8,)}", data,
+              sizeof data);
+    expect_error("int32_big.npy", -1, NPY_ERROR_DTYPE, ">i4");
+    write_raw("int8.npy", 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (8,)}", data, 8);
+    expect_error("int8.npy", -1, NPY_ERROR_DTYPE, "|i1");
     write_raw("fortran.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 4)}", data,
               sizeof data);
     expect_error("fortran.npy", -1, NPY_ERROR_ORDER, "Fortran");

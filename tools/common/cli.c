@@ -90,6 +90,23 @@ cli_result cli_parse(const char *tool, int argc, char **argv, const cli_option *
     return CLI_PARSED;
 }
 
+int cli_parse_ints(const char *s, int64_t *out, int n) {
+    int64_t v[16];
+    if (n < 1 || n > 16) return 0;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        /* strtoll would skip leading spaces and accept "+"; a list item is digits only. */
+        if (!(s[0] == '-' || (s[0] >= '0' && s[0] <= '9'))) return 0;
+        long long x = strtoll(s, &end, 10);
+        if (errno || end == s || *end != (i + 1 < n ? ',' : '\0')) return 0;
+        v[i] = x;
+        s = end + 1;
+    }
+    memcpy(out, v, (size_t)n * sizeof *out);
+    return 1;
+}
+
 void cli_print_help(FILE *f, const char *tool, const char *synopsis, const char *summary,
                     const cli_option *opts, int n_opts, const char *epilogue) {
     fprintf(f, "usage: %s %s\n\n%s\n\noptions:\n", tool, synopsis, summary);

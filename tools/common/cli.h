@@ -42,6 +42,10 @@ typedef enum cli_result { CLI_PARSED = 0, CLI_HELP = 1, CLI_ERROR = 2 } cli_resu
  * naming the tool and the option and returns CLI_ERROR. */
 cli_result cli_parse(const char *tool, int argc, char **argv, const cli_option *opts, int n_opts);
 
+/* Parses exactly n comma-separated decimal integers ("4095,0" for n = 2) into out; returns 0,
+ * leaving out alone, when s is anything else. For options that take a pair or a list. */
+int cli_parse_ints(const char *s, int64_t *out, int n);
+
 /* Prints "usage: <tool> <synopsis>", the summary, every option with its help, then epilogue. */
 void cli_print_help(FILE *f, const char *tool, const char *synopsis, const char *summary,
                     const cli_option *opts, int n_opts, const char *epilogue);

@@ -34,6 +34,8 @@ const char *npy_dtype_name(npy_dtype t) {
     case NPY_F16: return "float16";
     case NPY_F32: return "float32";
     case NPY_F64: return "float64";
+    case NPY_I32: return "int32";
+    case NPY_U8: return "uint8";
     }
     return "?";
 }
@@ -43,6 +45,8 @@ size_t npy_dtype_size(npy_dtype t) {
     case NPY_F16: return 2;
     case NPY_F32: return 4;
     case NPY_F64: return 8;
+    case NPY_I32: return 4;
+    case NPY_U8: return 1;
     }
     return 0;
 }
@@ -52,6 +56,8 @@ static const char *npy_descr(npy_dtype t) {
     case NPY_F16: return "<f2";
     case NPY_F32: return "<f4";
     case NPY_F64: return "<f8";
+    case NPY_I32: return "<i4";
+    case NPY_U8: return "|u1";
     }
     return NULL;
 }
@@ -217,9 +223,15 @@ static npy_status parse_header(const char *text, size_t len, npy_array *out, con
     if (strcmp(descr, "<f2") == 0) out->dtype = NPY_F16;
     else if (strcmp(descr, "<f4") == 0) out->dtype = NPY_F32;
     else if (strcmp(descr, "<f8") == 0) out->dtype = NPY_F64;
+    else if (strcmp(descr, "<i4") == 0) out->dtype = NPY_I32;
+    /* One byte has no byte order: NumPy writes '|u1', and '<u1' or '>u1' mean the same. */
+    else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0 || strcmp(descr, ">u1") == 0)
+        out->dtype = NPY_U8;
     else
         return fail(NPY_ERROR_DTYPE, msg, msg_len, path,
-                    "dtype '%s' (supported: little-endian float16, float32, float64)", descr);
+                    "dtype '%s' (supported: little-endian float16, float32, float64, int32; "
+                    "uint8)",
+                    descr);
     if (fortran)
         return fail(NPY_ERROR_ORDER, msg, msg_len, path, "array is stored in Fortran order");
 
@@ -419,6 +431,8 @@ double npy_get(const npy_array *a, size_t i) {
     case NPY_F16: return fp_f16_to_f32(((const uint16_t *)a->data)[i]);
     case NPY_F32: return ((const float *)a->data)[i];
     case NPY_F64: return ((const double *)a->data)[i];
+    case NPY_I32: return ((const int32_t *)a->data)[i];
+    case NPY_U8: return ((const uint8_t *)a->data)[i];
     }
     return 0.0;
 }

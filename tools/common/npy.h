@@ -1,8 +1,9 @@
 /*
  * A small reader and writer of NumPy .npy files, for the tools and the conformance suite.
  *
- * Supported: format versions 1.0, 2.0 and 3.0; little-endian float16, float32 and float64;
- * C order; any rank up to NPY_MAX_RANK. Everything else (big-endian, Fortran order, other
+ * Supported: format versions 1.0, 2.0 and 3.0; little-endian float16, float32, float64 and
+ * int32 (the attention tables), and uint8 (raw FP8 bytes: NumPy has no FP8 type); C order; any
+ * rank up to NPY_MAX_RANK. Everything else (big-endian, Fortran order, other
  * dtypes, a header that is not the dictionary NumPy writes, a file shorter or longer than its
  * header says) is refused with a specific status and a message naming the file and the cause.
  */
@@ -21,7 +22,7 @@ typedef enum npy_status {
     NPY_ERROR_MAGIC,       /* not a .npy file (magic string missing) */
     NPY_ERROR_VERSION,     /* a format version this reader does not know */
     NPY_ERROR_HEADER,      /* the header dictionary is malformed or incomplete */
-    NPY_ERROR_DTYPE,       /* dtype other than little-endian f2/f4/f8 */
+    NPY_ERROR_DTYPE,       /* dtype other than little-endian f2/f4/f8/i4, or u1 */
     NPY_ERROR_ORDER,       /* Fortran order */
     NPY_ERROR_RANK,        /* rank differs from the one asked for, or above NPY_MAX_RANK */
     NPY_ERROR_SHAPE,       /* negative dimension, or a size that overflows */
@@ -30,7 +31,7 @@ typedef enum npy_status {
     NPY_ERROR_NO_MEMORY
 } npy_status;
 
-typedef enum npy_dtype { NPY_F16 = 0, NPY_F32 = 1, NPY_F64 = 2 } npy_dtype;
+typedef enum npy_dtype { NPY_F16 = 0, NPY_F32 = 1, NPY_F64 = 2, NPY_I32 = 3, NPY_U8 = 4 } npy_dtype;
 
 typedef struct npy_array {
     npy_dtype dtype;
@@ -41,7 +42,7 @@ typedef struct npy_array {
 } npy_array;
 
 const char *npy_status_string(npy_status s);
-const char *npy_dtype_name(npy_dtype t); /* "float16", "float32", "float64" */
+const char *npy_dtype_name(npy_dtype t); /* "float16", "float32", "float64", "int32", "uint8" */
 size_t npy_dtype_size(npy_dtype t);
 
 /* Reads path into *out (out->data is malloc'ed; release with npy_free). want_rank < 0 accepts
@@ -58,7 +59,7 @@ npy_status npy_write(const char *path, npy_dtype dtype, int rank, const int64_t 
 
 void npy_free(npy_array *a);
 
-/* Element i of a as a double (float16 decoded exactly). */
+/* Element i of a as a double (float16 decoded exactly; uint8: the byte's value). */
 double npy_get(const npy_array *a, size_t i);
 
 #endif /* FP_TOOLS_NPY_H */

@@ -1,5 +1,6 @@
 #include "tensor.h"
 
+#include <math.h>
 
 #include "fp_half.h"
 
@@ -45,8 +46,10 @@ float tensor_load(flashport_dtype dtype, const void *base, int64_t i) {
     case FLASHPORT_F32: return ((const float *)base)[i];
     case FLASHPORT_F16: return fp_f16_to_f32(((const uint16_t *)base)[i]);
     case FLASHPORT_BF16: return fp_bf16_to_f32(((const uint16_t *)base)[i]);
+    case FLASHPORT_FP8_E4M3:
+    case FLASHPORT_FP8_E5M2: break; /* raw bytes, never converted here (tensor.h) */
     }
-    return 0.0f;
+    return NAN;
 }
 
 void tensor_store(flashport_dtype dtype, void *base, int64_t i, float v) {
@@ -54,6 +57,8 @@ void tensor_store(flashport_dtype dtype, void *base, int64_t i, float v) {
     case FLASHPORT_F32: ((float *)base)[i] = v; break;
     case FLASHPORT_F16: ((uint16_t *)base)[i] = fp_f32_to_f16(v); break;
     case FLASHPORT_BF16: ((uint16_t *)base)[i] = fp_f32_to_bf16(v); break;
+    case FLASHPORT_FP8_E4M3:
+    case FLASHPORT_FP8_E5M2: break; /* raw bytes, never converted here (tensor.h) */
     }
 }
 
@@ -62,8 +67,10 @@ float tensor_round(flashport_dtype dtype, float v) {
     case FLASHPORT_F32: return v;
     case FLASHPORT_F16: return fp_round_f16(v);
     case FLASHPORT_BF16: return fp_round_bf16(v);
+    case FLASHPORT_FP8_E4M3:
+    case FLASHPORT_FP8_E5M2: break; /* raw bytes, never converted here (tensor.h) */
     }
-    return v;
+    return NAN;
 }
 
 float tensor_round_tf32(float v) {

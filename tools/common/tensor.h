@@ -36,7 +36,10 @@ static inline int64_t tensor_strided_index(const flashport_strides *st, int64_t 
 /* Strides of a layout whose every row of dim elements is followed by pad unused elements. */
 flashport_strides tensor_padded_strides(flashport_layout layout, tensor_shape s, int64_t pad);
 
-/* Element i of a buffer of dtype, and a float stored into one (rounded to nearest even). */
+/* Element i of a buffer of dtype, and a float stored into one (rounded to nearest even).
+ * f32, f16 and bf16 only: FP8 tensors reach the library as the bytes the caller quantised
+ * (with its own rounding and descales) and are never converted here; for them load and round
+ * give NaN and store writes nothing. */
 float tensor_load(flashport_dtype dtype, const void *base, int64_t i);
 void tensor_store(flashport_dtype dtype, void *base, int64_t i, float v);
 

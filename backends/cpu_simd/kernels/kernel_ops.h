@@ -35,33 +35,57 @@
  * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
 #define CS_SCORE_CHUNK 16
 
+/* What turns a block's raw scores s = q . k into the base-2 logits t the softmax works on (t =
+ * x log2 e for a natural-log logit x):
+ *   t = scale2 * s                                   softcap off
+ *   t = cap_out * tanh(cap_in * s)                   softcap on (cap_in = scale / softcap,
+ *                                                    cap_out = softcap * log2 e)
+ *   t -= slope[r] * |diag[r] - j|                    ALiBi on (slope: the row's slope * log2 e;
+ *                                                    diag: the block's key index of the row's
+ *                                                    aligned diagonal, i + Nkv - Nq - j0)
+ *   t += bias[j * ldst + r]                          bias on (bias * log2 e, laid out as the
+ *                                                    scores) */
+typedef struct cs_score_mods {
+    float scale2;
+    float cap_in, cap_out; /* cap_out = 0: no softcap */
+    const float *slope;    /* NULL: no ALiBi */
+    const float *diag;
+    const float *bias;     /* NULL: no bias */
+} cs_score_mods;
+
 typedef struct cs_kernel_ops {
     const char *name;
-    /* dst[0..d) = mul * src[0..d) converted from dtype; dst[d..dq) = 0. */
+    /* dst[0..d) = mul * src[0..d) converted from dtype (f32, f16, bf16, FP8 e4m3 or e5m2);
+     * dst[d..dq) = 0. */
     void (*load_row)(const void *src, flashport_dtype dtype, int64_t d, int64_t dq, float mul,
                      float *dst);
-    /* dst[0..d) = mul * src[0..d) converted to dtype (round to nearest even). */
+    /* dst[0..d) = mul * src[0..d) converted to dtype (f32, f16 or bf16; round to nearest
+     * even). */
     void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
-    /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP), j < keys
-     * (a multiple of CS_KEY_STEP); only the first d columns are read; sums in chunks of
-     * CS_SCORE_CHUNK columns. */
-    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows, int keys,
-                   float *st, int64_t ldst);
+    /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP) and at least the
+     * keys lo[r] <= j < hi[r] that row r sees (others may be written too; skipping the rest
+     * pays where ranges move along the rows, as a window's do over a tile's positions); k has
+     * zero rows past the block's keys up to a multiple of CS_KEY_STEP; only the first d
+     * columns are read; sums in chunks of CS_SCORE_CHUNK columns. */
+    void (*scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
+                   const int *lo, const int *hi, float *st, int64_t ldst);
     /* Online-softmax step for rows r < rows (a multiple of CS_ROW_STEP), row r seeing keys
-     * j < visible[r] of the block, with scores taken as t = scale2 * st (scale2 = scale *
-     * log2 e, so that 2^t is e^(scale * s)): m[r] becomes the running max of t (NaN once a
-     * visible score is NaN), st[j * ldst + r] becomes 2^(t - m) for visible keys and 0 for the
-     * others, alpha[r] = 2^(m_old - m) rescales the row's accumulator (0 when m_old = -inf) and
-     * l[r] = l[r] * alpha[r] + sum of the row's new probabilities. */
-    void (*softmax)(float *st, int64_t ldst, int rows, const int *visible, float scale2,
-                    float *m, float *l, float *alpha);
+     * lo[r] <= j < hi[r] of the block, with the scores taken as the base-2 logits t of mods
+     * (t = scale2 * st without modifiers, scale2 = scale * log2 e so that 2^t is e^(scale * s)):
+     * m[r] becomes the running max of t (NaN once a visible score is NaN; -inf while every
+     * visible score is -inf), st[j * ldst + r] becomes 2^(t - m) for visible keys (0 where
+     * t = -inf; the others' entries are left unspecified: no kernel reads them), alpha[r] =
+     * 2^(m_old - m) rescales the row's accumulator (0 when m_old = -inf) and l[r] = l[r] *
+     * alpha[r] + sum of the row's new probabilities. */
+    void (*softmax)(float *st, int64_t ldst, int rows, const int *lo, const int *hi,
+                    const cs_score_mods *mods, float *m, float *l, float *alpha);
     /* For CS_PV_ROWS rows r and columns c < cols (a multiple of CS_DIM_STEP):
      * o_r[c] = alpha[r] * o_r[c] + sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of v and o are
      * dq floats apart. */
     void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
                     int keys, const float *alpha, float *o);
-    /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row past its group's
-     * common part). */
+    /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row outside its
+     * group's common range). */
     void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
                    float *o);
 } cs_kernel_ops;

@@ -4,6 +4,7 @@
  * after cpuid said the CPU has those features.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -26,7 +27,9 @@ static inline vf vf_broadcast(const float *p) { return _mm256_broadcast_ss(p); }
 static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf vf_round(vf x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 /* 2^n written straight into the exponent bits. */
@@ -34,6 +37,7 @@ static inline vf vf_scale2(vf p, vf n) {
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
+static inline vf vf_abs(vf x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 static inline float vf_first(vf x) { return _mm256_cvtss_f32(x); }
 
 static inline vf vf_from_f16(const uint16_t *s) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s)); }
@@ -43,6 +47,25 @@ static inline vf vf_from_bf16(const uint16_t *s) {
 }
 static inline void vf_to_f16(uint16_t *o, vf x) {
     _mm_storeu_si128((__m128i *)o, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+/* E4M3 as fp_e4m3_to_f32 (fp_fp8.h) decodes it: normal values by rebiasing the exponent bits,
+ * subnormals as m * 2^-9, NaN where the magnitude bits are all ones, then the sign. */
+static inline vf vf_from_e4m3(const uint8_t *s) {
+    const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)s));
+    const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+    const __m256 normal = _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23)));
+    const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(0x1p-9f));
+    __m256 v = _mm256_blendv_ps(normal, subnormal,
+                                _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag)));
+    v = _mm256_blendv_ps(v, _mm256_set1_ps(NAN),
+                         _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f))));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24);
+    return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+}
+/* E5M2 is the upper byte of a binary16: F16C converts it. */
+static inline vf vf_from_e5m2(const uint8_t *s) {
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)s)), 8));
 }
 
 /* AVX2 has no masked float load that is cheap and exact for every lane count, and O and V
@@ -71,6 +94,7 @@ static inline vmask vf_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); 
 static inline vmask vf_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 static inline vmask vf_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vmask vmask_or(vmask a, vmask b) { return _mm256_or_ps(a, b); }
+static inline vmask vmask_andnot(vmask a, vmask b) { return _mm256_andnot_ps(a, b); }
 static inline vf vf_select(vmask m, vf if_true, vf if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
 static inline vf vf_keep(vmask m, vf x) { return _mm256_and_ps(m, x); }
 static inline vf vf_drop(vmask m, vf x) { return _mm256_andnot_ps(m, x); }

@@ -6,6 +6,7 @@
  * the OS saves the ZMM and mask registers.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #define SIMD_NAME avx512
@@ -28,11 +29,14 @@ static inline vf vf_broadcast(const float *p) { return _mm512_set1_ps(*p); }
 static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf vf_round(vf x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 /* vscalefps: p * 2^n in one instruction. */
 static inline vf vf_scale2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
+static inline vf vf_abs(vf x) { return _mm512_abs_ps(x); }
 static inline float vf_first(vf x) { return _mm512_cvtss_f32(x); }
 
 static inline vf vf_from_f16(const uint16_t *s) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)s)); }
@@ -42,6 +46,24 @@ static inline vf vf_from_bf16(const uint16_t *s) {
 }
 static inline void vf_to_f16(uint16_t *o, vf x) {
     _mm256_storeu_si256((__m256i *)o, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+/* E4M3 as fp_e4m3_to_f32 (fp_fp8.h) decodes it: normal values by rebiasing the exponent bits,
+ * subnormals as m * 2^-9, NaN where the magnitude bits are all ones, then the sign. */
+static inline vf vf_from_e4m3(const uint8_t *s) {
+    const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)s));
+    const __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7f));
+    const __m512 normal = _mm512_castsi512_ps(
+        _mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
+    const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(0x1p-9f));
+    __m512 v = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), normal, subnormal);
+    v = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), v, _mm512_set1_ps(NAN));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+/* E5M2 is the upper byte of a binary16: vcvtph2ps converts it. */
+static inline vf vf_from_e5m2(const uint8_t *s) {
+    const __m512i w = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)s)), 8);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
 }
 
 /* Masked loads and stores neither read nor write the lanes past n (no fault either). */
@@ -55,6 +77,7 @@ static inline vmask vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_
 static inline vmask vf_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
 static inline vmask vf_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vmask vmask_or(vmask a, vmask b) { return _mm512_kor(a, b); }
+static inline vmask vmask_andnot(vmask a, vmask b) { return _mm512_kandn(a, b); }
 static inline vf vf_select(vmask m, vf if_true, vf if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
 static inline vf vf_keep(vmask m, vf x) { return _mm512_maskz_mov_ps(m, x); }
 static inline vf vf_drop(vmask m, vf x) { return _mm512_maskz_mov_ps(_mm512_knot(m), x); }

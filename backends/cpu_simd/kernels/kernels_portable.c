@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "exp2_poly.h"
+#include "fp_fp8.h"
 #include "fp_half.h"
 #include "kernel_ops.h"
+#include "tanh_rational.h"
 
 #define SCORE_KEYS 4                /* keys of the S = Q K^T tile */
 #define SCORE_ROWS (CS_Q_PANEL / 2) /* rows of the S = Q K^T tile */
@@ -22,9 +24,15 @@ static void load_row_portable(const void *src, flashport_dtype dtype, int64_t d,
     } else if (dtype == FLASHPORT_F16) {
         const uint16_t *s = (const uint16_t *)src;
         for (int64_t c = 0; c < d; ++c) dst[c] = fp_f16_to_f32(s[c]) * mul;
-    } else {
+    } else if (dtype == FLASHPORT_BF16) {
         const uint16_t *s = (const uint16_t *)src;
         for (int64_t c = 0; c < d; ++c) dst[c] = fp_bf16_to_f32(s[c]) * mul;
+    } else if (dtype == FLASHPORT_FP8_E4M3) {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fp_e4m3_to_f32(s[c]) * mul;
+    } else {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fp_e5m2_to_f32(s[c]) * mul;
     }
     for (int64_t c = d; c < dq; ++c) dst[c] = 0.0f;
 }
@@ -43,15 +51,28 @@ static void store_row_portable(const float *src, int64_t d, float mul, flashport
     }
 }
 
-/* Half a Q panel (up to SCORE_ROWS rows) x SCORE_KEYS keys: the lane loops are what the
- * compiler turns into vector FMAs, the accumulators live in a small local array (half a panel
- * keeps it as small as the SIMD paths' register tiles). */
+/* Union of the key ranges of rows [0, n): [*j0, *j1), or j1 = 0 when no row sees a key. */
+static void rows_keys(const int *lo, const int *hi, int n, int *j0, int *j1) {
+    *j0 = INT32_MAX;
+    *j1 = 0;
+    for (int i = 0; i < n; ++i)
+        if (lo[i] < hi[i]) {
+            *j0 = lo[i] < *j0 ? lo[i] : *j0;
+            *j1 = hi[i] > *j1 ? hi[i] : *j1;
+        }
+}
+
+/* Half a Q panel (up to SCORE_ROWS rows) x SCORE_KEYS keys, over the keys its rows see: the
+ * lane loops are what the compiler turns into vector FMAs, the accumulators live in a small
+ * local array (half a panel keeps it as small as the SIMD paths' register tiles). */
 static void scores_portable(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
-                            int keys, float *st, int64_t ldst) {
+                            const int *lo, const int *hi, float *st, int64_t ldst) {
     for (int r = 0; r < rows; r += SCORE_ROWS) {
         const float *panel = qp + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
         const int width = rows - r < SCORE_ROWS ? rows - r : SCORE_ROWS;
-        for (int j = 0; j < keys; j += SCORE_KEYS) {
+        int j0, j1;
+        rows_keys(lo + r, hi + r, width, &j0, &j1);
+        for (int j = j1 ? j0 / SCORE_KEYS * SCORE_KEYS : 0; j < j1; j += SCORE_KEYS) {
             float total[SCORE_KEYS][SCORE_ROWS] = {{0}};
             for (int64_t c0 = 0; c0 < d; c0 += CS_SCORE_CHUNK) {
                 const int64_t c1 = c0 + CS_SCORE_CHUNK < d ? c0 + CS_SCORE_CHUNK : d;
@@ -91,12 +112,30 @@ static inline float exp2_portable(float x) {
     return x < CS_EXP2_MIN ? 0.0f : p * fp_bits_f32(bits);
 }
 
-/* CS_ROW_STEP rows at a time, lanes innermost, as the SIMD paths do it with registers. */
-static void softmax_portable(float *st, int64_t ldst, int rows, const int *visible,
-                             float scale2, float *m, float *l, float *alpha) {
+/* The SIMD paths' tanh (tanh_rational.h), one value at a time. */
+static inline float tanh_portable(float y) {
+    const float x = y > CS_TANH_CLAMP ? CS_TANH_CLAMP : y < -CS_TANH_CLAMP ? -CS_TANH_CLAMP : y;
+    const float x2 = x * x;
+    const float p = (((CS_TANH_P4 * x2 + CS_TANH_P3) * x2 + CS_TANH_P2) * x2 + CS_TANH_P1) * x2 + CS_TANH_P0;
+    const float q = (((CS_TANH_Q4 * x2 + CS_TANH_Q3) * x2 + CS_TANH_Q2) * x2 + CS_TANH_Q1) * x2 + CS_TANH_Q0;
+    return x * p / q;
+}
+
+/* The base-2 logit of one score (cs_score_mods) of row r at key j. */
+static inline float logit_portable(float s, const cs_score_mods *mods, int64_t ldst, int r, int j) {
+    float t = mods->cap_out != 0.0f ? mods->cap_out * tanh_portable(s * mods->cap_in) : s * mods->scale2;
+    if (mods->slope) t += -mods->slope[r] * fabsf(mods->diag[r] - (float)j);
+    if (mods->bias) t += mods->bias[j * ldst + r];
+    return t;
+}
+
+/* CS_ROW_STEP rows at a time, lanes innermost, as the SIMD paths do it with registers; the
+ * first pass writes the logits back for the second. */
+static void softmax_portable(float *st, int64_t ldst, int rows, const int *lo, const int *hi,
+                             const cs_score_mods *mods, float *m, float *l, float *alpha) {
     for (int r = 0; r < rows; r += CS_ROW_STEP) {
-        int keys = 0;
-        for (int i = 0; i < CS_ROW_STEP; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
+        int j0, j1;
+        rows_keys(lo + r, hi + r, CS_ROW_STEP, &j0, &j1);
         float block_max[CS_ROW_STEP], sum[CS_ROW_STEP], m_new[CS_ROW_STEP], m_sub[CS_ROW_STEP];
         int nan[CS_ROW_STEP];
         for (int i = 0; i < CS_ROW_STEP; ++i) {
@@ -104,31 +143,31 @@ static void softmax_portable(float *st, int64_t ldst, int rows, const int *visib
             sum[i] = 0.0f;
             nan[i] = m[r + i] != m[r + i];
         }
-        /* The logits are written back, as the SIMD paths do (see there why). */
-        for (int j = 0; j < keys; ++j)
+        for (int j = j0; j < j1; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
-                st[j * ldst + r + i] *= scale2;
-                const float s = j < visible[r + i] ? st[j * ldst + r + i] : -INFINITY;
-                nan[i] |= s != s;
-                block_max[i] = s > block_max[i] ? s : block_max[i];
+                float *sj = st + j * ldst + r + i;
+                *sj = logit_portable(*sj, mods, ldst, r + i, j);
+                const float t = j >= lo[r + i] && j < hi[r + i] ? *sj : -INFINITY;
+                nan[i] |= t != t;
+                block_max[i] = t > block_max[i] ? t : block_max[i];
             }
         for (int i = 0; i < CS_ROW_STEP; ++i) {
             const float mo = m[r + i];
             m_new[i] = nan[i] ? NAN : (block_max[i] > mo ? block_max[i] : mo);
-            /* A row that saw nothing in this block keeps its accumulator as it is. */
-            alpha[r + i] = visible[r + i] == 0 ? 1.0f : mo == -INFINITY ? 0.0f : exp2_portable(mo - m_new[i]);
-            /* Every score so far -inf: 2^(-inf - 0) = 0 for each, where -inf - -inf is NaN. */
+            /* Scores that are all -inf so far give probabilities 2^(-inf - 0) = 0. */
             m_sub[i] = m_new[i] == -INFINITY ? 0.0f : m_new[i];
+            /* A row that saw nothing in this block keeps its accumulator as it is. */
+            alpha[r + i] = lo[r + i] >= hi[r + i] ? 1.0f : mo == -INFINITY ? 0.0f : exp2_portable(mo - m_new[i]);
         }
-        for (int j = 0; j < keys; ++j)
+        for (int j = j0; j < j1; ++j)
             for (int i = 0; i < CS_ROW_STEP; ++i) {
                 float *sj = st + j * ldst + r + i;
-                const float p = j < visible[r + i] ? exp2_portable(*sj - m_sub[i]) : 0.0f;
+                const float p = j >= lo[r + i] && j < hi[r + i] ? exp2_portable(*sj - m_sub[i]) : 0.0f;
                 *sj = p;
                 sum[i] += p;
             }
         for (int i = 0; i < CS_ROW_STEP; ++i) {
-            if (visible[r + i] == 0) continue;
+            if (lo[r + i] >= hi[r + i]) continue;
             m[r + i] = m_new[i];
             l[r + i] = l[r + i] * alpha[r + i] + sum[i];
         }

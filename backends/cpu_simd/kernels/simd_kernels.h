@@ -11,12 +11,14 @@
  *   SIMD_SCORE_KEYS             keys of the S = Q K^T register tile (divides CS_KEY_STEP)
  *   vf, vi, vmask, vlanes       float and int registers, a per-lane predicate, and a "first n
  *                               lanes" selector for row remainders
- *   vf_zero vf_set1 vf_loadu vf_storeu vf_broadcast vf_add vf_sub vf_mul vf_max vf_fmadd
- *   vf_round (to nearest even) vf_scale2 (p * 2^n, n integral) vf_first
+ *   vf_zero vf_set1 vf_loadu vf_storeu vf_broadcast vf_add vf_sub vf_mul vf_div vf_max vf_min
+ *   (max(a, b) and min(a, b) are b when either is NaN, as on x86) vf_fmadd vf_round
+ *   (to nearest even) vf_scale2 (p * 2^n, n integral) vf_abs vf_first
  *   vf_from_f16 vf_from_bf16 vf_to_f16 (SIMD_LANES 16-bit values)
+ *   vf_from_e4m3 vf_from_e5m2 (SIMD_LANES FP8 values)
  *   vlanes_first vf_load_lanes vf_store_lanes (the other lanes read as 0, are not written)
- *   vi_loadu vi_gt vf_lt vf_eq vf_isnan vmask_or vf_select vf_keep (x where m, else 0)
- *   vf_drop (0 where m, else x)
+ *   vi_loadu vi_gt vf_lt vf_eq vf_isnan vmask_or vmask_andnot (b and not a) vf_select vf_keep
+ *   (x where m, else 0) vf_drop (0 where m, else x)
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +27,7 @@
 #include "exp2_poly.h"
 #include "fp_half.h"
 #include "kernel_ops.h"
+#include "tanh_rational.h"
 
 #define SIMD_CAT2(a, b) a##_##b
 #define SIMD_CAT(a, b) SIMD_CAT2(a, b)
@@ -43,11 +46,26 @@ static inline vf SIMD_FN(widen16)(const uint16_t *s, int f16) {
     return f16 ? vf_from_f16(s) : vf_from_bf16(s);
 }
 
+/* SIMD_LANES FP8 values widened to float32. */
+static inline vf SIMD_FN(widen8)(const uint8_t *s, int e4m3) {
+    return e4m3 ? vf_from_e4m3(s) : vf_from_e5m2(s);
+}
+
 static void SIMD_FN(load_row)(const void *src, flashport_dtype dtype, int64_t d, int64_t dq,
                               float mul, float *dst) {
     const vf vmul = vf_set1(mul);
     int64_t c = 0;
-    if (dtype == FLASHPORT_F32) {
+    if (dtype == FLASHPORT_FP8_E4M3 || dtype == FLASHPORT_FP8_E5M2) {
+        const uint8_t *s = (const uint8_t *)src;
+        const int e4m3 = dtype == FLASHPORT_FP8_E4M3;
+        for (; c + VL <= d; c += VL) vf_storeu(dst + c, vf_mul(SIMD_FN(widen8)(s + c, e4m3), vmul));
+        if (c < d) {
+            uint8_t tail[VL] = {0}; /* as for 16-bit values below: no read past the row */
+            memcpy(tail, s + c, (size_t)(d - c));
+            const vlanes n = vlanes_first(d - c);
+            vf_store_lanes(dst + c, vf_mul(SIMD_FN(widen8)(tail, e4m3), vmul), n);
+        }
+    } else if (dtype == FLASHPORT_F32) {
         const float *s = (const float *)src;
         for (; c + VL <= d; c += VL) vf_storeu(dst + c, vf_mul(vf_loadu(s + c), vmul));
         if (c < d) {
@@ -127,14 +145,42 @@ static inline __attribute__((always_inline)) void SIMD_FN(scores_tile)(
     }
 }
 
+/* Union of the key ranges of rows [0, n): [*j0, *j1), or j1 = 0 when no row sees a key. */
+static inline void SIMD_FN(rows_keys)(const int *lo, const int *hi, int n, int *j0, int *j1) {
+    *j0 = INT32_MAX;
+    *j1 = 0;
+    for (int i = 0; i < n; ++i)
+        if (lo[i] < hi[i]) {
+            *j0 = lo[i] < *j0 ? lo[i] : *j0;
+            *j1 = hi[i] > *j1 ? hi[i] : *j1;
+        }
+}
+
+/* Register tiles of up to SCORE_RV registers of rows. For each step of SIMD_SCORE_KEYS keys
+ * only the registers from the first to the last whose rows see one of the step's keys take
+ * part: a tile's rows are positions in order, so along a window's edges the rows of a panel
+ * need keys the panel's other rows do not. */
 static void SIMD_FN(scores)(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
-                            int keys, float *st, int64_t ldst) {
+                            const int *lo, const int *hi, float *st, int64_t ldst) {
     for (int r = 0; r < rows; r += SCORE_RV * VL) {
         const float *tile = qp + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;
-        const int left = rows - r; /* a multiple of VL */
-        if (left >= 3 * VL) SIMD_FN(scores_tile)(tile, k, d, dq, keys, st + r, ldst, 3);
-        else if (left >= 2 * VL) SIMD_FN(scores_tile)(tile, k, d, dq, keys, st + r, ldst, 2);
-        else SIMD_FN(scores_tile)(tile, k, d, dq, keys, st + r, ldst, 1);
+        const int regs = (rows - r) / VL < SCORE_RV ? (rows - r) / VL : SCORE_RV;
+        int a[SCORE_RV], e[SCORE_RV], j0 = INT32_MAX, j1 = 0;
+        for (int g = 0; g < regs; ++g) {
+            SIMD_FN(rows_keys)(lo + r + g * VL, hi + r + g * VL, VL, &a[g], &e[g]);
+            j0 = a[g] < j0 ? a[g] : j0;
+            j1 = e[g] > j1 ? e[g] : j1;
+        }
+        for (int j = j1 ? j0 / SIMD_SCORE_KEYS * SIMD_SCORE_KEYS : 0; j < j1; j += SIMD_SCORE_KEYS) {
+            int g0 = 0, g1 = regs;
+            while (g0 < g1 && (a[g0] >= j + SIMD_SCORE_KEYS || e[g0] <= j)) ++g0;
+            while (g1 > g0 && (a[g1 - 1] >= j + SIMD_SCORE_KEYS || e[g1 - 1] <= j)) --g1;
+            const float *q = tile + g0 * VL, *kj = k + (int64_t)j * dq;
+            float *out = st + (int64_t)j * ldst + r + g0 * VL;
+            if (g1 - g0 == 3) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 3);
+            else if (g1 - g0 == 2) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 2);
+            else if (g1 - g0 == 1) SIMD_FN(scores_tile)(q, kj, d, dq, SIMD_SCORE_KEYS, out, ldst, 1);
+        }
     }
 }
 
@@ -155,46 +201,107 @@ static inline vf SIMD_FN(exp2)(vf x) {
     return vf_drop(underflow, vf_scale2(p, n));
 }
 
-/* A register of rows at a time, straight down the keys: no horizontal work. */
-static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *visible, float scale2,
-                             float *m, float *l, float *alpha) {
-    const vf neg_inf = vf_set1(-INFINITY), vscale = vf_set1(scale2);
+/* One register of rows over keys [j0, j1) of the block. Rows see keys lo <= j < hi, so only
+ * keys outside [c0, c1), those some row does not see, need a mask; with `masked` 0 every row
+ * sees all of [j0, j1) (the inside of a window, every dense block) and none does. With
+ * `modified` the first pass turns each score into the base-2 logit of cs_score_mods and writes
+ * it back for the second; the softcap's tanh is tanh_rational.h with cap_out folded into P.
+ * Both flags are constants at each call, so that the plain problem's loops carry none of the
+ * modifiers' work; which modifiers are on is fixed for the call, so their branches are always
+ * predicted. */
+static inline __attribute__((always_inline)) void SIMD_FN(softmax_rows)(
+    float *st, int64_t ldst, int r, int j0, int j1, int c0, int c1, vi vlo, vi vhi,
+    const cs_score_mods *mods, float *m, float *l, float *alpha, const int masked,
+    const int modified) {
+    const int softcap = mods->cap_out != 0.0f, alibi = mods->slope != NULL;
+    const vf neg_inf = vf_set1(-INFINITY);
+    const vf scale = vf_set1(softcap ? mods->cap_in : mods->scale2);
+    const vf clamp = vf_set1(CS_TANH_CLAMP), neg_clamp = vf_set1(-CS_TANH_CLAMP);
+    const vf p0 = vf_set1(CS_TANH_P0 * mods->cap_out), p1 = vf_set1(CS_TANH_P1 * mods->cap_out),
+             p2 = vf_set1(CS_TANH_P2 * mods->cap_out), p3 = vf_set1(CS_TANH_P3 * mods->cap_out),
+             p4 = vf_set1(CS_TANH_P4 * mods->cap_out);
+    const vf neg_slope = alibi ? vf_sub(vf_zero(), vf_loadu(mods->slope + r)) : vf_zero();
+    const vf diag = alibi ? vf_loadu(mods->diag + r) : vf_zero();
+    const vf m_old = vf_loadu(m + r);
+    vf block_max = neg_inf;
+    vmask nan = vf_isnan(m_old);
+    for (int j = j0; j < j1; ++j) {
+        float *sj = st + j * ldst + r;
+        vf t = vf_mul(vf_loadu(sj), scale);
+        if (modified) {
+            if (softcap) {
+                /* min and max return their second operand for NaN: a NaN score stays NaN. */
+                const vf x = vf_max(neg_clamp, vf_min(clamp, t));
+                const vf x2 = vf_mul(x, x);
+                vf p = vf_fmadd(p4, x2, p3);
+                p = vf_fmadd(p, x2, p2);
+                p = vf_fmadd(p, x2, p1);
+                p = vf_fmadd(p, x2, p0);
+                vf q = vf_fmadd(vf_set1(CS_TANH_Q4), x2, vf_set1(CS_TANH_Q3));
+                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q2));
+                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q1));
+                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q0));
+                t = vf_div(vf_mul(x, p), q);
+            }
+            if (alibi) t = vf_fmadd(neg_slope, vf_abs(vf_sub(diag, vf_set1((float)j))), t);
+            if (mods->bias) t = vf_add(t, vf_loadu(mods->bias + j * ldst + r));
+            vf_storeu(sj, t);
+        }
+        if (masked && (j < c0 || j >= c1))
+            t = vf_select(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), t, neg_inf);
+        block_max = vf_max(block_max, t);
+        nan = vmask_or(nan, vf_isnan(t));
+    }
+    /* max drops NaN, so a row that saw one is set to NaN explicitly. */
+    const vf m_new = vf_select(nan, vf_set1(NAN), vf_max(m_old, block_max));
+    const vf a = vf_drop(vf_eq(m_old, neg_inf), SIMD_FN(exp2)(vf_sub(m_old, m_new)));
+    /* While every score a row saw is -inf (masked by the bias), its probabilities are
+     * 2^(-inf - 0) = 0 rather than 2^(-inf + inf) = NaN. */
+    const vf m_sub = vf_drop(vf_eq(m_new, neg_inf), m_new);
+    vf sum = vf_zero();
+    for (int j = j0; j < j1; ++j) {
+        float *sj = st + j * ldst + r;
+        /* The plain path rounds the product as the first pass did, so that no weight exceeds
+         * 2^(m - m) = 1: a fused st * scale - m is the product's rounding error, which for
+         * logits past 2^31 exceeds 2^7 and made 2^x infinite (found by fuzz_cpu_simd). */
+        vf p = SIMD_FN(exp2)(modified ? vf_sub(vf_loadu(sj), m_sub)
+                                      : vf_sub(vf_mul(vf_loadu(sj), scale), m_sub));
+        if (masked && (j < c0 || j >= c1))
+            p = vf_keep(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), p);
+        vf_storeu(sj, p);
+        sum = vf_add(sum, p);
+    }
+    vf_storeu(m + r, m_new);
+    vf_storeu(alpha + r, a);
+    vf_storeu(l + r, vf_fmadd(vf_loadu(l + r), a, sum));
+}
+
+/* A register of rows at a time, straight down the keys the register's rows see: no horizontal
+ * work. */
+static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, const int *hi,
+                             const cs_score_mods *mods, float *m, float *l, float *alpha) {
+    const int modified = mods->cap_out != 0.0f || mods->slope || mods->bias;
     for (int r = 0; r < rows; r += VL) {
-        const vi vis = vi_loadu(visible + r);
-        int keys = 0;
-        for (int i = 0; i < VL; ++i) keys = visible[r + i] > keys ? visible[r + i] : keys;
-        if (keys == 0) {
+        int j0, j1, c0 = 0, c1 = INT32_MAX;
+        SIMD_FN(rows_keys)(lo + r, hi + r, VL, &j0, &j1);
+        if (j1 == 0) {
             vf_storeu(alpha + r, vf_set1(1.0f));
             continue;
         }
-        const vf m_old = vf_loadu(m + r);
-        vf block_max = neg_inf;
-        vmask nan = vf_isnan(m_old);
-        /* The logits are written back and the weights taken from them, so that no weight
-         * exceeds 2^(m - m) = 1: a fused st * scale2 - m is the product's rounding error,
-         * which for logits past 2^31 is past 2^7 and made 2^x infinite. */
-        for (int j = 0; j < keys; ++j) {
-            const vf t = vf_mul(vf_loadu(st + j * ldst + r), vscale);
-            vf_storeu(st + j * ldst + r, t);
-            const vf s = vf_select(vi_gt(vis, j), t, neg_inf);
-            block_max = vf_max(block_max, s);
-            nan = vmask_or(nan, vf_isnan(s));
+        for (int i = 0; i < VL; ++i) {
+            c0 = lo[r + i] > c0 ? lo[r + i] : c0;
+            c1 = hi[r + i] < c1 ? hi[r + i] : c1;
         }
-        /* max drops NaN, so a row that saw one is set to NaN explicitly. */
-        const vf m_new = vf_select(nan, vf_set1(NAN), vf_max(m_old, block_max));
-        const vf a = vf_drop(vf_eq(m_old, neg_inf), SIMD_FN(exp2)(vf_sub(m_old, m_new)));
-        /* Every score so far -inf: 2^(-inf - 0) = 0 for each, where -inf - -inf is NaN. */
-        const vf m_sub = vf_drop(vf_eq(m_new, neg_inf), m_new);
-        vf sum = vf_zero();
-        for (int j = 0; j < keys; ++j) {
-            float *sj = st + j * ldst + r;
-            const vf p = vf_keep(vi_gt(vis, j), SIMD_FN(exp2)(vf_sub(vf_loadu(sj), m_sub)));
-            vf_storeu(sj, p);
-            sum = vf_add(sum, p);
-        }
-        vf_storeu(m + r, m_new);
-        vf_storeu(alpha + r, a);
-        vf_storeu(l + r, vf_fmadd(vf_loadu(l + r), a, sum));
+        const int ragged = c0 != j0 || c1 != j1;
+        const vi vlo = vi_loadu(lo + r), vhi = vi_loadu(hi + r);
+        if (ragged && modified)
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 1, 1);
+        else if (ragged)
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 1, 0);
+        else if (modified)
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 0, 1);
+        else
+            SIMD_FN(softmax_rows)(st, ldst, r, j0, j1, c0, c1, vlo, vhi, mods, m, l, alpha, 0, 0);
     }
 }
 

@@ -7,14 +7,13 @@
 
 namespace {
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-             char *why, size_t why_len) {
-    if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
-    param[0] = fa2_f32::block_rows(p);
-    return 1;
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
+             fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    (void)params;
+    return fa2_f32::supports_common(p, props, why, why_len);
 }
 
-gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, 1); }
+gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, NULL); }
 
 } // namespace
 

@@ -46,6 +46,11 @@
 #include "common/warp_reduce.cuh"
 #include "split_kv.h"
 
+/* Where PTX is compiled: the HIP build and nvcc's host pass take the plain copies below. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#include "common/ptx.cuh"
+#endif
+
 namespace fa2_f32 {
 
 constexpr int THREADS = 256;
@@ -121,9 +126,7 @@ struct split_args {
 
 __device__ __forceinline__ void copy16_async(float *dst, const float *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 16 : 0));
+    fp_cp_async_16(fp_smem_addr(dst), src, valid ? 16 : 0);
 #else
     *(float4 *)dst = valid ? *(const float4 *)src : make_float4(0.f, 0.f, 0.f, 0.f);
 #endif
@@ -131,9 +134,7 @@ __device__ __forceinline__ void copy16_async(float *dst, const float *src, bool 
 
 __device__ __forceinline__ void copy4_async(float *dst, const float *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
-                 "r"(valid ? 4 : 0));
+    fp_cp_async_4(fp_smem_addr(dst), src, valid ? 4 : 0);
 #else
     *dst = valid ? *src : 0.0f;
 #endif
@@ -141,14 +142,14 @@ __device__ __forceinline__ void copy4_async(float *dst, const float *src, bool v
 
 __device__ __forceinline__ void async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
+    fp_cp_async_commit();
 #endif
 }
 
 /* Waits until at most one committed group is still in flight. */
 __device__ __forceinline__ void async_wait_all_but_one() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;\n" ::);
+    fp_cp_async_wait<1>();
 #endif
 }
 
@@ -507,21 +508,16 @@ gpuError_t launch_typed(const fp_gpu_launch *L, const split_args &sp, int splits
     return gpuGetLastError();
 }
 
-/* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and
- * merges them. */
-inline gpuError_t launch(const fp_gpu_launch *L, int splits) {
+/* Enqueues the forward; split (NULL: one pass) shares the keys out in whole tiles of
+ * block_cols(p), writes the partials to L->workspace (split_kv.h layout) and merges them. */
+inline gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
     const fp_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
-    if (splits > 1) {
-        /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
-        const int bc = block_cols(p);
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        sp.keys_per_split = (int)((per + bc - 1) / bc * bc);
-        splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
-    }
+    const int splits = split ? split->splits : 1;
     if (splits > 1) {
         sp.part_o = (float *)L->workspace;
         sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+        sp.keys_per_split = split->keys_per_split;
         sp.rows = p->batch * p->heads_q * p->seq_q;
     }
     gpuError_t err = gpuSuccess;

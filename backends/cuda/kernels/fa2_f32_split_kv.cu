@@ -12,28 +12,23 @@ namespace {
  * the parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-             char *why, size_t why_len) {
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
+             fp_gpu_kernel_params *params, char *why, size_t why_len) {
     if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
     const int br = fa2_f32::block_rows(p);
     const int splits = fp_split_kv_choose(p, props, br, MIN_KEYS_PER_SPLIT);
-    if (splits < 2) {
+    if (splits > 1) params->split_kv = fp_split_kv_share(p, splits, fa2_f32::block_cols(p));
+    if (params->split_kv.splits < 2) {
         snprintf(why, why_len, "splitting does not pay: %lld blocks of %d rows already fill the GPU "
                  "or Nkv = %lld is too short",
                  (long long)(p->batch * p->heads_q * ((p->seq_q + br - 1) / br)), br,
                  (long long)p->seq_kv);
         return 0;
     }
-    param[0] = br;
-    param[1] = splits;
     return 1;
 }
 
-size_t workspace(const fp_problem *p, const int64_t *param) {
-    return fp_split_kv_workspace(p, (int)param[1]);
-}
-
-gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, (int)L->param[1]); }
+gpuError_t launch(const fp_gpu_launch *L) { return fa2_f32::launch(L, &L->params->split_kv); }
 
 } // namespace
 
@@ -42,6 +37,6 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_fa2_f32_split_kv = {
      "fa2_f32 with the keys split across blocks and merged, for grids too small to fill the GPU",
      FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
-    workspace,
+    fp_split_kv_kernel_workspace,
     launch,
 };

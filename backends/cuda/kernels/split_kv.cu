@@ -103,6 +103,11 @@ size_t fp_split_kv_workspace(const fp_problem *p, int splits) {
     return fp_split_kv_ml_offset(p, splits) + (size_t)splits * (size_t)split_rows(p) * 2 * sizeof(float);
 }
 
+size_t fp_split_kv_kernel_workspace(const fp_problem *p,
+                                    const fp_gpu_kernel_params *params) {
+    return fp_split_kv_workspace(p, params->split_kv.splits);
+}
+
 int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
                        int block_rows, int min_keys_per_split) {
     const int64_t sms = props->sm_count > 0 ? props->sm_count : 1;
@@ -120,6 +125,14 @@ int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
         if (waves * best < best_waves * s) best = s;
     }
     return (int)best;
+}
+
+fp_split_kv_params fp_split_kv_share(const fp_problem *p, int splits, int key_tile) {
+    fp_split_kv_params s = {};
+    const int64_t per = (p->seq_kv + splits - 1) / splits;
+    s.keys_per_split = (int)((per + key_tile - 1) / key_tile * key_tile);
+    s.splits = (int)((p->seq_kv + s.keys_per_split - 1) / s.keys_per_split);
+    return s;
 }
 
 gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {

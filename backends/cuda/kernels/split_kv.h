@@ -25,6 +25,9 @@
 /* Bytes of workspace for `splits` splits of p (0 when splits < 2: nothing to merge). */
 size_t fp_split_kv_workspace(const fp_problem *p, int splits);
 
+/* The workspace() of every split-KV variant: fp_split_kv_workspace for params->split_kv. */
+size_t fp_split_kv_kernel_workspace(const fp_problem *p, const fp_gpu_kernel_params *params);
+
 /* Byte offset of part_ml from the start of the workspace. */
 size_t fp_split_kv_ml_offset(const fp_problem *p, int splits);
 
@@ -38,5 +41,10 @@ gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits);
  * short to share out. */
 int fp_split_kv_choose(const fp_problem *p, const fp_gpu_device_props *props,
                        int block_rows, int min_keys_per_split);
+
+/* p's keys shared out over `splits` >= 2 ranges of whole key_tile-key tiles: keys_per_split is
+ * ceil(Nkv / splits) rounded up to whole tiles, which can leave fewer splits than asked (1: the
+ * keys are better not split). The tile configuration is left 0. */
+fp_split_kv_params fp_split_kv_share(const fp_problem *p, int splits, int key_tile);
 
 #endif /* FP_CUDA_SPLIT_KV_H */

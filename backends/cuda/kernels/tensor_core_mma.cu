@@ -8,9 +8,8 @@
  * the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
  * candidate <index> of the problem's padded head dim instead, in both variants; an index the
  * head dim does not have makes the variants decline the problem with that reason (the planner
- * then says so, and falls back to the next variant).
- *
- * param[0] = the tile configuration's index.
+ * then says so, and falls back to the next variant). The configuration chosen is the plan's
+ * fp_gpu_tile_params (fp_split_kv_params.tile in the split variant).
  */
 #include <math.h>
 #include <stdio.h>
@@ -192,19 +191,15 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits,
     return in->launch[p->dtype == FLASHPORT_BF16][async](prm, grid, L->stream);
 }
 
-static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-                    char *why, size_t why_len)
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
-    int config = 0;
-    if (!fp_tc_forward_support(p, props, &config, why, why_len))
-        return 0;
-    param[0] = config;
-    return 1;
+    return fp_tc_forward_support(p, props, &params->tile.config, why, why_len);
 }
 
 static gpuError_t launch(const fp_gpu_launch *L)
 {
-    return fp_tc_forward_launch(L, (int)L->param[0], 0, 0, NULL, NULL);
+    return fp_tc_forward_launch(L, L->params->tile.config, 0, 0, NULL, NULL);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */

@@ -3,10 +3,8 @@
  * B*Hq*ceil(Nq/128) blocks cannot fill the GPU (decode with Nq = 1, or B = H = 1), the keys are
  * cut into splits of whole key tiles, blockIdx.z taking one split, and each block writes its
  * partial (O / l, m, l) to the workspace (split_kv.h); fp_split_kv_merge then combines them.
- * The forward itself is tensor_core_mma's (mma/flash_forward.h).
- *
- * param[0] = splits, param[1] = keys per split (a multiple of the key tile), param[2] = the tile
- * configuration's index (FLASHPORT_CUDA_TC_CONFIG, see tensor_core_mma.cu).
+ * The forward itself is tensor_core_mma's (mma/flash_forward.h), with its tile configuration in
+ * the plan's fp_split_kv_params.tile (FLASHPORT_CUDA_TC_CONFIG, see tensor_core_mma.cu).
  */
 #include <stdio.h>
 
@@ -16,8 +14,8 @@
 /* Fewer keys than this per split would spend more on the Q tile and the merge than it saves. */
 #define FP_TC_MIN_KEY_TILES_PER_SPLIT 2
 
-static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-                    char *why, size_t why_len)
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     int config = 0;
     if (!fp_tc_forward_support(p, props, &config, why, why_len))
@@ -25,11 +23,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64
     const int tile = fp_tc_block_keys(p->head_dim, config);
     const int chosen = fp_split_kv_choose(p, props, FP_TC_BLOCK_ROWS,
                                           FP_TC_MIN_KEY_TILES_PER_SPLIT * tile);
-    /* Whole tiles per split; rounding up can leave fewer splits than chosen. */
-    const int64_t per_split = (p->seq_kv + chosen - 1) / chosen;
-    const int64_t keys_per_split = (per_split + tile - 1) / tile * tile;
-    const int64_t splits = (p->seq_kv + keys_per_split - 1) / keys_per_split;
-    if (splits < 2) {
+    if (chosen > 1)
+        params->split_kv = fp_split_kv_share(p, chosen, tile);
+    if (params->split_kv.splits < 2) {
         snprintf(why, why_len,
                  "no split needed: %lld blocks of %d query rows fill %d SMs, or %lld keys are "
                  "too few to share out",
@@ -38,25 +34,19 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64
                  FP_TC_BLOCK_ROWS, props->sm_count, (long long)p->seq_kv);
         return 0;
     }
-    param[0] = splits;
-    param[1] = keys_per_split;
-    param[2] = config;
+    params->split_kv.tile.config = config;
     return 1;
-}
-
-static size_t workspace(const fp_problem *p, const int64_t *param)
-{
-    return fp_split_kv_workspace(p, (int)param[0]);
 }
 
 static gpuError_t launch(const fp_gpu_launch *L)
 {
-    const int splits = (int)L->param[0];
+    const fp_split_kv_params &split = L->params->split_kv;
+    const int splits = split.splits;
     float *part_o = static_cast<float *>(L->workspace);
     float *part_ml = reinterpret_cast<float *>(static_cast<char *>(L->workspace) +
                                                fp_split_kv_ml_offset(&L->p, splits));
-    gpuError_t err = fp_tc_forward_launch(L, (int)L->param[2], splits, (int)L->param[1], part_o,
-                                          part_ml);
+    gpuError_t err = fp_tc_forward_launch(L, split.tile.config, splits, split.keys_per_split,
+                                          part_o, part_ml);
     if (err != gpuSuccess)
         return err;
     return fp_split_kv_merge(L, splits);
@@ -70,6 +60,6 @@ const fp_gpu_kernel fp_kernel_tensor_core_mma_split_kv = {
      "grids), f16/bf16",
      FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
-    workspace,
+    fp_split_kv_kernel_workspace,
     launch,
 };

@@ -8,9 +8,8 @@
  * Head dims up to 256, padded to 64, 128 or 256; no workspace. Each padded head dim has a few
  * compiled tile configurations (tf32x3/tile_configs.h) and runs its default one; for tuning,
  * FLASHPORT_CUDA_TF32X3_CONFIG=<index> runs candidate <index> instead (an index the head dim
- * does not have makes the variant decline the problem, with that reason).
- *
- * param[0] = the tile configuration's index.
+ * does not have makes the variant decline the problem, with that reason). The configuration
+ * chosen is the plan's fp_gpu_tile_params.
  */
 #include <stdio.h>
 
@@ -99,8 +98,8 @@ static int choose_config(int padded_d, char *why, size_t why_len)
     return index == FP_CONFIG_ENV_UNSET ? default_config(padded_d) : index;
 }
 
-static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-                    char *why, size_t why_len)
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     if (!fp_tf32x3_supports_problem(p, props, why, why_len))
         return 0;
@@ -124,14 +123,14 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props, int64
                  config, in->d, in->smem, props->smem_per_block_optin);
         return 0;
     }
-    param[0] = config;
+    params->tile.config = config;
     return 1;
 }
 
 static gpuError_t launch(const fp_gpu_launch *L)
 {
     const fp_problem *p = &L->p;
-    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
+    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), L->params->tile.config);
     if (!in)
         return cudaErrorInvalidValue;
     fp_tf32x3_params prm;

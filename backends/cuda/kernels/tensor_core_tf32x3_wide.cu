@@ -8,9 +8,7 @@
  * Each padded head dim has a few compiled tile configurations (tf32x3/wide_tile_configs.h) and
  * runs its default one; FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=<index> runs candidate <index>
  * instead, for tuning (an index the head dim lacks makes the variant decline, with that reason).
- *
- * param[0] = the tile configuration's index, param[1] = keys per split (0: not split),
- * param[2] = splits.
+ * The plan's fp_split_kv_params hold the configuration (tile) and the split (splits = 1: none).
  */
 #include <stdio.h>
 
@@ -100,8 +98,8 @@ const wide_instance *choose_instance(int padded_d, char *why, size_t why_len)
                                                    : FP_TF32X3_WIDE_DEFAULT_CONFIG_D1024);
 }
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-             char *why, size_t why_len)
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
+             fp_gpu_kernel_params *params, char *why, size_t why_len)
 {
     if (!fp_tf32x3_supports_problem(p, props, why, why_len))
         return 0;
@@ -120,30 +118,23 @@ int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *par
         return 0;
     }
     const int splits = fp_split_kv_choose(p, props, in->rows, MIN_KEYS_PER_SPLIT);
-    param[0] = in->index;
-    param[1] = 0;
-    param[2] = 1;
-    if (splits > 1) {
-        /* Whole tiles a split, so that only the last split's last tile meets the end of keys. */
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        param[1] = (per + in->block_keys - 1) / in->block_keys * in->block_keys;
-        param[2] = (p->seq_kv + param[1] - 1) / param[1];
-    }
+    /* Whole tiles a split, so that only the last split's last tile meets the end of keys. */
+    if (splits > 1)
+        params->split_kv = fp_split_kv_share(p, splits, in->block_keys);
+    else
+        params->split_kv.splits = 1;
+    params->split_kv.tile.config = in->index;
     return 1;
-}
-
-size_t workspace(const fp_problem *p, const int64_t *param)
-{
-    return fp_split_kv_workspace(p, (int)param[2]);
 }
 
 gpuError_t launch(const fp_gpu_launch *L)
 {
     const fp_problem *p = &L->p;
-    const wide_instance *in = find_instance(padded_head_dim(p->head_dim), (int)L->param[0]);
+    const fp_split_kv_params &split = L->params->split_kv;
+    const wide_instance *in = find_instance(padded_head_dim(p->head_dim), split.tile.config);
     if (!in)
         return cudaErrorInvalidValue;
-    const int splits = (int)L->param[2];
+    const int splits = split.splits;
     fp_tf32x3_params prm;
     const bool async = fp_tf32x3_fill_params(&prm, L);
     fp_tf32x3_split sp = {NULL, NULL, 0, p->batch * p->heads_q * p->seq_q};
@@ -151,7 +142,7 @@ gpuError_t launch(const fp_gpu_launch *L)
         sp.part_o = static_cast<float *>(L->workspace);
         sp.part_ml = reinterpret_cast<float2 *>(static_cast<char *>(L->workspace) +
                                                 fp_split_kv_ml_offset(p, splits));
-        sp.keys_per_split = (int)L->param[1];
+        sp.keys_per_split = split.keys_per_split;
     }
     const dim3 grid((unsigned)((p->seq_q + in->rows - 1) / in->rows),
                     (unsigned)(p->batch * p->heads_q), (unsigned)splits);
@@ -169,6 +160,6 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_tensor_core_tf32x3_wide = {
      "split-KV when the grid is small",
      FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
-    workspace,
+    fp_split_kv_kernel_workspace,
     launch,
 };

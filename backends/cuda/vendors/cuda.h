@@ -49,6 +49,7 @@ typedef __nv_bfloat16 gpuBFloat16;
 #define gpuDevAttrClockRate cudaDevAttrClockRate
 #define gpuDevAttrMemoryClockRate cudaDevAttrMemoryClockRate
 #define gpuDevAttrGlobalMemoryBusWidth cudaDevAttrGlobalMemoryBusWidth
+#define gpuDevAttrMemoryPoolsSupported cudaDevAttrMemoryPoolsSupported
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
 
@@ -65,6 +66,8 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 /* Memory */
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
+#define gpuMallocAsync cudaMallocAsync
+#define gpuFreeAsync cudaFreeAsync
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
@@ -76,6 +79,9 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 #define gpuStreamNonBlocking cudaStreamNonBlocking
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuStreamSynchronize cudaStreamSynchronize
+/* The device a stream belongs to, whichever device is current (runtime 12.8+). */
+#define fp_gpu_stream_device cudaStreamGetDevice
+#define FP_GPU_STREAM_DEVICE_CALL "StreamGetDevice"
 #define gpuEventCreate cudaEventCreate
 #define gpuEventDestroy cudaEventDestroy
 #define gpuEventRecord cudaEventRecord

@@ -68,6 +68,7 @@ typedef hip_bfloat16 gpuBFloat16;
 #define gpuDevAttrClockRate hipDeviceAttributeClockRate
 #define gpuDevAttrMemoryClockRate hipDeviceAttributeMemoryClockRate
 #define gpuDevAttrGlobalMemoryBusWidth hipDeviceAttributeMemoryBusWidth
+#define gpuDevAttrMemoryPoolsSupported hipDeviceAttributeMemoryPoolsSupported
 #define gpuDriverGetVersion hipDriverGetVersion
 #define gpuRuntimeGetVersion hipRuntimeGetVersion
 
@@ -89,6 +90,8 @@ static inline hipError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 /* Memory */
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
+#define gpuMallocAsync hipMallocAsync
+#define gpuFreeAsync hipFreeAsync
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuMemcpyHostToDevice hipMemcpyHostToDevice
@@ -100,6 +103,15 @@ static inline hipError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 #define gpuStreamNonBlocking hipStreamNonBlocking
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuStreamSynchronize hipStreamSynchronize
+/* The device a stream belongs to, whichever device is current: hipGetStreamDeviceId, since
+ * ROCm 5 lacks hipStreamGetDevice. It answers -1 for a stream it does not know. */
+static inline hipError_t fp_gpu_stream_device(hipStream_t stream, int *device) {
+    const int d = hipGetStreamDeviceId(stream);
+    if (d < 0) return hipErrorInvalidHandle;
+    *device = d;
+    return hipSuccess;
+}
+#define FP_GPU_STREAM_DEVICE_CALL "GetStreamDeviceId"
 #define gpuEventCreate hipEventCreate
 #define gpuEventDestroy hipEventDestroy
 #define gpuEventRecord hipEventRecord

@@ -223,21 +223,15 @@ template <typename T> gpuError_t launch_dtype(const fp_gpu_launch *L, const spli
     return launch_typed<T, 256>(L, sp, splits);
 }
 
-gpuError_t launch(const fp_gpu_launch *L, int splits) {
+gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split) {
     const fp_problem *p = &L->p;
     split_args sp = {0, 0, 0, 0};
-    if (splits > 1) {
-        /* Whole tiles per split; rounding up may leave fewer splits than the workspace holds. */
-        const int64_t per = (p->seq_kv + splits - 1) / splits;
-        sp.keys_per_split = (int)((per + BC - 1) / BC * BC);
-        splits = (int)((p->seq_kv + sp.keys_per_split - 1) / sp.keys_per_split);
-    }
+    const int splits = split ? split->splits : 1;
     if (splits > 1) {
         sp.part_o = (float *)L->workspace;
         sp.part_ml = (float2 *)((char *)L->workspace + fp_split_kv_ml_offset(p, splits));
+        sp.keys_per_split = split->keys_per_split;
         sp.rows = p->batch * p->heads_q * p->seq_q;
-    } else {
-        splits = 1;
     }
     gpuError_t err = p->dtype == FLASHPORT_BF16 ? launch_dtype<gpuBFloat16>(L, sp, splits)
                                                 : launch_dtype<gpuHalf>(L, sp, splits);
@@ -249,13 +243,13 @@ gpuError_t launch(const fp_gpu_launch *L, int splits) {
 
 namespace {
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-             char *why, size_t why_len) {
-    (void)param;
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
+             fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    (void)params;
     return mfma_flash::supports_common(p, props, why, why_len);
 }
 
-gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, 1); }
+gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, NULL); }
 
 } // namespace
 

@@ -68,9 +68,10 @@ inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props
     return fp_attn_sizes_fit(p, why, why_len);
 }
 
-/* Enqueues the forward; splits > 1 writes partials to L->workspace (split_kv.h layout) and
- * merges them. Defined in mfma_flash.cu, the one file that instantiates the kernel. */
-gpuError_t launch(const fp_gpu_launch *L, int splits);
+/* Enqueues the forward; split (NULL: one pass) shares the keys out in whole tiles of BC, writes
+ * the partials to L->workspace (split_kv.h layout) and merges them. Defined in mfma_flash.cu,
+ * the one file that instantiates the kernel. */
+gpuError_t launch(const fp_gpu_launch *L, const fp_split_kv_params *split);
 
 } // namespace mfma_flash
 

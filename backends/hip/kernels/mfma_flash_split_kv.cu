@@ -11,11 +11,12 @@ namespace {
  * parallelism returns. */
 constexpr int MIN_KEYS_PER_SPLIT = 128;
 
-int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *param,
-             char *why, size_t why_len) {
+int supports(const fp_problem *p, const fp_gpu_device_props *props,
+             fp_gpu_kernel_params *params, char *why, size_t why_len) {
     if (!mfma_flash::supports_common(p, props, why, why_len)) return 0;
     const int splits = fp_split_kv_choose(p, props, mfma_flash::BR, MIN_KEYS_PER_SPLIT);
-    if (splits < 2) {
+    if (splits > 1) params->split_kv = fp_split_kv_share(p, splits, mfma_flash::BC);
+    if (params->split_kv.splits < 2) {
         snprintf(why, why_len,
                  "splitting does not pay: %lld blocks of %d rows already fill the GPU or "
                  "Nkv = %lld is too short",
@@ -24,15 +25,10 @@ int supports(const fp_problem *p, const fp_gpu_device_props *props, int64_t *par
                  mfma_flash::BR, (long long)p->seq_kv);
         return 0;
     }
-    param[1] = splits;
     return 1;
 }
 
-size_t workspace(const fp_problem *p, const int64_t *param) {
-    return fp_split_kv_workspace(p, (int)param[1]);
-}
-
-gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, (int)L->param[1]); }
+gpuError_t launch(const fp_gpu_launch *L) { return mfma_flash::launch(L, &L->params->split_kv); }
 
 } // namespace
 
@@ -41,6 +37,6 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_mfma_flash_split_kv = {
      "mfma_flash with the keys split across blocks and merged, for grids too small to fill the GPU",
      FP_PRECISION_NATIVE, FP_FEATURES_NONE},
     supports,
-    workspace,
+    fp_split_kv_kernel_workspace,
     launch,
 };

@@ -25,9 +25,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../common/ptx.cuh"
 #include "flash_forward.h"
 #include "fragment_layout.h"
-#include "ptx.cuh"
+#include "mma_ops.cuh"
 #include "tile_configs.h"
 #include "tile_loader.cuh"
 #include "warp_rows.cuh"

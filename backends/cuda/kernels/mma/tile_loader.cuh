@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
-#include "ptx.cuh"
 
 template <typename T, int ROWS, int D, int THREADS>
 struct fp_tile_loader {

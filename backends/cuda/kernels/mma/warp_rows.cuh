@@ -7,8 +7,8 @@
  * tile, or re-read from shared memory, per config); the mask, in the instance compiled for tiles
  * that need one (the end of the keys or the causal diagonal) and absent from the other, so that
  * the full tiles carry no per-element index arithmetic; the online-softmax step of
- * online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw scores,
- * which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
+ * common/online_softmax_rows.cuh, with the scale folded into its FFMA (it takes the max over raw
+ * scores, which needs a positive scale: the kernel flips the signs of Q for a negative one). P is
  * rounded to the input type straight from the accumulators into A fragments (no shuffles), and
  * O += P V. O stays un-normalised until the kernel stores it, dividing by the row sum once.
  */
@@ -18,9 +18,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../common/online_softmax_rows.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
-#include "online_softmax_rows.cuh"
-#include "ptx.cuh"
+#include "mma_ops.cuh"
 
 template <typename T, typename Cfg>
 struct fp_tc_warp_rows {

@@ -1,6 +1,6 @@
 /*
  * FlashAttention-2 forward for f32 inputs on the tensor cores with the 3xTF32 split
- * (mma.sync m16n8k8 .tf32, ptx.cuh): every operand is split into two tf32 halves and each
+ * (mma.sync m16n8k8 .tf32, tf32_split.cuh): every operand is split into two tf32 halves and each
  * product takes three mma, which keeps the result within f32 tolerances at tensor-core speed.
  *
  * One block = 16 x M_TILES x WARPS query rows of one (batch, query head); each warp owns
@@ -34,11 +34,10 @@
 
 #include <type_traits>
 
-#include "../mma/online_softmax_rows.cuh"
-#include "../mma/ptx.cuh"
+#include "../common/online_softmax_rows.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
 #include "params.h"
-#include "ptx.cuh"
 #include "tile_configs.h"
 #include "tile_load.cuh"
 #include "warp_steps.cuh"

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "../mma/ptx.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
 
 /* Global-to-shared copy of a ROWS x D f32 tile into the swizzled layout; rows at or past

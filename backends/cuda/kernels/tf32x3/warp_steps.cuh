@@ -11,9 +11,9 @@
 
 #include <math.h>
 
-#include "../mma/online_softmax_rows.cuh"
+#include "../common/online_softmax_rows.cuh"
 #include "fragment_layout.h"
-#include "ptx.cuh"
+#include "tf32_split.cuh"
 #include "tile_load.cuh"
 
 /* acc[mt][nt] += Q K^T over chunk `half` of column group u: MT 16-row slices of Q, read in

@@ -33,11 +33,10 @@
 
 #include <type_traits>
 
-#include "../mma/online_softmax_rows.cuh"
-#include "../mma/ptx.cuh"
+#include "../common/online_softmax_rows.cuh"
+#include "../common/ptx.cuh"
 #include "fragment_layout.h"
 #include "params.h"
-#include "ptx.cuh"
 #include "tile_load.cuh"
 #include "warp_steps.cuh"
 

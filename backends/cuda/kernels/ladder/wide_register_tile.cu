@@ -5,10 +5,10 @@
  * which shrinks the block's shared memory by 18% and lets more blocks share an SM. The
  * turn-taking is guarded by a barrier between the last read of K and the first write of V (the
  * write-up's kernels 4 and 5 reused their buffer without one: a race). The kernel itself is
- * common/register_tile.cuh; this file picks its shape.
+ * register_tile.cuh; this file picks its shape.
  */
-#include "../kernel_list.h"
-#include "common/register_tile.cuh"
+#include "../../kernel_list.h"
+#include "register_tile.cuh"
 
 /* 4 row groups x 4 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
 #define WRT_WARPS 4

@@ -4,10 +4,10 @@
  * online-softmax update never leaves registers, and a tile's row max and sum are 32-lane
  * shuffles with no barrier, where step 2 needed a barrier at every halving of its tree. The
  * independent FMA chains of the register tile are the rest of the gain. The kernel itself is
- * common/register_tile.cuh; this file picks its shape.
+ * register_tile.cuh; this file picks its shape.
  */
-#include "../kernel_list.h"
-#include "common/register_tile.cuh"
+#include "../../kernel_list.h"
+#include "register_tile.cuh"
 
 /* 8 row groups x 2 rows = 16 query rows, 64 keys per tile, 128 output columns per block. */
 #define RT_WARPS 8

@@ -15,10 +15,10 @@
 #ifndef FP_KERNELS_REGISTER_TILE_CUH
 #define FP_KERNELS_REGISTER_TILE_CUH
 
-#include "attention_args.cuh"
-#include "dtype.cuh"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/warp_reduce.cuh"
 #include "tile_load.cuh"
-#include "warp_reduce.cuh"
 
 #define FP_RT_LANES 32 /* lanes of a row group */
 #define FP_RT_DK 32    /* d chunk of the Q K^T product */
@@ -171,9 +171,9 @@ __global__ void __launch_bounds__(WARPS *FP_RT_LANES)
  * picks the instantiation for the problem's dtype on the grid convention of attention_args.cuh. */
 template <int WARPS, int RQ, int RC, int RV, bool SHARE_KV_BUFFER>
 static int fp_register_tile_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                                     int64_t *param, char *why, size_t why_len) {
+                                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, fp_register_tile<WARPS, RQ, RC, RV, SHARE_KV_BUFFER>::BD, why,
                              why_len);
 }

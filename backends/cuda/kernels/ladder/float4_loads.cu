@@ -14,11 +14,11 @@
  *
  * Shared memory: Q chunk 2 KiB, the K/V buffer 32 KiB, P 4 KiB.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
 /* Named, not anonymous: the emulated tests compile several kernel files as one unit. */
@@ -208,9 +208,9 @@ bool strides_vec4(const flashport_strides &s) {
 }
 
 int float4_loads_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                          int64_t *param, char *why, size_t why_len) {
+                          fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     if (p->head_dim % 4 != 0) {
         snprintf(why, why_len, "float4 loads need head_dim a multiple of 4 (got %lld)",
                  (long long)p->head_dim);

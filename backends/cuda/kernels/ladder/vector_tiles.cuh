@@ -18,10 +18,10 @@
 #ifndef FP_KERNELS_VECTOR_TILES_CUH
 #define FP_KERNELS_VECTOR_TILES_CUH
 
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 
 namespace fp_vt {
 
@@ -349,19 +349,20 @@ static gpuError_t launch_tiles(const fp_gpu_launch *L, tile_kernel kernel) {
     return gpuGetLastError();
 }
 
-/* Host: picks RW for the problem (supports) and the instantiation to launch. KERNELS::get<T, RW>()
- * returns a kernel of the family. Both have the variant table's signatures, so that a step's
- * entry names them directly; the family needs nothing of the device beyond the grid limits. */
+/* Host: the support check and the launch of the instantiation for RW = cols_per_thread(d), which
+ * both derive from the problem. KERNELS::get<T, RW>() returns a kernel of the family. Both have
+ * the variant table's signatures, so that a step's entry names them directly; the family needs
+ * nothing of the device beyond the grid limits. */
 static inline int tiles_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                                 int64_t *param, char *why, size_t why_len) {
+                                 fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    param[0] = cols_per_thread(p->head_dim);
-    return fp_attn_grid_fits(p, (int)(TX * param[0]), why, why_len);
+    (void)params;
+    return fp_attn_grid_fits(p, TX * cols_per_thread(p->head_dim), why, why_len);
 }
 
 template <class KERNELS> static gpuError_t tiles_launch(const fp_gpu_launch *L) {
     gpuError_t err = gpuSuccess;
-    switch (L->param[0]) {
+    switch (cols_per_thread(L->p.head_dim)) {
     case 4:
         FP_DISPATCH_DTYPE(L->p.dtype, T,
                           err = launch_tiles<T, 4>(L, KERNELS::template get<T, 4>()));

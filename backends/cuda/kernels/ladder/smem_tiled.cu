@@ -5,11 +5,11 @@
  * dot product from shared memory; the V tile is staged the same way. Reductions are still the
  * baseline's shared-memory trees. What this step buys is memory traffic alone.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/block_reduce.cuh"
-#include "common/dtype.cuh"
-#include "common/tile_load.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "block_reduce.cuh"
+#include "tile_load.cuh"
 
 #define SMEM_TILE 32 /* query rows, keys per tile, output columns, and the d chunk */
 #define SMEM_STRIDE (SMEM_TILE + 1) /* a padded row: column reads hit 32 different banks */
@@ -71,9 +71,9 @@ __global__ void __launch_bounds__(SMEM_TILE * SMEM_TILE) kernel_smem_tiled(fp_at
 }
 
 static int smem_tiled_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                               int64_t *param, char *why, size_t why_len) {
+                               fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, SMEM_TILE, why, why_len);
 }
 

@@ -1,9 +1,9 @@
 /*
  * One online-softmax step on a warp's rows held in mma accumulators, shared by the f16/bf16
- * forward (warp_rows.cuh) and the 3xTF32 forward (tf32x3/). Both keep S and O in the C/D layout
- * that mma.sync m16n8k16 and m16n8k8 share: of the four registers a lane holds for an 8-column
- * tile, 2i and 2i + 1 are two adjacent columns of row g + 8i (fragment_layout.h), so a row's max
- * and sum need only the shuffles among the four lanes of its group.
+ * forward (mma/warp_rows.cuh) and the 3xTF32 forward (tf32x3/). Both keep S and O in the C/D
+ * layout that mma.sync m16n8k16 and m16n8k8 share: of the four registers a lane holds for an
+ * 8-column tile, 2i and 2i + 1 are two adjacent columns of row g + 8i (mma/fragment_layout.h),
+ * so a row's max and sum need only the shuffles among the four lanes of its group.
  *
  * In: s[MT][KEY_TILES][4], one key tile's scores (masked ones -inf), to be multiplied by
  * scale_log2 > 0 (a kernel that has already scaled them passes 1). Out: s holds P = exp2(scaled
@@ -14,8 +14,8 @@
  * and O through the exp2, as it must. O and l are rescaled only when some row of the warp has a
  * new max: alpha is exactly 1 otherwise, and after the first tiles most tiles raise no max.
  */
-#ifndef FP_MMA_ONLINE_SOFTMAX_ROWS_CUH
-#define FP_MMA_ONLINE_SOFTMAX_ROWS_CUH
+#ifndef FP_KERNELS_ONLINE_SOFTMAX_ROWS_CUH
+#define FP_KERNELS_ONLINE_SOFTMAX_ROWS_CUH
 
 #include <math.h>
 
@@ -102,4 +102,4 @@ static __device__ __forceinline__ void fp_mma_softmax_step(float (&s)[MT][KEY_TI
     }
 }
 
-#endif /* FP_MMA_ONLINE_SOFTMAX_ROWS_CUH */
+#endif /* FP_KERNELS_ONLINE_SOFTMAX_ROWS_CUH */

@@ -21,11 +21,11 @@
  */
 #include <mma.h>
 
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/dtype.cuh"
-#include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "../common/online_softmax.cuh"
+#include "../common/warp_reduce.cuh"
 #include "vector_tiles.cuh"
 
 /* Named, not anonymous: the emulated tests compile several kernel files as one unit. */
@@ -227,8 +227,8 @@ __global__ void __launch_bounds__(THREADS) kernel_wmma_f16(fp_attn_args a, bool 
 }
 
 int wmma_f16_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                      int64_t *param, char *why, size_t why_len) {
-    (void)param;
+                      fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    (void)params;
     if (props->cc_major < 8) {
         snprintf(why, why_len, "WMMA with bf16 and f16 operands needs compute capability 8.0+ "
                                "(device is %d.%d)", props->cc_major, props->cc_minor);

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "dtype.cuh"
+#include "../common/dtype.cuh"
 
 template <typename T, int ROWS, int COLS, int THREADS>
 __device__ __forceinline__ void fp_stage_tile(float *dst, int dst_stride, const T *src,

@@ -2,10 +2,12 @@
  * The 3xTF32 pieces of the f32 tensor-core forward: splitting an f32 into two tf32 halves, and
  * one m16n8k8 product of split operands. Callers compile these only for __CUDA_ARCH__ >= 800.
  */
-#ifndef FP_TF32X3_PTX_CUH
-#define FP_TF32X3_PTX_CUH
+#ifndef FP_TF32X3_TF32_SPLIT_CUH
+#define FP_TF32X3_TF32_SPLIT_CUH
 
 #include <stdint.h>
+
+#include "../common/ptx.cuh"
 
 /* x = big + small + e, |e| <= 2^-20 |x|: the pair carries about 20 significant bits of x where
  * one tf32 carries 11. big = x with its 13 low bits cleared (a tf32); x - big is then exact in
@@ -28,16 +30,6 @@ static __device__ __forceinline__ fp_tf32_pair fp_tf32_split(float x)
     return p;
 }
 
-static __device__ __forceinline__ void fp_mma_tf32(float (&d)[4], uint32_t a0, uint32_t a1,
-                                                   uint32_t a2, uint32_t a3, uint32_t b0,
-                                                   uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 /* Term `term` of d += a * b to about f32 accuracy: 0 small*big, 1 big*small, 2 big*big; the
  * small*small term (below 2^-20 of the product) is dropped. Callers issue one term for several
  * independent accumulators before the next term, so that consecutive mma do not wait on each
@@ -47,11 +39,11 @@ static __device__ __forceinline__ void fp_mma_3xtf32_term(float (&d)[4], const f
                                                           const fp_tf32_pair &b1, int term)
 {
     if (term == 0)
-        fp_mma_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
+        fp_mma_m16n8k8_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
     else if (term == 1)
-        fp_mma_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
+        fp_mma_m16n8k8_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
     else
-        fp_mma_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
+        fp_mma_m16n8k8_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
 }
 
-#endif /* FP_TF32X3_PTX_CUH */
+#endif /* FP_TF32X3_TF32_SPLIT_CUH */

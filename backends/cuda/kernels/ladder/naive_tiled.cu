@@ -6,10 +6,10 @@
  * thread folds the tile into its one output element. Every block of output columns recomputes
  * the whole of Q K^T, which is what the later steps of the ladder remove, piece by piece.
  */
-#include "../kernel_list.h"
-#include "common/attention_args.cuh"
-#include "common/block_reduce.cuh"
-#include "common/dtype.cuh"
+#include "../../kernel_list.h"
+#include "../common/attention_args.cuh"
+#include "../common/dtype.cuh"
+#include "block_reduce.cuh"
 
 #define NAIVE_TILE 32 /* query rows, keys per tile, and output columns of one block */
 
@@ -63,9 +63,9 @@ __global__ void __launch_bounds__(NAIVE_TILE * NAIVE_TILE) kernel_naive_tiled(fp
 }
 
 static int naive_tiled_supports(const fp_problem *p, const fp_gpu_device_props *props,
-                                int64_t *param, char *why, size_t why_len) {
+                                fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)props;
-    (void)param;
+    (void)params;
     return fp_attn_grid_fits(p, NAIVE_TILE, why, why_len);
 }
 

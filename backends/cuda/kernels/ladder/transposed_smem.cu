@@ -10,7 +10,7 @@
  *
  * Shared memory: one Q/K chunk (13 KiB), one V chunk (up to 16 KiB), P (9 KiB).
  */
-#include "../kernel_list.h"
+#include "../../kernel_list.h"
 #include "vector_tiles.cuh"
 
 using namespace fp_vt;

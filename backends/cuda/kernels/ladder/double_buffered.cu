@@ -10,7 +10,7 @@
  *
  * Shared memory: two stage buffers of max(Q/K chunk, V chunk) (up to 2 x 16 KiB) and P (9 KiB).
  */
-#include "../kernel_list.h"
+#include "../../kernel_list.h"
 #include "vector_tiles.cuh"
 
 using namespace fp_vt;

@@ -1,0 +1,27 @@
+/* An opened device: what the backend's files that queue work on it share. */
+#ifndef FP_OPENCL_DEVICE_CONTEXT_H
+#define FP_OPENCL_DEVICE_CONTEXT_H
+
+#include "cl_loader.h"
+#include "devices.h"
+
+/* Programs built for one device, kept for the life of the context. */
+typedef struct fp_cl_program_entry fp_cl_program_entry;
+
+/* An opened device: context, in-order profiling queue, built programs, active timers. */
+typedef struct fp_cl_dev {
+    const fp_cl_api *cl;
+    const fp_cl_device_desc *desc;
+    cl_context context;
+    cl_command_queue queue;
+    int borrowed_queue; /* the caller's queue (open_queue): retained, never waited for on close */
+    fp_cl_program_entry *programs;
+    /* While a timer runs, the first and the latest kernel events queued since its start. */
+    int timers_running;
+    cl_event first_event;
+    cl_event last_event;
+    /* The tensor-core program failed to build once: the portable kernel runs from then on. */
+    int nv_tf32x3_build_failed;
+} fp_cl_dev;
+
+#endif /* FP_OPENCL_DEVICE_CONTEXT_H */
