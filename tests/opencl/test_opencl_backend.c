@@ -147,6 +147,14 @@ int main(int argc, char **argv) {
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "tm | br");
     setenv("FLASHPORT_OPENCL_TILE", "br=1024,bc=1024,tm=1,tn=1,dv=1024", 1);
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "work-items");
+    /* Zero and huge keys are out of range before any of them divides or multiplies (kc=0 and
+     * tm=0 divided by zero, found by fuzz_tile_env). */
+    static const char *const out_of_range[] = {"kc=0",  "tm=0", "tn=0", "br=9223372036854775807",
+                                               "dv=-4", "om=0"};
+    for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; i++) {
+        setenv("FLASHPORT_OPENCL_TILE", out_of_range[i], 1);
+        CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "is outside");
+    }
     unsetenv("FLASHPORT_OPENCL_TILE");
     unsetenv("FLASHPORT_OPENCL_KERNEL");
 
