@@ -2,7 +2,8 @@
 # Builds flashport with AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitizer (clang;
 # CUDA and HIP off, OpenCL on) into its own folder (default: build-sanitize), then runs under
 # them with ctest: the unit tests, the conformance suite on the reference and cpu_simd backends,
-# the OpenCL backend's tests on PoCL, and module loading. Any report fails the run: UBSan is
+# the OpenCL backend's tests on PoCL, and module loading (not the sweeps labelled long). Any
+# report fails the run: UBSan is
 # fatal (-fno-sanitize-recover=all), and the only suppressions, in scripts/sanitize.supp, are
 # for third-party code (PoCL and LLVM), each with its reason, in the OpenCL tests alone.
 #
@@ -42,8 +43,9 @@ cmake --build "$build" -j"$(nproc)"
 
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E "$exclude|^test_opencl" "$@"
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE long -E "$exclude|^test_opencl" "$@"
 # The OpenCL tests load PoCL and LLVM, whose leaks at exit scripts/sanitize.supp names (and
 # only these tests run with it: it names C++'s operator new, which only those libraries call).
 LSAN_OPTIONS=suppressions=$here/scripts/sanitize.supp:print_suppressions=0 \
-  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R '^test_opencl' -E "$exclude" "$@"
+  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE long -R '^test_opencl' -E "$exclude" \
+  "$@"
