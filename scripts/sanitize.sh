@@ -77,9 +77,10 @@ cmake --build "$build" -j"$(nproc)"
 # answer with OUT_OF_MEMORY rather than ASan stopping the process.
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_string_checks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE long -E "$exclude|^test_opencl" "$@"
-# The OpenCL tests load PoCL and LLVM, whose leaks at exit scripts/sanitize.supp names (and
-# only these tests run with it: it names C++'s operator new, which only those libraries call).
+# The tests that load PoCL and LLVM: the OpenCL ones, and the guard zones on every backend.
+pocl='^(test_opencl.*|test_guard_zones)$'
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE long -E "$exclude|$pocl" "$@"
+# PoCL's and LLVM's leaks at exit are named in scripts/sanitize.supp, and only these tests run
+# with it (it names C++'s operator new, which only those libraries call).
 LSAN_OPTIONS=suppressions=$here/scripts/sanitize.supp:print_suppressions=0 \
-  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE long -R '^test_opencl' -E "$exclude" \
-  "$@"
+  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE long -R "$pocl" -E "$exclude" "$@"
