@@ -34,6 +34,7 @@ typedef struct bench_shape {
     int64_t page_size; /* > 0: K and V in a paged cache of pages this size */
     int varlen;        /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
                         * Lkv = Lq + seq_kv - seq_q keys */
+    int kv_mixed;      /* 1: sequence b has Lkv drawn from 1..seq_kv (paged or varlen only) */
 } bench_shape;
 
 /* A shape made concrete: its descriptor and the host tables the descriptor needs, with the
@@ -48,6 +49,7 @@ typedef struct bench_problem {
     int64_t tokens_q, tokens_kv;        /* rows of real data: the sums of the lengths */
     int64_t q_elems, kv_elems, o_elems; /* elements of one Q, of one of K and V, of O */
     double flops;                       /* bench_problem_create's count (bench_shape_help) */
+    double bytes; /* what the call must move at least: Q, O, and each sequence's visible K/V */
 } bench_problem;
 
 /* Everything the command line decides. */
@@ -59,10 +61,13 @@ typedef struct bench_options {
     int dtype_given;     /* --dtype was on the command line */
     int layout_given;    /* --layout was */
     int warmup, repeat;
+    int queue;          /* calls queued back to back per timed sample */
     double max_seconds; /* > 0: fewer repeats when they would take longer than this */
     int threads;        /* 0: leave FLASHPORT_NUM_THREADS alone */
     int cpu_time;       /* time calls by process CPU time (CPU devices) */
     int check;          /* compare each output with the reference backend */
+    int backward;       /* time the backward pass (FLOPs: 2.5x the forward's) */
+    int deterministic;  /* with backward: desc.deterministic = 1 */
     double check_flops; /* most FLOPs the reference spends per shape on a check */
     int measure_peaks;
     int input_sets; /* 0: automatic (rotate when the inputs fit in cache) */
@@ -91,7 +96,10 @@ typedef struct bench_record {
     char ceiling_name[64]; /* "" when no ceiling applies */
     double ceiling_tflops; /* 0 when unknown */
     double pct_of_ceiling; /* < 0 when unknown */
-    int checked;           /* max_abs_err / rel_l2_err are set */
+    double bytes_moved;    /* bench_problem.bytes */
+    /* bytes_moved per median time over the measured copy bandwidth; < 0 when unknown */
+    double bandwidth_fraction;
+    int checked; /* max_abs_err / rel_l2_err are set */
     double max_abs_err, rel_l2_err;
     char checked_on[96];        /* which part of the output was compared */
     double speedup_vs_previous; /* ladder only; 0 when not applicable */
@@ -145,6 +153,7 @@ typedef struct bench_inputs {
     int sets;
     flashport_buffer **q, **k, **v;
     flashport_buffer *o;
+    flashport_buffer *lse, *d_o, *d_q, *d_k, *d_v; /* backward only: the forward's LSE, dO, grads */
     flashport_buffer *cu_q, *cu_kv, *seqlens_kv, *block_table, *alibi, *descale[3];
     void *host_q, *host_k, *host_v; /* set 0, in the shape's dtype */
     size_t q_bytes, k_bytes, v_bytes, o_bytes;
@@ -163,8 +172,14 @@ int bench_choose_sets(size_t set_bytes, size_t cache_bytes);
 flashport_status bench_inputs_create(flashport_context *ctx, const bench_problem *p, int sets,
                                      uint64_t seed, bench_inputs *in, char *why, size_t why_len);
 void bench_inputs_destroy(bench_inputs *in);
-/* The buffers of input set `set` as the arguments of a call. */
+/* The buffers of input set `set` as the arguments of a call (of the backward pass, with its
+ * buffers, when bench_inputs_add_backward made them). */
 void bench_inputs_args(const bench_inputs *in, int set, flashport_attention_args *args);
+/* The backward pass's buffers: a random dO, the gradients, and the LSE, with O and LSE filled by
+ * a forward call on input set 0 (the only set: the backward reads that set's O and LSE). */
+flashport_status bench_inputs_add_backward(flashport_context *ctx, const bench_problem *p,
+                                           uint64_t seed, bench_inputs *in, char *why,
+                                           size_t why_len);
 
 /* ---- checks against the reference backend (bench_check.c) ---- */
 /* The part of the output that is compared: the batch's first `batch` entries (of a packed

@@ -79,9 +79,10 @@ void bench_inputs_destroy(bench_inputs *in) {
         if (in->k && in->k[s]) flashport_buffer_free(in->k[s]);
         if (in->v && in->v[s]) flashport_buffer_free(in->v[s]);
     }
-    flashport_buffer *shared[] = {in->o,          in->cu_q,        in->cu_kv,
-                                  in->seqlens_kv, in->block_table, in->alibi,
-                                  in->descale[0], in->descale[1],  in->descale[2]};
+    flashport_buffer *shared[] = {in->o,           in->cu_q,  in->cu_kv,      in->seqlens_kv,
+                                  in->block_table, in->alibi, in->descale[0], in->descale[1],
+                                  in->descale[2],  in->lse,   in->d_o,        in->d_q,
+                                  in->d_k,         in->d_v};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; ++i)
         if (shared[i]) flashport_buffer_free(shared[i]);
     free(in->q);
@@ -149,6 +150,45 @@ void bench_inputs_args(const bench_inputs *in, int set, flashport_attention_args
     a->q_descale = in->descale[0];
     a->k_descale = in->descale[1];
     a->v_descale = in->descale[2];
+    if (!in->d_o) return;
+    a->lse = in->lse;
+    a->d_o = in->d_o;
+    a->d_q = in->d_q;
+    a->d_k = in->d_k;
+    a->d_v = in->d_v;
+}
+
+flashport_status bench_inputs_add_backward(flashport_context *ctx, const bench_problem *p,
+                                           uint64_t seed, bench_inputs *in, char *why,
+                                           size_t why_len) {
+    const flashport_attention_desc *d = &p->desc;
+    const size_t os = flashport_dtype_size(d->out_dtype);
+    const size_t lse_bytes = sizeof(float) * (size_t)d->heads_q *
+                             (size_t)(d->q_varlen ? d->total_q : d->batch * d->seq_q);
+    void *host_do = malloc(in->o_bytes);
+    flashport_status st = host_do ? FLASHPORT_OK : FLASHPORT_ERROR_OUT_OF_MEMORY;
+    why[0] = '\0';
+    if (st) snprintf(why, why_len, "host allocation of dO failed");
+    if (!st) bench_fill_random(host_do, d->out_dtype, p->o_elems, seed + 3);
+    if (!st) st = flashport_buffer_alloc(ctx, lse_bytes, &in->lse);
+    if (!st) st = upload_table(ctx, host_do, in->o_bytes, &in->d_o);
+    if (!st) st = flashport_buffer_alloc(ctx, in->o_bytes, &in->d_q);
+    if (!st) st = flashport_buffer_alloc(ctx, (size_t)p->kv_elems * os, &in->d_k);
+    if (!st) st = flashport_buffer_alloc(ctx, (size_t)p->kv_elems * os, &in->d_v);
+    free(host_do);
+    if (!st) {
+        flashport_attention_args a;
+        flashport_buffer *d_o = in->d_o;
+        in->d_o = NULL; /* the forward call's arguments */
+        bench_inputs_args(in, 0, &a);
+        in->d_o = d_o;
+        a.lse = in->lse;
+        st = flashport_attention_run(ctx, d, &a);
+        if (!st) st = flashport_synchronize(ctx);
+    }
+    if (st && !why[0]) snprintf(why, why_len, "backward buffers: %s", flashport_last_error());
+    if (st) bench_inputs_destroy(in);
+    return st;
 }
 
 flashport_status bench_inputs_create(flashport_context *ctx, const bench_problem *p, int sets,

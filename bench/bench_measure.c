@@ -78,11 +78,13 @@ static bench_status fail(bench_record *rec, const char *what) {
     return rec->status;
 }
 
+/* One call: the forward pass, or the backward when the inputs carry its buffers. */
 static flashport_status run_set(flashport_context *ctx, const flashport_attention_desc *d,
                                 const bench_inputs *in, int set) {
     flashport_attention_args args;
     bench_inputs_args(in, set, &args);
-    return flashport_attention_run(ctx, d, &args);
+    return in->d_o ? flashport_attention_backward(ctx, d, &args)
+                   : flashport_attention_run(ctx, d, &args);
 }
 
 bench_status bench_measure(flashport_context *ctx, const bench_env *env, const bench_options *opt,
@@ -92,6 +94,8 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     memset(rec, 0, sizeof *rec);
     rec->shape = *shape;
     rec->pct_of_ceiling = -1;
+    rec->bandwidth_fraction = -1;
+    rec->bytes_moved = bp->bytes;
     rec->input_sets = in->sets;
     rec->input_bytes = in->q_bytes + in->k_bytes + in->v_bytes;
     rec->output_bytes = in->o_bytes;
@@ -101,12 +105,16 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
 
     flashport_attention_desc d = bp->desc;
     d.kernel = kernel;
+    d.deterministic = opt->backward && opt->deterministic;
     const flashport_attention_desc *p = &d;
-    rec->flops = bp->flops;
+    /* The backward pass does five products of the forward's two sizes, minus one it shares:
+     * FLOPs counted as 2.5 times the forward's, as the FlashAttention papers count them. */
+    rec->flops = opt->backward ? 2.5 * bp->flops : bp->flops;
 
     flashport_plan_info plan;
     memset(&plan, 0, sizeof plan);
-    flashport_status st = flashport_attention_plan(ctx, p, &plan);
+    flashport_status st = opt->backward ? flashport_attention_backward_plan(ctx, p, &plan)
+                                        : flashport_attention_plan(ctx, p, &plan);
     if (st == FLASHPORT_ERROR_UNSUPPORTED) {
         rec->status = BENCH_UNSUPPORTED;
         snprintf(rec->message, sizeof rec->message, "%s",
@@ -165,9 +173,12 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
             free(ms);
             return fail(rec, "timer start");
         }
-        st = run_set(ctx, p, in, (warmup + i) % in->sets);
+        st = FLASHPORT_OK;
+        for (int q = 0; q < opt->queue && st == FLASHPORT_OK; ++q)
+            st = run_set(ctx, p, in, (warmup + i * opt->queue + q) % in->sets);
         /* The timer is stopped even after a failed call so that it is freed. */
         flashport_status st_stop = flashport_timer_stop(t, &ms[i]);
+        ms[i] /= opt->queue;
         if (st != FLASHPORT_OK || st_stop != FLASHPORT_OK) {
             free(ms);
             return fail(rec, st != FLASHPORT_OK ? "attention" : "timer stop");
@@ -181,6 +192,9 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     rec->tflops = rec->ms_median > 0 ? rec->flops / (rec->ms_median * 1e-3) / 1e12 : 0;
     choose_ceiling(env, shape->dtype, rec->precision, rec);
     if (rec->ceiling_tflops > 0) rec->pct_of_ceiling = 100.0 * rec->tflops / rec->ceiling_tflops;
+    if (env->have_peaks && env->peaks.copy_gbps > 0 && rec->ms_median > 0)
+        rec->bandwidth_fraction =
+            rec->bytes_moved / (rec->ms_median * 1e-3) / (env->peaks.copy_gbps * 1e9);
 
     if (ref_o) {
         void *out = malloc(in->o_bytes);

@@ -42,8 +42,8 @@ void bench_print_header(FILE *out, int ladder) {
         fprintf(out, "%-20s %10s %10s %12s %10s %9s  %s\n", "kernel", "time(ms)", "vs prev",
                 "max abs err", "rel L2", "TFLOP/s", "what it does");
     else
-        fprintf(out, "%-64s %-20s %10s %21s %9s %7s %10s\n", "shape", "kernel", "median ms",
-                "[min, max]", "TFLOP/s", "%ceil", "max err");
+        fprintf(out, "%-64s %-20s %10s %21s %9s %7s %6s %10s\n", "shape", "kernel", "median ms",
+                "[min, max]", "TFLOP/s", "%ceil", "%bw", "max err");
 }
 
 void bench_print_record(FILE *out, const bench_record *r, int ladder) {
@@ -60,21 +60,22 @@ void bench_print_record(FILE *out, const bench_record *r, int ladder) {
                     r->message);
         return;
     }
-    char err[32] = "-", rel[32] = "-", prev[32] = "-", pct[16] = "-";
+    char err[32] = "-", rel[32] = "-", prev[32] = "-", pct[16] = "-", bw[16] = "-";
     if (r->checked) {
         snprintf(err, sizeof err, "%.3g", r->max_abs_err);
         snprintf(rel, sizeof rel, "%.3g", r->rel_l2_err);
     }
     if (r->speedup_vs_previous > 0) snprintf(prev, sizeof prev, "%.2fx", r->speedup_vs_previous);
     if (r->pct_of_ceiling >= 0) snprintf(pct, sizeof pct, "%.1f", r->pct_of_ceiling);
+    if (r->bandwidth_fraction >= 0) snprintf(bw, sizeof bw, "%.1f", 100.0 * r->bandwidth_fraction);
     if (ladder) {
         fprintf(out, "%-20s %10.3f %10s %12s %10s %9.3f  %s\n", name, r->ms_median, prev, err, rel,
                 r->tflops, r->description);
     } else {
         char range[48];
         snprintf(range, sizeof range, "[%.3f, %.3f]", r->ms_min, r->ms_max);
-        fprintf(out, "%-64s %-20s %10.3f %21s %9.3f %7s %10s\n", shape, name, r->ms_median, range,
-                r->tflops, pct, err);
+        fprintf(out, "%-64s %-20s %10.3f %21s %9.3f %7s %6s %10s\n", shape, name, r->ms_median,
+                range, r->tflops, pct, bw, err);
     }
 }
 
@@ -121,6 +122,8 @@ static void json_shape(cli_json *j, const bench_shape *s) {
     json_int(j, "page_size", s->page_size);
     cli_json_key(j, "varlen");
     cli_json_bool(j, s->varlen);
+    cli_json_key(j, "kv_mixed");
+    cli_json_bool(j, s->kv_mixed);
     cli_json_end_object(j);
 }
 
@@ -153,6 +156,8 @@ static void json_record(cli_json *j, const bench_env *env, const bench_record *r
         json_str(j, "ceiling", r->ceiling_name);
         json_num(j, "ceiling_tflops", r->ceiling_tflops > 0 ? r->ceiling_tflops : NAN);
         json_num(j, "pct_of_ceiling", r->pct_of_ceiling >= 0 ? r->pct_of_ceiling : NAN);
+        json_num(j, "bytes_moved", r->bytes_moved);
+        json_num(j, "bandwidth_fraction", r->bandwidth_fraction >= 0 ? r->bandwidth_fraction : NAN);
         json_int(j, "workspace_bytes", (int64_t)r->workspace_bytes);
         json_int(j, "input_bytes", (int64_t)r->input_bytes);
         json_int(j, "output_bytes", (int64_t)r->output_bytes);
@@ -196,9 +201,14 @@ int bench_write_json(const char *path, const bench_env *env, const bench_options
     cli_json_begin_object(&j);
     json_int(&j, "warmup", opt->warmup);
     json_int(&j, "repeat", opt->repeat);
+    json_int(&j, "queue", opt->queue);
     json_num(&j, "max_seconds", opt->max_seconds);
     json_int(&j, "threads", opt->threads);
     json_str(&j, "clock", opt->cpu_time ? "process_cpu" : "timer");
+    /* "backward": flashport_attention_backward, FLOPs 2.5x the forward's */
+    json_str(&j, "pass",
+             opt->backward ? (opt->deterministic ? "backward_deterministic" : "backward")
+                           : "forward");
     json_int(&j, "cpu_threads_for_ceiling", env->cpu_threads);
     json_int(&j, "seed", (int64_t)opt->seed);
     json_int(&j, "cache_bytes", (int64_t)env->cache_bytes);
@@ -247,7 +257,8 @@ int bench_write_csv(const char *path, const bench_env *env, const bench_record *
     fprintf(f, "backend,device,kernel,status,dtype,layout,batch,heads_q,heads_kv,seq_q,seq_kv,"
                "head_dim,causal,out_dtype,window_left,window_right,softcap,alibi,page_size,"
                "varlen,tokens_q,tokens_kv,flops,ms_min,ms_median,ms_max,tflops,ceiling,"
-               "pct_of_ceiling,max_abs_err,rel_l2_err,workspace_bytes,peak_rss_bytes,message\n");
+               "pct_of_ceiling,bytes_moved,bandwidth_fraction,max_abs_err,rel_l2_err,workspace_"
+               "bytes,peak_rss_bytes,message\n");
     for (int i = 0; i < n; ++i) {
         const bench_record *r = &recs[i];
         const bench_shape *s = &r->shape;
@@ -267,6 +278,8 @@ int bench_write_csv(const char *path, const bench_env *env, const bench_record *
             fprintf(f, "%.6g,%.6g,%.6g,%.6g,%s,", r->ms_min, r->ms_median, r->ms_max, r->tflops,
                     r->ceiling_name);
             if (r->pct_of_ceiling >= 0) fprintf(f, "%.4g", r->pct_of_ceiling);
+            fprintf(f, ",%.6g,", r->bytes_moved);
+            if (r->bandwidth_fraction >= 0) fprintf(f, "%.4g", r->bandwidth_fraction);
             fputc(',', f);
             if (r->checked)
                 fprintf(f, "%.6g,%.6g", r->max_abs_err, r->rel_l2_err);
@@ -274,7 +287,7 @@ int bench_write_csv(const char *path, const bench_env *env, const bench_record *
                 fputc(',', f);
             fprintf(f, ",%zu,%lld,", r->workspace_bytes, r->peak_rss_bytes);
         } else {
-            fprintf(f, ",,,,,,,,,,");
+            fprintf(f, ",,,,,,,,,,,,");
         }
         csv_quoted(f, r->message);
         fputc('\n', f);

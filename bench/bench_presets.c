@@ -20,8 +20,8 @@ void bench_preset_help(FILE *out) {
             "  ladder   every CUDA ladder kernel (naive_tiled ... wmma_f16) on the seed shape and\n"
             "           on B=16, H=16, N=1024, d=128 (B*N=16384), f32; prints time, speedup over\n"
             "           the previous variant and max abs error against the reference backend\n"
-            "  decode   Nq=1, Nkv in {4096,32768,131072}, B=1, Hq=32, Hkv=8, d=128 (dtype as\n"
-            "           fa-grid)\n"
+            "  decode   Nq=1, Nkv in {4096,32768,131072}, B=1, Hq=32, d=128, GQA (Hkv=8) then\n"
+            "           MHA (Hkv=32) (dtype as fa-grid)\n"
             "  cpu      d in {64,128}, N in {512,1024,2048,4096}, causal off and on, B=H=1, f32\n"
             "Feature presets (dtype as fa-grid unless said; d=128 unless said):\n"
             "  window   Mistral-like: B=1, Hq=32, Hkv=8, causal N in {8192,...,65536}, without\n"
@@ -35,6 +35,12 @@ void bench_preset_help(FILE *out) {
             "           (d in {64,128}, H=2048/d), causal off and on\n"
             "  decode-paged  decode's shapes over a paged cache of 16-row pages, and B=32 at\n"
             "           Nkv=4096\n"
+            "  serve    serving (dtype as fa-grid; Hq=32, Hkv=8, d=128, pages of 16 rows):\n"
+            "           decode batches of B in {1,8,32,64} sequences with cache lengths\n"
+            "           drawn from 1..32768 (kvmix), speculative decoding (B=8, Nq=4, causal,\n"
+            "           lengths from 1..8192), chunked prefill (B=4, a 512-query causal chunk\n"
+            "           over 8192 keys), and a sliding-window prefill (N=32768,\n"
+            "           window=4095,0)\n"
             "  fp8      fp8_e4m3 inputs (O bf16), hidden 2048, d=128, B*N=16384,\n"
             "           N in {1024,...,8192}, causal off and on; --dtype bf16 runs the same\n"
             "           shapes unquantised\n");
@@ -89,9 +95,10 @@ int bench_preset_shapes(const char *name, flashport_dtype dtype_default, bench_s
                             make(16384 / seq, h, h, seq, seq, dims[di], dtype_default, c));
                 }
     } else if (strcmp(name, "decode") == 0) {
-        static const int64_t kv[] = {4096, 32768, 131072};
-        for (int i = 0; i < 3; ++i)
-            n = put(shapes, max, n, make(1, 32, 8, 1, kv[i], 128, dtype_default, 0));
+        static const int64_t kv[] = {4096, 32768, 131072}, hkv[] = {8, 32};
+        for (int h = 0; h < 2; ++h)
+            for (int i = 0; i < 3; ++i)
+                n = put(shapes, max, n, make(1, 32, hkv[h], 1, kv[i], 128, dtype_default, 0));
     } else if (strcmp(name, "cpu") == 0) {
         for (int c = 0; c <= 1; ++c)
             for (int64_t d = 64; d <= 128; d *= 2)
@@ -131,6 +138,19 @@ int bench_preset_shapes(const char *name, flashport_dtype dtype_default, bench_s
         for (int i = 0; i < 3; ++i)
             n = put(shapes, max, n, paged(make(1, 32, 8, 1, kv[i], 128, dtype_default, 0), 16));
         n = put(shapes, max, n, paged(make(32, 32, 8, 1, 4096, 128, dtype_default, 0), 16));
+    } else if (strcmp(name, "serve") == 0) {
+        static const int64_t batches[] = {1, 8, 32, 64};
+        for (int i = 0; i < 4; ++i) {
+            bench_shape s = paged(make(batches[i], 32, 8, 1, 32768, 128, dtype_default, 0), 16);
+            s.kv_mixed = 1;
+            n = put(shapes, max, n, s);
+        }
+        bench_shape spec = paged(make(8, 32, 8, 4, 8192, 128, dtype_default, 1), 16);
+        spec.kv_mixed = 1;
+        n = put(shapes, max, n, spec);
+        n = put(shapes, max, n, paged(make(4, 32, 8, 512, 8192, 128, dtype_default, 1), 16));
+        n = put(shapes, max, n,
+                windowed(make(1, 32, 8, 32768, 32768, 128, dtype_default, 1), 4095, 0));
     } else if (strcmp(name, "fp8") == 0) {
         for (int c = 0; c <= 1; ++c)
             for (int64_t seq = 1024; seq <= 8192; seq *= 2)

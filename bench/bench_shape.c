@@ -23,7 +23,8 @@ void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
     if (s->alibi && n < len) n += (size_t)snprintf(buf + n, len - n, " alibi");
     if (s->page_size > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " page=%lld", (long long)s->page_size);
-    if (s->varlen && n < len) snprintf(buf + n, len - n, " varlen");
+    if (s->varlen && n < len) n += (size_t)snprintf(buf + n, len - n, " varlen");
+    if (s->kv_mixed && n < len) snprintf(buf + n, len - n, " kvmix");
 }
 
 void bench_shape_help(FILE *out) {
@@ -31,7 +32,7 @@ void bench_shape_help(FILE *out) {
             "Shapes (--list-shapes prints them; --shape reads one back; sizes left out take the\n"
             "shape flags' defaults):\n"
             "  DTYPE B=n Hq=n Hkv=n Nq=n Nkv=n d=n [causal] [bhnd|bnhd] [window=L,R] [softcap=C]\n"
-            "  [alibi] [page=P] [varlen]\n"
+            "  [alibi] [page=P] [varlen] [kvmix]\n"
             "  window=L,R  key j visible to query i when i+a-L <= j <= i+a+R (a = Nkv - Nq;\n"
             "              -1: unbounded), so window=4095,0 is a causal 4096-key window\n"
             "  softcap=C   s = C tanh(s / C)\n"
@@ -41,11 +42,16 @@ void bench_shape_help(FILE *out) {
             "  varlen      a packed batch: sequence b has Lq drawn uniformly from 1..Nq (--seed)\n"
             "              and Lkv = Lq + Nkv - Nq keys (needs Nkv >= Nq); with page=P the keys\n"
             "              are paged and Q is packed\n"
+            "  kvmix       sequence b has Lkv drawn uniformly from 1..Nkv (--seed): a serving\n"
+            "              batch of mixed cache lengths (needs page=P or varlen)\n"
             "  fp8_e4m3 and fp8_e5m2 inputs are random finite bytes, descaled by 0.5 each, and O\n"
             "  is bf16.\n"
             "FLOPs: 4 d Hq per visible (query, key) pair as flashport_attention_desc_flops counts\n"
             "them (causal halves the square; windows count exactly), summed over the real\n"
-            "sequences of varlen and paged shapes, so TFLOP/s is on real tokens.\n");
+            "sequences of varlen and paged shapes, so TFLOP/s is on real tokens.\n"
+            "Bytes: what a call must move at least, Q and O once and each sequence's visible\n"
+            "K and V rows once (a window's keys, not the cache's); bandwidth_fraction is that\n"
+            "over the median time, as a fraction of the measured copy bandwidth.\n");
 }
 
 /* ---- parsing ---- */
@@ -98,6 +104,8 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
                 r.alibi = 1;
             else if (strcmp(tok, "varlen") == 0)
                 r.varlen = 1;
+            else if (strcmp(tok, "kvmix") == 0)
+                r.kv_mixed = 1;
             else
                 known = 0;
         } else if (strcmp(tok, "B") == 0)
@@ -149,6 +157,10 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
                  (long long)r.heads_kv);
         return 0;
     }
+    if (r.kv_mixed && !r.varlen && r.page_size == 0) {
+        snprintf(why, why_len, "kvmix needs page=P or varlen (dense K/V has one length)");
+        return 0;
+    }
     if (r.varlen && r.seq_kv < r.seq_q) {
         snprintf(why, why_len, "varlen needs Nkv >= Nq (each sequence has Lq + Nkv - Nq keys)");
         return 0;
@@ -190,6 +202,14 @@ static double sequence_flops(const bench_shape *s, int64_t lq, int64_t lkv) {
     return flashport_attention_desc_flops(&d);
 }
 
+/* Key rows of one sequence that some query sees: all of them, unless a left window bound
+ * leaves the older ones unseen. */
+static int64_t visible_kv_rows(const bench_shape *s, int64_t lq, int64_t lkv) {
+    if (!s->window || s->window_left < 0) return lkv;
+    const int64_t w = s->window_left + lq + (s->window_right > 0 ? s->window_right : 0);
+    return w < lkv ? w : lkv;
+}
+
 int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, char *why,
                          size_t why_len) {
     memset(p, 0, sizeof *p);
@@ -208,7 +228,10 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
         const int64_t lq =
             s->varlen ? 1 + (int64_t)(splitmix64(&state) % (uint64_t)s->seq_q) : s->seq_q;
         p->len_q[i] = (int32_t)lq;
-        p->len_kv[i] = (int32_t)(s->varlen ? lq + s->seq_kv - s->seq_q : s->seq_kv);
+        p->len_kv[i] =
+            (int32_t)(s->kv_mixed ? 1 + (int64_t)(splitmix64(&state) % (uint64_t)s->seq_kv)
+                      : s->varlen ? lq + s->seq_kv - s->seq_q
+                                  : s->seq_kv);
         p->tokens_q += p->len_q[i];
         p->tokens_kv += p->len_kv[i];
         if (p->len_q[i] > max_q) max_q = p->len_q[i];
@@ -285,6 +308,13 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
     } else {
         for (int64_t i = 0; i < b; i++) p->flops += sequence_flops(s, p->len_q[i], p->len_kv[i]);
     }
+    const double in = (double)flashport_dtype_size(s->dtype), row = (double)s->head_dim;
+    double kv_rows = 0;
+    for (int64_t i = 0; i < b; i++)
+        kv_rows += (double)visible_kv_rows(s, p->len_q[i], p->len_kv[i]);
+    p->bytes = (double)p->tokens_q * (double)s->heads_q * row *
+                   (in + (double)flashport_dtype_size(d->out_dtype)) +
+               2.0 * kv_rows * (double)s->heads_kv * row * in;
     return 1;
 oom:
     bench_problem_destroy(p);

@@ -2,8 +2,9 @@
 """Runs flashport-bench on the reference backend and checks its exit codes and what it writes:
 the JSON parses and carries every documented field with sane values, and the CSV matches it;
 shapes with the v2 features (window, softcap, ALiBi, paged, varlen, FP8) run through --shape and
-count their FLOPs as documented; --shape reads back every line --list-shapes prints. Timings are
-never judged, only their consistency."""
+count their FLOPs as documented; --backward times the backward pass and counts 2.5 times the
+forward's FLOPs; --shape reads back every line --list-shapes prints. Timings are never judged,
+only their consistency."""
 import argparse
 import csv
 import json
@@ -224,7 +225,25 @@ def main():
     expect(len(doc["results"]) == 16 and all(r["status"] == "unsupported" for r in doc["results"]),
            "ladder kernels are unsupported on the reference backend, one record each")
 
+    for det in ([], ["--deterministic"]):
+        rc, out = run(a.bench, "--backend", "reference", "--backward", *det, "--hq", "2",
+                      "--hkv", "1", "--nq", "24", "--nkv", "40", "--d", "16", "--causal",
+                      "--no-peaks", "--repeat", "2", "--json", js)
+        expect(rc == 0, f"--backward {det} exits 0 (got {rc}): {out}")
+        with open(js) as f:
+            doc = json.load(f)
+        r = doc["results"][0]
+        want = 2.5 * 4 * 2 * 16 * causal_pairs(24, 40)
+        expect(r["status"] == "ok" and math.isclose(r["flops"], want),
+               f"--backward counts 2.5x the forward's FLOPs ({r['flops']} vs {want})")
+        expect(doc["settings"].get("pass") == ("backward_deterministic" if det else "backward"),
+               "settings.pass names the backward pass")
+
     for args, want, what in [(["--bogus"], 2, "unknown option"),
+                             (["--backend", "reference", "--backward", "--check"], 2,
+                              "--backward with --check"),
+                             (["--backend", "reference", "--deterministic"], 2,
+                              "--deterministic without --backward"),
                              (["--hq", "3", "--hkv", "2"], 2, "Hq not a multiple of Hkv"),
                              (["--backend", "nosuch"], 2, "unknown backend"),
                              (["--backend", "reference", "--kernel", "nosuch", "--no-peaks"], 2,

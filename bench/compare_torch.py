@@ -4,6 +4,10 @@ backend (flash, efficient, cudnn, math) and an unfused matmul baseline (Q K^T, s
 optionally running flashport-bench in the same run, and writes flashport-bench's JSON schema
 (one record per shape and implementation) with a side-by-side table of ratios.
 
+With --backward it times the backward pass instead: autograd through each implementation's
+forward (recorded once per input set, outside the timing), torch.autograd.grad for dQ, dK, dV
+from a random dO, FLOPs counted as 2.5x the forward's (flashport-bench --backward's count).
+
 PyTorch is needed only here; nothing in flashport's build or tests uses this script.
 The shape lists mirror flashport-bench's presets (bench/bench_presets.c)."""
 import argparse
@@ -20,7 +24,7 @@ import tempfile
 import time
 
 SCHEMA = "flashport-bench/1"
-PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu"]
+PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve"]
 IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 IMPL_DESCRIPTIONS = {
@@ -33,9 +37,11 @@ IMPL_DESCRIPTIONS = {
 EXIT_UNAVAILABLE = 3  # as flashport-bench: what the run needs is not there
 
 
-def shape(b, hq, hkv, nq, nkv, d, dtype, causal, layout="bhnd"):
+def shape(b, hq, hkv, nq, nkv, d, dtype, causal, layout="bhnd", page_size=0, kv_mixed=False,
+          window=(-1, -1)):
     return dict(batch=b, heads_q=hq, heads_kv=hkv, seq_q=nq, seq_kv=nkv, head_dim=d, dtype=dtype,
-                causal=bool(causal), layout=layout)
+                causal=bool(causal), layout=layout, page_size=page_size, kv_mixed=kv_mixed,
+                window_left=window[0], window_right=window[1])
 
 
 def preset_shapes(name, dtype_default):
@@ -55,10 +61,18 @@ def preset_shapes(name, dtype_default):
                     n *= 2
         return out
     if name == "decode":
-        return [shape(1, 32, 8, 1, kv, 128, dtype_default, 0) for kv in (4096, 32768, 131072)]
+        return [shape(1, 32, hkv, 1, kv, 128, dtype_default, 0)
+                for hkv in (8, 32) for kv in (4096, 32768, 131072)]
     if name == "cpu":
         return [shape(1, 1, 1, n, n, d, "f32", c)
                 for c in (0, 1) for d in (64, 128) for n in (512, 1024, 2048, 4096)]
+    if name == "serve":
+        # torch runs the contiguous, padded equivalent of each paged batch (see Torch.measure)
+        return ([shape(b, 32, 8, 1, 32768, 128, dtype_default, 0, page_size=16, kv_mixed=True)
+                 for b in (1, 8, 32, 64)]
+                + [shape(8, 32, 8, 4, 8192, 128, dtype_default, 1, page_size=16, kv_mixed=True),
+                   shape(4, 32, 8, 512, 8192, 128, dtype_default, 1, page_size=16),
+                   shape(1, 32, 8, 32768, 32768, 128, dtype_default, 1, window=(4095, 0))])
     raise ValueError(name)
 
 
@@ -76,19 +90,32 @@ def shapes_from_args(a):
 
 
 def shape_key(s):
-    return tuple(s[k] for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
-                                "dtype", "causal", "layout"))
+    return (tuple(s[k] for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
+                                 "dtype", "causal", "layout"))
+            + (s.get("page_size", 0), bool(s.get("kv_mixed", False)), s.get("window_left", -1),
+               s.get("window_right", -1)))
 
 
-def flops(s):
+def torch_bytes(s):
+    """What torch's dense call moves at least: Q, O, and the whole (padded) K and V."""
+    return DTYPE_BYTES[s["dtype"]] * s["batch"] * s["head_dim"] * (
+        2 * s["heads_q"] * s["seq_q"] + 2 * s["heads_kv"] * s["seq_kv"])
+
+
+def flops(s, backward=False):
     f = 4.0 * s["batch"] * s["heads_q"] * s["seq_q"] * s["seq_kv"] * s["head_dim"]
-    return f / 2 if s["causal"] else f
+    f = f / 2 if s["causal"] else f
+    return 2.5 * f if backward else f
 
 
 def shape_text(s):
+    w = (f" window={s['window_left']},{s['window_right']}"
+         if s.get("window_left", -1) >= 0 or s.get("window_right", -1) >= 0 else "")
     return (f"{s['dtype']} B={s['batch']} Hq={s['heads_q']} Hkv={s['heads_kv']} Nq={s['seq_q']} "
             f"Nkv={s['seq_kv']} d={s['head_dim']}{' causal' if s['causal'] else ''}"
-            f"{' bnhd' if s['layout'] == 'bnhd' else ''}")
+            f"{' bnhd' if s['layout'] == 'bnhd' else ''}{w}"
+            f"{' page=%d' % s['page_size'] if s.get('page_size') else ''}"
+            f"{' kvmix' if s.get('kv_mixed') else ''}")
 
 
 def parse_args(argv):
@@ -111,6 +138,9 @@ def parse_args(argv):
                     help="comma-separated subset of " + ",".join(IMPLEMENTATIONS))
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--queue", type=int, default=1,
+                    help="calls queued back to back per timed sample, as flashport-bench's "
+                         "--queue (cuda)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--flashport-bench", metavar="PATH",
                     help="also run this flashport-bench on the same shapes")
@@ -119,6 +149,8 @@ def parse_args(argv):
     ap.add_argument("--flashport-args", default="",
                     help="more flashport-bench arguments, one string (e.g. '--no-peaks')")
     ap.add_argument("--json", metavar="FILE", help="write every record as JSON")
+    ap.add_argument("--backward", action="store_true",
+                    help="time the backward pass (dQ, dK, dV), here and in flashport-bench")
     ap.add_argument("--list-shapes", action="store_true",
                     help="print the shapes and exit (needs no PyTorch)")
     a = ap.parse_args(argv)
@@ -142,7 +174,8 @@ def parse_args(argv):
 # ---------------------------------------------------------------------------------------------
 def flashport_command(a, json_path):
     cmd = [a.flashport_bench, "--json", json_path, "--warmup", str(a.warmup),
-           "--repeat", str(a.repeat), "--layout", a.layout, "--seed", str(a.seed)]
+           "--repeat", str(a.repeat), "--queue", str(a.queue), "--layout", a.layout,
+           "--seed", str(a.seed)]
     if a.preset:
         cmd += ["--preset", a.preset]
     else:
@@ -158,6 +191,8 @@ def flashport_command(a, json_path):
         cmd += ["--kernel", a.kernel]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
+    if a.backward:
+        cmd.append("--backward")
     return cmd + a.flashport_args.split()
 
 
@@ -251,16 +286,14 @@ class Torch:
 
     def tensor(self, s, heads, seq, gen):
         t = self.torch
-        if s["layout"] == "bnhd":
-            x = t.randn(s["batch"], seq, heads, s["head_dim"], generator=gen)
-            x = x.to(self.device, self.dtypes[s["dtype"]]).transpose(1, 2)
-        else:
-            x = t.randn(s["batch"], heads, seq, s["head_dim"], generator=gen)
-            x = x.to(self.device, self.dtypes[s["dtype"]])
-        return x
+        # Drawn on the device itself: the serve preset's padded batches are gigabytes.
+        dims = (s["batch"], seq, heads, s["head_dim"]) if s["layout"] == "bnhd" else \
+            (s["batch"], heads, seq, s["head_dim"])
+        x = t.randn(*dims, generator=gen, device=self.device).to(self.dtypes[s["dtype"]])
+        return x.transpose(1, 2) if s["layout"] == "bnhd" else x
 
     def inputs(self, s, n_sets, seed):
-        gen = self.torch.Generator().manual_seed(seed)
+        gen = self.torch.Generator(device=self.device).manual_seed(seed)
         return [(self.tensor(s, s["heads_q"], s["seq_q"], gen),
                  self.tensor(s, s["heads_kv"], s["seq_kv"], gen),
                  self.tensor(s, s["heads_kv"], s["seq_kv"], gen)) for _ in range(n_sets)]
@@ -299,6 +332,10 @@ class Torch:
                 note.append("K/V repeated per query head")
             return unfused, contextlib.nullcontext(), "; ".join(note)
 
+        if s.get("window_left", -1) >= 0 or s.get("window_right", -1) >= 0:
+            raise NotImplementedError("SDPA has no sliding window")
+        if s.get("page_size") or s.get("kv_mixed"):
+            note.append(f"contiguous K/V padded to Nkv={s['seq_kv']} (torch has no paged cache)")
         kwargs = {}
         if s["causal"]:
             if s["seq_q"] == s["seq_kv"]:
@@ -324,7 +361,7 @@ class Torch:
             return F.scaled_dot_product_attention(q, k, v, **kwargs)
         return fused, self.sdpa_kernel(backend), "; ".join(note)
 
-    def time(self, fn, sets, warmup, repeat):
+    def time(self, fn, sets, warmup, repeat, queue=1):
         t = self.torch
         for i in range(warmup):
             fn(*sets[i % len(sets)])
@@ -336,29 +373,48 @@ class Torch:
             if self.device == "cuda":
                 start, stop = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
                 start.record()
-                fn(q, k, v)
+                for n in range(queue):
+                    fn(*sets[(warmup + i * queue + n) % len(sets)])
                 stop.record()
                 stop.synchronize()
-                ms.append(start.elapsed_time(stop))
+                ms.append(start.elapsed_time(stop) / queue)
             else:
                 t0 = time.perf_counter_ns()
                 fn(q, k, v)
                 ms.append((time.perf_counter_ns() - t0) / 1e6)
         return ms
 
+    def graphs(self, fn, sets):
+        """Per input set, the forward recorded for autograd: (O, [q, k, v] leaves, dO)."""
+        out = []
+        for q, k, v in sets:
+            leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+            o = fn(*leaves)
+            out.append((o, leaves, self.torch.randn_like(o)))
+        return out
+
+    def grad_step(self, o, leaves, d_o):
+        """One backward pass: dQ, dK, dV of sum(dO * O), the graph kept for the next call."""
+        self.torch.autograd.grad(o, leaves, d_o, retain_graph=True)
+
     def measure(self, impl, s, sets, a):
         t = self.torch
         es = DTYPE_BYTES[s["dtype"]]
         rec = dict(shape=dict(s), implementation=f"torch:{impl}", backend="torch-sdpa",
                    kernel_requested=impl, kernel=impl, precision="native",
-                   description=IMPL_DESCRIPTIONS[impl], status="ok",
-                   message="", flops=flops(s))
+                   description=IMPL_DESCRIPTIONS[impl] + (", backward" if a.backward else ""),
+                   status="ok", message="", flops=flops(s, a.backward))
         try:
             fn, backend_choice, note = self.callable_for(impl, s)
             if self.device == "cuda":
                 t.cuda.reset_peak_memory_stats()
-            with t.no_grad(), backend_choice:
-                ms = self.time(fn, sets, a.warmup, a.repeat)
+            if a.backward:
+                with backend_choice:
+                    ms = self.time(self.grad_step, self.graphs(fn, sets), a.warmup, a.repeat,
+                                   a.queue)
+            else:
+                with t.no_grad(), backend_choice:
+                    ms = self.time(fn, sets, a.warmup, a.repeat, a.queue)
         except NotImplementedError as e:
             rec.update(status="unsupported", message=str(e))
             return rec
@@ -375,11 +431,12 @@ class Torch:
             message=note,
             repeats=len(ms),
             ms=dict(min=min(ms), median=med, max=max(ms)),
-            tflops=flops(s) / (med * 1e-3) / 1e12,
+            tflops=flops(s, a.backward) / (med * 1e-3) / 1e12,
             ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,
             input_bytes=es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
                                                             + 2 * s["heads_kv"] * s["seq_kv"]),
             output_bytes=es * s["batch"] * s["heads_q"] * s["seq_q"] * s["head_dim"],
+            bytes_moved=torch_bytes(s), bandwidth_fraction=None,
             input_sets=len(sets),
             peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             max_abs_err=None, rel_l2_err=None, checked_on="", speedup_vs_previous=None)
@@ -389,9 +446,14 @@ class Torch:
 
 
 def add_ceilings(records, ceilings, device_kind, cpu_threads):
-    """Gives torch records the % of the ceiling flashport-bench measured on the same device."""
+    """Gives torch records the % of the ceiling and the fraction of the copy bandwidth that
+    flashport-bench measured on the same device."""
     if not ceilings:
         return
+    copy = (ceilings.get("copy_gbps") or 0) * 1e9
+    for r in records:
+        if r["status"] == "ok" and copy > 0 and r.get("bandwidth_fraction") is None:
+            r["bandwidth_fraction"] = r["bytes_moved"] / (r["ms"]["median"] * 1e-3) / copy
     for r in records:
         if r["status"] != "ok" or r.get("ceiling"):
             continue
@@ -411,7 +473,7 @@ def print_table(records):
     by_shape = {}
     for r in records:
         by_shape.setdefault(shape_key(r["shape"]), []).append(r)
-    print(f"{'implementation':<46} {'median ms':>10} {'TFLOP/s':>9} {'vs flash':>9} "
+    print(f"{'implementation':<46} {'median ms':>10} {'TFLOP/s':>9} {'%bw':>6} {'vs flash':>9} "
           f"{'vs best torch':>14}")
     for recs in by_shape.values():
         print("\n" + shape_text(recs[0]["shape"]))
@@ -426,8 +488,10 @@ def print_table(records):
             med = r["ms"]["median"]
             vs_flash = f"{flash['ms']['median'] / med:.2f}x" if flash else "-"
             vs_best = f"{best['ms']['median'] / med:.2f}x" if best else "-"
-            print(f"  {r['implementation']:<44} {med:10.3f} {r['tflops']:9.3f} {vs_flash:>9} "
-                  f"{vs_best:>14}")
+            bw = r.get("bandwidth_fraction")
+            bw = f"{100 * bw:.1f}" if bw is not None and bw == bw else "-"
+            print(f"  {r['implementation']:<44} {med:10.3f} {r['tflops']:9.3f} {bw:>6} "
+                  f"{vs_flash:>9} {vs_best:>14}")
         if best:
             print(f"  (fastest torch: {best['implementation']})")
 
@@ -469,7 +533,9 @@ def main(argv=None):
                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                    preset=a.preset or "", backend=fp_doc["backend"] if fp_doc else "",
                    device=device,
-                   settings=dict(warmup=a.warmup, repeat=a.repeat, threads=a.threads, seed=a.seed,
+                   settings=dict(warmup=a.warmup, repeat=a.repeat, queue=a.queue,
+                                 threads=a.threads, seed=a.seed,
+                                 **{"pass": "backward" if a.backward else "forward"},
                                  torch_version=tch.torch.__version__, torch_device=a.device,
                                  cache_bytes=tch.cache_bytes),
                    ceilings=fp_doc.get("ceilings") if fp_doc else None,

@@ -10,8 +10,8 @@
 #include "cli.h"
 
 static const char *const preset_choices[] = {
-    "seed",  "fa-grid", "ladder", "decode",       "cpu", "window", "softcap",
-    "alibi", "paged",   "varlen", "decode-paged", "fp8", NULL};
+    "seed",  "fa-grid", "ladder", "decode",       "cpu",   "window", "softcap",
+    "alibi", "paged",   "varlen", "decode-paged", "serve", "fp8",    NULL};
 /* In flashport_dtype order, so that a choice's index is the enum value. */
 static const char *const dtype_choices[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const layout_choices[] = {"bhnd", "bnhd", NULL};
@@ -27,17 +27,26 @@ static const char *const epilogue =
     "flashport_timer_start/stop (device events where the backend has them); the table shows the\n"
     "median of --repeat calls after --warmup calls (with --cpu-time, by the process's CPU time\n"
     "instead: on a CPU backend with --threads 1 that is the call's compute time, however busy\n"
-    "the machine is). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
+    "the machine is). With --queue N a timed sample is N calls queued back to back and the\n"
+    "time per call is the sample over N: the device's time per call once the host keeps ahead\n"
+    "of it, without the host's launch latency that a lone call shows (decode serving runs many\n"
+    "calls back to back). % of ceiling compares with the rate measured by flashport_measure_peaks\n"
     "for the units the kernel uses (printed at the start).\n"
+    "\n"
+    "--backward times flashport_attention_backward instead (dQ, dK, dV from a random dO and the\n"
+    "forward's O and LSE, computed once on one input set), FLOPs counted as 2.5x the forward's;\n"
+    "--deterministic sets desc.deterministic. Its gradients are checked by the tests and the\n"
+    "conformance suite, not by --check.\n"
     "\n"
     "Exit status: 0 every run succeeded (unsupported variants included), 1 a run or a check\n"
     "failed, 2 bad command line or unknown kernel, 3 backend unavailable.\n"
     "\n";
 
 typedef struct bench_cli {
-    int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, threads, sets, seed;
+    int64_t b, hq, hkv, nq, nkv, d, warmup, repeat, queue, threads, sets, seed;
     double check_gflop, max_seconds;
     int preset, dtype, layout, causal, check, no_peaks, peaks_only, list_shapes, cpu_time;
+    int backward, deterministic;
     const char *backend, *kernel, *json, *csv, *shape;
 } bench_cli;
 
@@ -64,6 +73,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                    .nkv = UNSET,
                    .d = UNSET,
                    .warmup = 3,
+                   .queue = 1,
                    .repeat = 10,
                    .seed = 1234,
                    .check_gflop = 8.0,
@@ -92,6 +102,8 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
         {"warmup", CLI_INT, &c.warmup, "N", "untimed calls first (default 3)", NULL},
         {"repeat", CLI_INT, &c.repeat, "N", "timed calls; the median is reported (default 10)",
          NULL},
+        {"queue", CLI_INT, &c.queue, "N",
+         "calls queued back to back per timed sample (default 1; see Timing)", NULL},
         {"max-seconds", CLI_DOUBLE, &c.max_seconds, "S",
          "fewer repeats for a variant whose calls would take longer (default 20; 0: no limit)",
          NULL},
@@ -99,6 +111,10 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
          "sets FLASHPORT_NUM_THREADS (cpu_simd) before the context is created", NULL},
         {"cpu-time", CLI_FLAG, &c.cpu_time, NULL,
          "time calls by the process's CPU time (CPU devices; see below)", NULL},
+        {"backward", CLI_FLAG, &c.backward, NULL,
+         "time the backward pass (dQ, dK, dV) instead of the forward", NULL},
+        {"deterministic", CLI_FLAG, &c.deterministic, NULL,
+         "--backward: deterministic mode (desc.deterministic = 1)", NULL},
         {"check", CLI_FLAG, &c.check, NULL,
          "compare each output with the reference backend (always on for ladder)", NULL},
         {"check-gflop", CLI_DOUBLE, &c.check_gflop, "G",
@@ -143,10 +159,11 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 (long long)c.hq, (long long)c.hkv);
         return BENCH_EXIT_USAGE;
     }
-    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 || c.threads < 0 ||
-        c.threads > 65536 || c.sets < 0 || c.sets > 4096 || c.check_gflop <= 0 ||
-        c.max_seconds < 0) {
+    if (c.warmup < 0 || c.warmup > 1000000 || c.repeat < 1 || c.repeat > 1000000 || c.queue < 1 ||
+        c.queue > 10000 || c.threads < 0 || c.threads > 65536 || c.sets < 0 || c.sets > 4096 ||
+        c.check_gflop <= 0 || c.max_seconds < 0) {
         fprintf(stderr, "flashport-bench: need 0 <= --warmup <= 1e6, 1 <= --repeat <= 1e6, "
+                        "1 <= --queue <= 1e4, "
                         "0 <= --threads <= 65536, 0 <= --sets <= 4096, --check-gflop > 0, "
                         "--max-seconds >= 0\n");
         return BENCH_EXIT_USAGE;
@@ -158,8 +175,19 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
                 "flashport-bench: --preset ladder runs its own kernel list; drop --kernel\n");
         return BENCH_EXIT_USAGE;
     }
+    if (c.backward && (c.check || is_ladder)) {
+        fprintf(stderr, "flashport-bench: --check compares O; drop it (and the ladder) with "
+                        "--backward\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (c.deterministic && !c.backward) {
+        fprintf(stderr, "flashport-bench: --deterministic goes with --backward\n");
+        return BENCH_EXIT_USAGE;
+    }
     memset(opt, 0, sizeof *opt);
     opt->backend = c.backend;
+    opt->backward = c.backward;
+    opt->deterministic = c.deterministic;
     opt->kernel = c.kernel;
     opt->preset = preset;
     bench_shape s = {.batch = c.b,
@@ -184,6 +212,7 @@ static int parse_args(int argc, char **argv, bench_options *opt) {
     opt->layout_given = c.layout >= 0;
     opt->warmup = (int)c.warmup;
     opt->repeat = (int)c.repeat;
+    opt->queue = (int)c.queue;
     opt->max_seconds = c.max_seconds;
     opt->threads = (int)c.threads;
     opt->cpu_time = c.cpu_time;
@@ -332,11 +361,14 @@ static void run_shape(bench_run *run, const bench_shape *s) {
                             "not a kernel of this backend");
     } else {
         size_t set_bytes = flashport_dtype_size(s->dtype) * (size_t)(p.q_elems + 2 * p.kv_elems);
-        int sets = opt->input_sets > 0 ? opt->input_sets
-                                       : bench_choose_sets(set_bytes, run->env->cache_bytes);
+        int sets = opt->backward         ? 1
+                   : opt->input_sets > 0 ? opt->input_sets
+                                         : bench_choose_sets(set_bytes, run->env->cache_bytes);
         bench_inputs in;
         if (bench_inputs_create(run->ctx, &p, sets, opt->seed, &in, why, sizeof why) !=
-            FLASHPORT_OK) {
+                FLASHPORT_OK ||
+            (opt->backward && bench_inputs_add_backward(run->ctx, &p, opt->seed, &in, why,
+                                                        sizeof why) != FLASHPORT_OK)) {
             for (int ki = 0; ki < run->n_kernels; ++ki) {
                 bench_record *r = &run->recs[run->n_recs++];
                 set_failed(r, s, &p, run->kernels[ki], why);

@@ -40,6 +40,9 @@ _paged (a paged K/V cache, Q dense or packed). Fields (defaults in DEFAULTS):
   tol_factor multiplies the dtype's tolerances on O (not LSE, which is judged relative to
              its magnitude); only where the case's own conditioning demands it, with the
              reason beside it
+  backward   the case checks the backward pass (dQ, dK, dV from dO and the expected O and LSE)
+             instead of the forward; BACKWARD_CASES derives one, named <case>_bwd, from every
+             forward case a backward pass applies to
 Derived by the constructors: q_varlen, total_q, total_kv, num_pages, max_pages.
 
 Sizes are chosen so that the whole list runs in a couple of minutes on two CPU cores on the
@@ -53,7 +56,7 @@ DEFAULTS = dict(dtype="f32", out_dtype=None, batch=1, heads_q=1, heads_kv=1, hea
                 softcap=0.0, alibi="none", bias=None, sinks=False, seqlens_q=None,
                 seqlens_kv=None, kv_layout="dense", q_slack=(0, 0), kv_slack=(0, 0),
                 page_size=0, descale="none", descale_block=0, zero_descale=(), pad=0,
-                inputs="normal", nan=None, inf=None, tol_factor=1.0)
+                inputs="normal", nan=None, inf=None, tol_factor=1.0, backward=False)
 
 
 def _base(name, kw):
@@ -126,6 +129,8 @@ def features(c):
         f.append("paged")
     if c["dtype"] in FP8:
         f.append("fp8")
+    if c["backward"]:
+        f.append("backward")
     return f
 
 
@@ -328,6 +333,28 @@ CASES = [
     _case("fp8_descale_zero_blocks", 30, 40, dtype="e5m2", out_dtype="f32", batch=2, heads_q=2,
           heads_kv=2, head_dim=32, descale="block", descale_block=8,
           zero_descale=[("q", (0, 1, 1)), ("k", (0, 0, 0)), ("v", (1, 0, 2))]),
+    # Decode: a few query rows against a long cache, at the head dims where GPUs have a decode
+    # kernel; long enough that the keys are split across blocks and merged.
+    _case("decode_bf16_gqa4_long", 1, 5000, dtype="bf16", batch=2, heads_q=8, heads_kv=2,
+          head_dim=128),
+    _case("decode_f16_mha_d256", 1, 3000, dtype="f16", heads_q=4, heads_kv=4, head_dim=256,
+          layout="bnhd"),
+    _case("decode_f32_gqa8_q4_causal", 4, 2000, heads_q=8, heads_kv=1, head_dim=64,
+          causal=True),
+    _case("decode_bf16_q16_window_causal", 16, 3000, dtype="bf16", heads_q=4, heads_kv=2,
+          head_dim=128, causal=True, window_left=1000),
+    _case("decode_e5m2_softcap_alibi_sinks", 1, 2500, dtype="e5m2", out_dtype="f32",
+          heads_q=4, heads_kv=1, head_dim=64, softcap=30.0, alibi="head", sinks=True,
+          descale="tensor"),
+    _paged("decode_paged_bf16_page16", 1, [3000, 17, 4096, 0], 16, dtype="bf16", heads_q=8,
+           heads_kv=2, head_dim=128, layout="bnhd"),
+    _paged("decode_paged_f16_page7_q3", 3, [700, 333], 7, dtype="f16", heads_q=4, heads_kv=4,
+           head_dim=64),
+    _paged("decode_paged_e4m3_block64", 2, [1500, 900], 32, dtype="e4m3", heads_q=8,
+           heads_kv=2, head_dim=128, descale="block", descale_block=64),
+    _varlen("decode_varlen_bf16_key_padding", [1, 2, 1], [2000, 50, 1], dtype="bf16",
+            heads_q=4, heads_kv=2, head_dim=128,
+            bias=dict(dtype="f32", dims="b.qk", kind="key_padding")),
     # Combinations: GQA x varlen x paged x window x softcap x ALiBi x bias x sinks x causal.
     _varlen("combo_varlen_window_softcap_alibi_sinks", [20, 0, 33, 7], [20, 5, 50, 30],
             heads_q=4, heads_kv=2, head_dim=32, window_left=6, window_right=3, scale=0.5,
@@ -351,6 +378,23 @@ CASES = [
             sinks=True, layout="bnhd"),
 ]
 
+
+def backward_applies(c):
+    """Whether the backward pass is defined for case c: not for a paged cache or FP8 inputs
+    (declined by every backend: no training step differentiates them), nor for NaN or
+    infinite inputs, whose gradients the API leaves undefined."""
+    return c["kv_layout"] != "paged" and c["dtype"] not in FP8 and c["nan"] is None and \
+        c["inf"] is None
+
+
+def _backward_of(c):
+    b = dict(c)
+    b.update(name=c["name"] + "_bwd", backward=True)
+    return b
+
+
+BACKWARD_CASES = [_backward_of(c) for c in CASES if backward_applies(c)]
+CASES = CASES + BACKWARD_CASES
 
 BIAS_KINDS = ("normal", "sparse_mask", "key_padding", "masked_rows")
 
@@ -376,6 +420,7 @@ def validate(cases):
         assert (c["descale"] == "block") == (c["descale_block"] > 0), n
         assert c["nan"] is None or (not c["q_varlen"] and c["kv_layout"] == "dense"), n
         assert c["inf"] is None or (c["dtype"] == "e5m2" and c["kv_layout"] == "dense"), n
+        assert not c["backward"] or backward_applies(c), n
         if c["bias"]:
             b = c["bias"]
             assert b["dtype"] in ("f32", "f16", "bf16") and b["kind"] in BIAS_KINDS, n

@@ -19,6 +19,10 @@ For every case in cases.py, DIR/<name>/ receives (needed_files lists which)
   cu_seqlens_q.npy cu_seqlens_kv.npy  int32 [B + 1]
   seqlens_kv.npy     int32 [B];  block_table.npy  int32 [B, max_pages] (-1 where unused)
   q_descale.npy k_descale.npy v_descale.npy  float32 [1] or [B, H, ceil(N / descale_block)]
+  do.npy             backward cases: dO in Q's shape, in the output dtype as inputs are stored
+                     (rows of no sequence hold the unread value)
+  dq.npy dk.npy dv.npy  backward cases: float64 expected gradients in Q's and K's shapes
+                     (rows of no sequence: 0, not judged); o.npy and lse.npy are then inputs
 and DIR/manifest.txt lists the cases (format described at the top of that file). Seeds are
 fixed per case name, so the fixtures are the same on every run and machine.
 """
@@ -35,7 +39,7 @@ import reference_numpy as ref  # noqa: E402
 
 MANIFEST_HEADER = """\
 # flashport conformance manifest, written by generate.py; do not edit.
-# First non-comment line: "flashport-conformance-manifest 2". Then one line per case:
+# First non-comment line: "flashport-conformance-manifest 3". Then one line per case:
 # "case" followed by key=value fields (no spaces inside values), every one required:
 #   name dtype(f32|f16|bf16|e4m3|e5m2) out_dtype(f32|f16|bf16) batch heads_q heads_kv
 #   seq_q seq_kv (the longest sequences when packed or paged) head_dim layout(bhnd|bnhd)
@@ -45,8 +49,9 @@ MANIFEST_HEADER = """\
 #   sinks(0|1) q_varlen(0|1) total_q kv_layout(dense|varlen|paged) total_kv num_pages
 #   page_size max_pages descale(none|tensor|block) descale_block
 #   pad(extra elements after each row) tol_factor(multiplies the dtype's tolerances on O)
+#   backward(0|1: the backward pass, from do.npy and the expected O and LSE, judged on dQ, dK, dV)
 # The case's .npy files are in <name>/ beside this manifest.
-flashport-conformance-manifest 2
+flashport-conformance-manifest 3
 """
 
 FP8_MAX_CODE = {"e4m3": 0x7E, "e5m2": 0x7B}    # 448 and 57344
@@ -68,6 +73,7 @@ def needed_files(c):
     files += ["cu_seqlens_kv"] if c["kv_layout"] == "varlen" else []
     files += ["seqlens_kv", "block_table"] if c["kv_layout"] == "paged" else []
     files += ["q_descale", "k_descale", "v_descale"] if c["descale"] != "none" else []
+    files += ["do", "dq", "dk", "dv"] if c["backward"] else []
     return [f + ".npy" for f in files]
 
 
@@ -271,6 +277,23 @@ def expected(c, inputs, arrays):
         descale_block=c["descale_block"])
 
 
+def gradients(c, rng, inputs, arrays, used):
+    """dO (in the output dtype, rows of no sequence unread) and NumPy's dQ, dK, dV."""
+    shape = storage(c, "q") + (c["head_dim"],)
+    do = ref.to_bhnd(rng.standard_normal(shape if c["layout"] == "bhnd" else
+                                         (shape[0], shape[2], shape[1], shape[3])), c["layout"])
+    do[~used["q"]] = UNREAD
+    do = ref.round_to_dtype(do, c["out_dtype"])
+    dq, dk, dv = ref.attention_v2_backward(
+        *(ref.from_bhnd(inputs[t], c["layout"]) for t in "qkv"), ref.from_bhnd(do, c["layout"]),
+        layout=c["layout"], scale=c["scale"], causal=c["causal"], window_left=c["window_left"],
+        window_right=c["window_right"], softcap=float(np.float32(c["softcap"])),
+        alibi_slopes=arrays.get("alibi_slopes"), bias=arrays.get("bias"),
+        sinks=arrays.get("sinks"), cu_seqlens_q=arrays.get("cu_seqlens_q"),
+        cu_seqlens_kv=arrays.get("cu_seqlens_kv"))
+    return dict(do=ref.from_bhnd(do, c["layout"]), dq=dq, dk=dk, dv=dv)
+
+
 def manifest_line(c):
     def text(f):
         v = c[f]
@@ -285,7 +308,7 @@ def manifest_line(c):
               "head_dim", "layout", "causal", "window_left", "window_right", "scale", "softcap",
               "alibi", "bias", "sinks", "q_varlen", "total_q", "kv_layout", "total_kv",
               "num_pages", "page_size", "max_pages", "descale", "descale_block", "pad",
-              "tol_factor"]
+              "tol_factor", "backward"]
     return "case " + " ".join("%s=%s" % (f, text(f)) for f in fields) + "\n"
 
 
@@ -303,6 +326,8 @@ def main():
         arrays, used = extras(c, rng)
         inputs = draw_inputs(c, rng, used)
         o, lse = expected(c, inputs, arrays)
+        if c["backward"]:
+            arrays.update(gradients(c, rng, inputs, arrays, used))
         arrays.update({t: ref.from_bhnd(inputs[t], c["layout"]) for t in "qkv"})
         arrays.update(o=o, lse=lse)
         folder = os.path.join(args.out, c["name"])

@@ -19,6 +19,16 @@ or a NaN sink, makes its O and LSE NaN; a NaN in V reaches the components of O i
 into, from every key inside the row's window, whatever its score (a kernel multiplies such a
 row of V by its weight, 0 * NaN being NaN, even when the weight is exp(-inf) = 0). The score
 matrix is materialised on purpose: this is the oracle, not a kernel.
+
+The backward pass (attend_backward, attention_v2_backward) is the gradient of sum(dO * O) by
+Q, K and V, from the same formulas: with P_ij = exp(s_ij - LSE_i) over the visible keys,
+D_i = sum_c dO_ic O_ic, dP_ij = dO_i . v_j and dS_ij = P_ij (dP_ij - D_i),
+
+  dV_j = sum_i P_ij dO_i,   dQ_i = sum_j scale g_ij dS_ij k_j,   dK_j = sum_i scale g_ij dS_ij q_i
+
+g_ij being the softcap's derivative 1 - tanh^2(scale q_i . k_j / softcap) (1 without one);
+ALiBi, the bias and the sinks add terms free of q and k and take no gradient; with GQA, dK and
+dV sum over the query heads of a group. Inputs with NaN or infinity are outside its scope.
 """
 import numpy as np
 
@@ -139,6 +149,50 @@ def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softca
     return o, lse
 
 
+def attend_backward(q, k, v, do, scale, causal=False, window_left=-1, window_right=-1,
+                    softcap=0.0, slopes=None, bias=None, sinks=None):
+    """Gradients of one sequence (shapes and arguments as attend, do like q): dQ [Hq, Nq, d],
+    dK and dV [Hkv, Nkv, d]. O and LSE are this oracle's own, in float64."""
+    heads_q, seq_q, dim = q.shape
+    heads_kv, seq_kv = k.shape[0], k.shape[1]
+    group = heads_q // heads_kv
+    dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
+    if seq_q == 0 or seq_kv == 0:
+        return dq, dk, dv
+    o, lse = attend(q, k, v, scale, causal=causal, window_left=window_left,
+                    window_right=window_right, softcap=softcap, slopes=slopes, bias=bias,
+                    sinks=sinks)
+    kr, vr = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+    diag = np.arange(seq_q)[:, None] + (seq_kv - seq_q)
+    j = np.arange(seq_kv)[None, :]
+    x = np.einsum("hid,hjd->hij", q, kr) * scale
+    slope = np.ones_like(x)
+    s = x
+    if softcap > 0:
+        t = np.tanh(x / softcap)
+        s, slope = softcap * t, 1.0 - t * t
+    if slopes is not None:
+        s = s - np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(diag - j)
+    if bias is not None:
+        s = s + bias
+    right = 0 if causal else window_right
+    visible = np.ones((seq_q, seq_kv), dtype=bool)
+    if window_left >= 0:
+        visible &= j >= diag - window_left
+    if right >= 0:
+        visible &= j <= diag + right
+    with np.errstate(invalid="ignore", over="ignore"):
+        live = visible & np.isfinite(s) & np.isfinite(lse)[..., None]
+        p = np.where(live, np.exp(np.where(live, s - lse[..., None], 0.0)), 0.0)
+    d_sum = np.sum(do * o, axis=-1)
+    dp = np.einsum("hid,hjd->hij", do, vr)
+    ds = p * (dp - d_sum[..., None]) * slope * scale
+    dq = np.einsum("hij,hjd->hid", ds, kr)
+    dk = np.einsum("hij,hid->hjd", ds, q).reshape(heads_kv, group, seq_kv, dim).sum(axis=1)
+    dv = np.einsum("hij,hid->hjd", p, do).reshape(heads_kv, group, seq_kv, dim).sum(axis=1)
+    return dq, dk, dv
+
+
 def _dequantise(x, dtype, descale, block, batch, positions):
     """x [H, n, d] as the library reads it: float values, or FP8 bit patterns decoded and
     multiplied by their descale (one factor, or [B, H, blocks] by the row's position within
@@ -220,6 +274,40 @@ def attention_v2(q, k, v, *, layout="bhnd", dtype="f32", scale=0.0, causal=False
             o[b] = o_b
             lse[b] = lse_b
     return from_bhnd(o, layout), lse
+
+
+def attention_v2_backward(q, k, v, do, *, layout="bhnd", scale=0.0, causal=False,
+                          window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
+                          bias=None, sinks=None, cu_seqlens_q=None, cu_seqlens_kv=None):
+    """dQ, dK and dV (float64, in the storage shapes of q, k and v; rows of no sequence 0) of
+    a dense or packed problem of f32, f16 or bf16 values, arguments as attention_v2 (a paged
+    cache and FP8 inputs have no backward pass); do is dO in q's shape."""
+    qs, ks, vs, dos = (to_bhnd(np.asarray(x, dtype=np.float64), layout) for x in (q, k, v, do))
+    batch = len(cu_seqlens_q) - 1 if cu_seqlens_q is not None else qs.shape[0]
+    scale = resolved_scale(scale, qs.shape[3])
+    dq, dk, dv = np.zeros(qs.shape), np.zeros(ks.shape), np.zeros(vs.shape)
+    bias = None if bias is None else np.asarray(bias, dtype=np.float64)
+    for b in range(batch):
+        if cu_seqlens_q is not None:
+            qb, kb = (0, slice(int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]))), \
+                (0, slice(int(cu_seqlens_kv[b]), int(cu_seqlens_kv[b + 1])))
+        else:
+            qb, kb = (b, slice(None)), (b, slice(None))
+        q_b, do_b = qs[qb[0]][:, qb[1]], dos[qb[0]][:, qb[1]]
+        k_b, v_b = ks[kb[0]][:, kb[1]], vs[kb[0]][:, kb[1]]
+        slopes = None
+        if alibi_slopes is not None:
+            slopes = np.asarray(alibi_slopes, dtype=np.float64)
+            slopes = slopes[b] if slopes.ndim == 2 else slopes
+        bias_b = None if bias is None else \
+            bias[min(b, bias.shape[0] - 1), :, :q_b.shape[1], :k_b.shape[1]]
+        g = attend_backward(q_b, k_b, v_b, do_b, scale, causal=causal, window_left=window_left,
+                            window_right=window_right, softcap=softcap, slopes=slopes,
+                            bias=bias_b, sinks=sinks)
+        dq[qb[0]][:, qb[1]] = g[0]
+        dk[kb[0]][:, kb[1]] = g[1]
+        dv[kb[0]][:, kb[1]] = g[2]
+    return tuple(from_bhnd(x, layout) for x in (dq, dk, dv))
 
 
 def attention(q, k, v, causal=False, scale=0.0, layout="bhnd"):

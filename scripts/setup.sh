@@ -11,7 +11,7 @@ if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   exit 0
 fi
 
-packages=(cmake make gcc g++ pkg-config python3 python3-pip
+packages=(cmake make gcc g++ pkg-config python3 python3-pip python3-dev python3-venv
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
           libhwloc-dev hipcc libamdhip64-dev)
 [ "${1:-}" = --clang ] && packages+=(clang libclang-rt-14-dev libomp-14-dev)

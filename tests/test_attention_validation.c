@@ -405,28 +405,32 @@ static void declines(flashport_context *reference) {
     if (flashport_backend_find("cpu_simd", &idx) != FLASHPORT_OK) {
         printf("cpu_simd is not part of this build: its declines are not checked\n");
     } else {
-        /* cpu_simd takes every forward feature, and declines the backward pass. */
+        /* cpu_simd takes every forward feature, and the backward pass of all but paged K/V and
+         * FP8 inputs. */
         flashport_context *simd;
         CHECK(flashport_context_create("cpu_simd", &simd) == FLASHPORT_OK);
         dense(&f);
         f.d.window_left = 2;
         flashport_plan_info info;
         CHECK(flashport_attention_plan(simd, &f.d, &info) == FLASHPORT_OK);
-        dense(&f);
+        f.a.d_o = q, f.a.d_q = dq, f.a.d_k = dk, f.a.d_v = dv;
+        CHECK(flashport_attention_backward_host(simd, &f.d, &f.a) == FLASHPORT_OK);
+        paged(&f);
         f.a.d_o = q, f.a.d_q = dq, f.a.d_k = dk, f.a.d_v = dv;
         fill_sentinels();
         CHECK_STATUS(flashport_attention_backward_host(simd, &f.d, &f.a),
-                     FLASHPORT_ERROR_UNSUPPORTED, "no cpu_simd kernel implements backward pass");
+                     FLASHPORT_ERROR_UNSUPPORTED, "backward pass of paged KV cache");
         flashport_kernel_info kernel;
         CHECK(flashport_kernel_get_info("cpu_simd", 0, &kernel) == FLASHPORT_OK);
         f.d.kernel = kernel.name;
         CHECK_STATUS(flashport_attention_backward_host(simd, &f.d, &f.a),
-                     FLASHPORT_ERROR_UNSUPPORTED, "does not implement backward pass");
+                     FLASHPORT_ERROR_UNSUPPORTED, "backward pass of paged KV cache");
         CHECK(strstr(flashport_last_error(), kernel.name) != NULL);
         CHECK(untouched(dq, sizeof dq));
         flashport_context_destroy(simd);
     }
-    /* The reference takes every forward feature at once, and declines only the backward pass. */
+    /* The reference takes every forward feature at once, and declines only the backward pass of
+     * paged K/V and FP8 inputs. */
     fixture all;
     paged(&all);
     all.d.q_varlen = 1, all.d.total_q = 5, all.d.q = all.d.o = (flashport_strides){0, D, HQ * D};
@@ -441,10 +445,15 @@ static void declines(flashport_context *reference) {
     dense(&f);
     f.d.kernel = "double_accumulation";
     f.a.d_o = q, f.a.d_q = dq, f.a.d_k = dk, f.a.d_v = dv;
+    CHECK(flashport_attention_backward_host(reference, &f.d, &f.a) == FLASHPORT_OK);
+    fp8(&f);
+    f.d.kernel = "double_accumulation";
+    f.a.d_o = o, f.a.d_q = dq, f.a.d_k = dk, f.a.d_v = dv;
     fill_sentinels();
     CHECK_STATUS(flashport_attention_backward_host(reference, &f.d, &f.a),
                  FLASHPORT_ERROR_UNSUPPORTED,
-                 "kernel double_accumulation does not implement backward pass");
+                 "kernel double_accumulation unsupported: the backward "
+                 "pass of FP8 inputs is not implemented");
     CHECK(untouched(dq, sizeof dq));
 }
 

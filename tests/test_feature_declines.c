@@ -2,8 +2,9 @@
  * No field is silently ignored: for every backend that can open a device here and every kernel
  * variant of it, a problem asking for one API v2 feature either plans on that variant (which
  * then claims the feature, and the conformance suite checks the numbers) or is declined with
- * FLASHPORT_ERROR_UNSUPPORTED and a message naming the feature. The backward pass, which no
- * backend implements yet, is declined by name everywhere. On a device-memory backend, table
+ * FLASHPORT_ERROR_UNSUPPORTED and a message naming the feature. The backward pass either runs
+ * (and writes dQ) or is declined by name, and that of a paged cache, which no backend
+ * implements, is declined by name everywhere. On a device-memory backend, table
  * contents are checked only with FLASHPORT_CHECK=1, and then before anything is queued.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -77,22 +78,35 @@ static void check_variants(flashport_context *ctx, const char *backend) {
     }
 }
 
-/* The backward pass on host arrays: declined by name, and dQ untouched. */
+/* The backward pass on host arrays: run (dQ written), or declined by name (dQ untouched); that
+ * of a paged cache declined by name. */
 static void check_backward(flashport_context *ctx) {
     flashport_attention_desc d;
     base_desc(&d);
-    static float q[B * NQ * HQ * D], k[B * NKV * HKV * D], v[B * NKV * HKV * D];
+    static float q[B * NQ * HQ * D], k[PAGES * PAGE * HKV * D], v[PAGES * PAGE * HKV * D];
     static float o[B * NQ * HQ * D], d_o[B * NQ * HQ * D], lse[B * HQ * NQ];
-    static float dq[B * NQ * HQ * D], dk[B * NKV * HKV * D], dv[B * NKV * HKV * D];
-    for (size_t i = 0; i < sizeof dq / sizeof dq[0]; i++) dq[i] = 7.0f;
+    static float dq[B * NQ * HQ * D], dk[PAGES * PAGE * HKV * D], dv[PAGES * PAGE * HKV * D];
     flashport_attention_host_args a = FLASHPORT_ATTENTION_HOST_ARGS_INIT;
     a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse, a.d_o = d_o;
     a.d_q = dq, a.d_k = dk, a.d_v = dv;
-    CHECK_STATUS(flashport_attention_backward_host(ctx, &d, &a), FLASHPORT_ERROR_UNSUPPORTED,
-                 "backward pass");
-    int untouched = 1;
-    for (size_t i = 0; i < sizeof dq / sizeof dq[0]; i++) untouched &= dq[i] == 7.0f;
-    CHECK(untouched);
+    for (int paged = 0; paged <= 1; paged++) {
+        for (size_t i = 0; i < sizeof dq / sizeof dq[0]; i++) dq[i] = 7.0f;
+        int32_t table[B * (NKV / PAGE)], lens[B] = {NKV, NKV - 3};
+        for (int i = 0; i < B * (NKV / PAGE); i++) table[i] = i % PAGES;
+        if (paged) {
+            ask_paged(&d);
+            a.block_table = table, a.seqlens_kv = lens;
+        }
+        const flashport_status st = flashport_attention_backward_host(ctx, &d, &a);
+        int untouched = 1;
+        for (size_t i = 0; i < sizeof dq / sizeof dq[0]; i++) untouched &= dq[i] == 7.0f;
+        if (st == FLASHPORT_OK && !paged) {
+            CHECK(!untouched);
+            continue;
+        }
+        CHECK_STATUS(st, FLASHPORT_ERROR_UNSUPPORTED, "backward pass");
+        CHECK(untouched);
+    }
 }
 
 /* A device-memory backend: a block_table entry past num_pages is caught before launch only

@@ -9,6 +9,8 @@
  *                 [--dtype T] [--out-dtype T] [--q-descale X] [--k-descale X] [--v-descale X]
  *                 [--descale-block N] [--scale S] [--layout bhnd|bnhd] [--backend SPEC]
  *                 [--kernel NAME] [--json]
+ *   flashport-run --backward --q Q.npy --k K.npy --v V.npy --do dO.npy --dq dQ.npy --dk dK.npy
+ *                 --dv dV.npy [--deterministic] [--out O.npy] [--lse LSE.npy] [the same flags]
  *
  * The help epilogue below is the reference for shapes, dtypes and exit codes.
  */
@@ -73,7 +75,15 @@ static const char help_epilogue[] =
     "--descale-block) are read from the tables. The library checks every table entry; an\n"
     "entry out of range is exit status 5.\n"
     "\n"
-    "O is written as float32 in Q's shape (packed: [total_q, Hq, head_dim]); --lse as float32\n"
+    "--backward computes O and LSE itself, then the gradients of sum(dO * O): --do is dO in\n"
+    "O's shape (float32 or float16, rounded to O's dtype), --dq, --dk, --dv receive float32\n"
+    "dQ, dK, dV in Q's and K's shapes (dK and dV sum over the query heads of a group); no\n"
+    "gradient reaches the bias, ALiBi slopes or sinks, and a paged cache or FP8 inputs are\n"
+    "declined by name (exit 4). --deterministic asks for the same bits on every run; --out and\n"
+    "--lse are optional there.\n"
+    "\n"
+    "O is written as float32 in Q's shape (packed: [total_q, Hq, head_dim]; rows of no\n"
+    "sequence 0); --lse as float32\n"
     "[batch, Hq, Nq], or [Hq, total_q] with --cu-seqlens-q (natural log; -inf for a row that\n"
     "sees no key). --backend takes what FLASHPORT_BACKEND takes (\"cpu_simd\", \"cuda:1\",\n"
     "\"opencl:nvidia,reference\"); without it FLASHPORT_BACKEND, then auto. --json prints what "
@@ -82,7 +92,7 @@ static const char help_epilogue[] =
     "copies included) on stdout.\n"
     "\n"
     "exit status:\n"
-    "  0  O (and LSE) written\n"
+    "  0  O (and LSE) written; with --backward, dQ, dK and dV (and O, LSE if asked)\n"
     "  2  bad command line: unknown or malformed option, a flag out of range, or flags that\n"
     "     cannot go together (the message says which)\n"
     "  3  an input file is missing, malformed, of the wrong dtype, rank or shape; the inputs and\n"
@@ -97,9 +107,10 @@ static const char help_epilogue[] =
 
 typedef struct run_options {
     const char *q, *k, *v, *out, *lse, *backend, *kernel;
+    const char *d_o, *grad[3]; /* --backward: dO in, dQ, dK, dV out */
     const char *window, *alibi, *bias, *sinks, *cu_q, *cu_kv, *block_table, *seqlens_kv;
     const char *descale[3]; /* q, k, v: a number or a .npy path */
-    int causal, json, layout, dtype, out_dtype;
+    int causal, json, layout, dtype, out_dtype, backward, deterministic;
     double scale, softcap;
     int64_t descale_block;
 } run_options;
@@ -143,8 +154,17 @@ static int is_fp8(flashport_dtype t) { return t == FLASHPORT_FP8_E4M3 || t == FL
 /* Flag combinations the tool cannot turn into a problem. Returns 0 after printing why. */
 static int check_flags(const run_options *o, int64_t window[2]) {
     static const char *const dn[3] = {"--q-descale", "--k-descale", "--v-descale"};
-    if (!o->q || !o->k || !o->v || !o->out) {
+    if (!o->q || !o->k || !o->v || (!o->out && !o->backward)) {
         fprintf(stderr, "%s: --q, --k, --v and --out are required (see --help)\n", tool);
+        return 0;
+    }
+    if (o->backward && (!o->d_o || !o->grad[0] || !o->grad[1] || !o->grad[2])) {
+        fprintf(stderr, "%s: --backward needs --do, --dq, --dk and --dv\n", tool);
+        return 0;
+    }
+    if (!o->backward && (o->d_o || o->grad[0] || o->grad[1] || o->grad[2] || o->deterministic)) {
+        fprintf(stderr, "%s: --do, --dq, --dk, --dv and --deterministic go with --backward\n",
+                tool);
         return 0;
     }
     if (o->scale != 0.0 && fabs(o->scale) > 3.4e38) {
@@ -570,7 +590,7 @@ static void json_str(cli_json *j, const char *key, const char *v) {
 
 static void print_json(const run_options *o, flashport_context *ctx,
                        const flashport_attention_desc *d, const flashport_plan_info *plan,
-                       double ms) {
+                       double ms, double backward_ms) {
     static const char *const alibi[] = {"none", "per_head", "per_batch_head"};
     static const char *const descale[] = {"none", "tensor", "block"};
     flashport_device_info dev;
@@ -630,6 +650,21 @@ static void print_json(const run_options *o, flashport_context *ctx,
     cli_json_double(&j, ms);
     json_str(&j, "out", o->out);
     json_str(&j, "lse", o->lse);
+    cli_json_key(&j, "backward"); /* null, or the gradients' files and the call's time */
+    if (o->backward) {
+        cli_json_begin_object(&j);
+        cli_json_key(&j, "deterministic");
+        cli_json_bool(&j, d->deterministic);
+        cli_json_key(&j, "ms");
+        cli_json_double(&j, backward_ms);
+        json_str(&j, "do", o->d_o);
+        json_str(&j, "dq", o->grad[0]);
+        json_str(&j, "dk", o->grad[1]);
+        json_str(&j, "dv", o->grad[2]);
+        cli_json_end_object(&j);
+    } else {
+        cli_json_null(&j);
+    }
     cli_json_end_object(&j);
 }
 
@@ -645,6 +680,80 @@ static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* Files written so far, removed again when a later one fails: nothing is left behind. */
+typedef struct written {
+    const char *path[6];
+    int n;
+} written;
+
+static int write_f32(written *w, const char *flag, const char *path, flashport_dtype dtype,
+                     const void *data, int rank, const int64_t *dims) {
+    size_t count = 1;
+    for (int i = 0; i < rank; i++) count *= (size_t)dims[i];
+    float *f = malloc(count * sizeof(float) + 1);
+    char msg[512] = "out of host memory";
+    int ok = f != NULL;
+    for (size_t i = 0; ok && i < count; i++) f[i] = tensor_load(dtype, data, (int64_t)i);
+    ok = ok && npy_write(path, NPY_F32, rank, dims, f, msg, sizeof msg) == NPY_OK;
+    free(f);
+    if (ok) {
+        w->path[w->n++] = path;
+        return 1;
+    }
+    fprintf(stderr, "%s: --%s: %s\n", tool, flag, msg);
+    for (int i = 0; i < w->n; i++) remove(w->path[i]);
+    return 0;
+}
+
+/* The backward pass from the forward's O and LSE in args: reads dO, runs, writes dQ, dK, dV.
+ * Returns the exit status. */
+static int run_backward(const run_options *o, flashport_context *ctx, flashport_attention_desc *d,
+                        flashport_attention_host_args args, const run_inputs *in, double *ms,
+                        written *w) {
+    npy_array d_o;
+    memset(&d_o, 0, sizeof d_o);
+    void *grads[4] = {0}; /* dO in out_dtype, then dQ, dK, dV */
+    int rc = CLI_EXIT_INPUT;
+    const npy_array *shapes[3] = {&in->qkv[0], &in->qkv[1], &in->qkv[2]};
+    const size_t es = flashport_dtype_size(d->out_dtype);
+    if (!read_npy("do", o->d_o, &d_o)) goto done;
+    if ((d_o.dtype != NPY_F32 && d_o.dtype != NPY_F16) || d_o.rank != shapes[0]->rank ||
+        memcmp(d_o.shape, shapes[0]->shape, sizeof(int64_t) * (size_t)d_o.rank) != 0) {
+        fprintf(stderr, "%s: --do: %s must be float32 or float16 in Q's (and O's) shape\n", tool,
+                o->d_o);
+        goto done;
+    }
+    for (int i = 0; i < 4; i++) {
+        /* Zeroed: packed rows of no sequence are not written by the library, and come out 0. */
+        grads[i] = calloc((i ? shapes[i - 1]->count : d_o.count) * es + 1, 1);
+        if (!grads[i]) {
+            fprintf(stderr, "%s: out of host memory for the gradients\n", tool);
+            goto done;
+        }
+    }
+    for (size_t e = 0; e < d_o.count; e++)
+        tensor_store(d->out_dtype, grads[0], (int64_t)e, (float)npy_get(&d_o, e));
+    args.d_o = grads[0], args.d_q = grads[1], args.d_k = grads[2], args.d_v = grads[3];
+    d->deterministic = o->deterministic;
+    const double t0 = now_ms();
+    const flashport_status st = flashport_attention_backward_host(ctx, d, &args);
+    *ms = now_ms() - t0;
+    if (st != FLASHPORT_OK) {
+        rc = library_error(st);
+        goto done;
+    }
+    static const char *const flags[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++)
+        if (!write_f32(w, flags[i], o->grad[i], d->out_dtype, grads[i + 1], shapes[i]->rank,
+                       shapes[i]->shape))
+            goto done;
+    rc = CLI_EXIT_OK;
+done:
+    npy_free(&d_o);
+    for (int i = 0; i < 4; i++) free(grads[i]);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -690,6 +799,14 @@ int main(int argc, char **argv) {
         {"backend", CLI_STRING, &o.backend, "SPEC", "backend list, as FLASHPORT_BACKEND", NULL},
         {"kernel", CLI_STRING, &o.kernel, "NAME", "force a kernel variant", NULL},
         {"json", CLI_FLAG, &o.json, NULL, "print what ran as JSON on stdout", NULL},
+        {"backward", CLI_FLAG, &o.backward, NULL,
+         "also the backward pass: gradients of sum(dO * O) into --dq, --dk, --dv", NULL},
+        {"do", CLI_STRING, &o.d_o, "FILE", "--backward: dO in Q's shape", NULL},
+        {"dq", CLI_STRING, &o.grad[0], "FILE", "--backward: output dQ, float32, Q's shape", NULL},
+        {"dk", CLI_STRING, &o.grad[1], "FILE", "--backward: output dK, float32, K's shape", NULL},
+        {"dv", CLI_STRING, &o.grad[2], "FILE", "--backward: output dV, float32, V's shape", NULL},
+        {"deterministic", CLI_FLAG, &o.deterministic, NULL,
+         "--backward: the same bits on every run", NULL},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     cli_result r = cli_parse(tool, argc, argv, opts, n_opts);
@@ -708,7 +825,7 @@ int main(int argc, char **argv) {
     flashport_dtype dtype;
     flashport_context *ctx = NULL;
     void *o_host = NULL;
-    float *lse_host = NULL, *o32 = NULL;
+    float *lse_host = NULL;
     int rc = CLI_EXIT_INPUT;
     if (!read_qkv(&o, &in, &dtype) || !build_desc(&o, window, &in, dtype, &d) ||
         !read_modifiers(&o, &in, &d))
@@ -721,11 +838,10 @@ int main(int argc, char **argv) {
     }
 
     const size_t rows = (size_t)(d.heads_q * (d.q_varlen ? d.total_q : d.batch * d.seq_q));
-    const size_t o_count = rows * (size_t)d.head_dim;
-    o_host = malloc(o_count * flashport_dtype_size(d.out_dtype) + 1);
-    lse_host = o.lse ? malloc(rows * sizeof(float) + 1) : NULL;
-    o32 = malloc(o_count * sizeof(float) + 1);
-    if (!o_host || !o32 || (o.lse && !lse_host)) {
+    /* Zeroed: packed rows of no sequence are not written by the library, and come out 0. */
+    o_host = calloc(rows * (size_t)d.head_dim * flashport_dtype_size(d.out_dtype) + 1, 1);
+    lse_host = o.lse || o.backward ? calloc(rows + 1, sizeof(float)) : NULL;
+    if (!o_host || ((o.lse || o.backward) && !lse_host)) {
         fprintf(stderr, "%s: out of host memory for the outputs\n", tool);
         goto done;
     }
@@ -767,10 +883,13 @@ int main(int argc, char **argv) {
         goto done;
     }
 
+    written w = {{0}, 0};
+    double backward_ms = 0.0;
+    if (o.backward && (rc = run_backward(&o, ctx, &d, args, &in, &backward_ms, &w)) != CLI_EXIT_OK)
+        goto done;
+
     /* O is written as float32 whatever its dtype. */
-    for (size_t i = 0; i < o_count; i++) o32[i] = tensor_load(d.out_dtype, o_host, (int64_t)i);
     rc = CLI_EXIT_INPUT;
-    char msg[512];
     int64_t o_dims[4], lse_dims[3];
     const int o_rank = d.q_varlen ? 3 : 4, lse_rank = d.q_varlen ? 2 : 3;
     if (d.q_varlen) {
@@ -786,24 +905,16 @@ int main(int argc, char **argv) {
         lse_dims[1] = d.heads_q;
         lse_dims[2] = d.seq_q;
     }
-    if (npy_write(o.out, NPY_F32, o_rank, o_dims, o32, msg, sizeof msg) != NPY_OK) {
-        fprintf(stderr, "%s: --out: %s\n", tool, msg);
+    if (o.out && !write_f32(&w, "out", o.out, d.out_dtype, o_host, o_rank, o_dims)) goto done;
+    if (o.lse && !write_f32(&w, "lse", o.lse, FLASHPORT_F32, lse_host, lse_rank, lse_dims))
         goto done;
-    }
-    if (o.lse &&
-        npy_write(o.lse, NPY_F32, lse_rank, lse_dims, lse_host, msg, sizeof msg) != NPY_OK) {
-        fprintf(stderr, "%s: --lse: %s\n", tool, msg);
-        remove(o.out); /* nothing is left behind by a run that failed */
-        goto done;
-    }
-    if (o.json) print_json(&o, ctx, &d, &plan, ms);
+    if (o.json) print_json(&o, ctx, &d, &plan, ms, backward_ms);
     rc = CLI_EXIT_OK;
 
 done:
     flashport_context_destroy(ctx);
     free(o_host);
     free(lse_host);
-    free(o32);
     free_inputs(&in);
     return rc;
 }

@@ -372,7 +372,9 @@ typedef struct flashport_attention_desc {
     flashport_descale descale;
     int64_t descale_block; /* positions per factor with FLASHPORT_DESCALE_BLOCK */
 
-    /* Backward call only: 1 makes dQ, dK and dV the same bits on every run (no float atomics). */
+    /* Backward pass only: 1 makes dQ, dK and dV the same bits on every run (no float atomics,
+     * no sums whose order depends on the schedule); 0 lets a backend accumulate dQ in whatever
+     * order its threads finish. The forward pass ignores it. */
     int deterministic;
 
     const char *kernel; /* kernel variant to force; NULL: FLASHPORT_KERNEL, then the planner */
@@ -414,7 +416,7 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
     cptr q;                                                                                        \
     cptr k;                                                                                        \
     cptr v;                                                                                        \
-    ptr o;                                                                                         \
+    ptr o;              /* forward: output; backward: input, the forward's O */                    \
     ptr lse;            /* forward: optional output; backward: input, required */                  \
     cptr sinks;         /* [heads_q] with desc.sinks */                                            \
     cptr alibi_slopes;  /* [heads_q] or [batch, heads_q] by desc.alibi */                          \
@@ -463,10 +465,23 @@ FLASHPORT_API flashport_status flashport_attention_run(flashport_context *ctx,
 FLASHPORT_API flashport_status
 flashport_attention_run_host(flashport_context *ctx, const flashport_attention_desc *d,
                              const flashport_attention_host_args *args);
-/* Backward pass: from Q, K, V, O, dO and the forward's LSE, writes dQ, dK and dV (the gradient
- * of sum(dO * O) with respect to Q, K, V; with GQA dK and dV sum over the query heads of a
- * group). No gradient reaches the bias, ALiBi slopes or sinks. Paged K/V is not differentiable
- * here (FLASHPORT_ERROR_UNSUPPORTED). desc.deterministic asks for run-to-run identical bits. */
+/* Backward pass: from Q, K, V, O, dO and the forward's LSE, writes dQ, dK and dV, the gradient
+ * of sum(dO * O) with respect to Q, K and V:
+ *   P_ij = exp(s_ij - LSE_i) over the visible keys (the LSE carries the sink), D_i = dO_i . O_i,
+ *   dS_ij = P_ij (dO_i . v_j - D_i), dV_j = sum_i P_ij dO_i, and dQ, dK through
+ *   s_ij's dependence on scale * q_i . k_j (times 1 - tanh^2 under a softcap).
+ * Buffers: args.q, k, v as in the forward; args.o and args.d_o of out_dtype by the o strides;
+ * args.lse (required) the forward's f32 LSE, same layout as its output; args.d_q, d_k, d_v of
+ * out_dtype by the q, k and v strides (packed rows of no sequence are not written). With GQA
+ * dK and dV sum over the query heads of a group; a row whose LSE is -inf adds nothing and gets
+ * dQ = 0. No gradient reaches the bias, ALiBi slopes or sinks. Paged K/V and FP8 inputs are
+ * declined (FLASHPORT_ERROR_UNSUPPORTED naming them). desc.deterministic = 1 asks for the same
+ * bits on every run (whatever the thread count, on the CPU backends). */
+/* Which variant would run the descriptor's backward pass on ctx, and why; as
+ * flashport_attention_plan, FLASHPORT_ERROR_UNSUPPORTED naming what no variant implements. */
+FLASHPORT_API flashport_status flashport_attention_backward_plan(flashport_context *ctx,
+                                                                 const flashport_attention_desc *d,
+                                                                 flashport_plan_info *out);
 FLASHPORT_API flashport_status flashport_attention_backward(flashport_context *ctx,
                                                             const flashport_attention_desc *d,
                                                             const flashport_attention_args *args);

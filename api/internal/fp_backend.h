@@ -109,6 +109,22 @@ static inline const char *fp_feature_name(unsigned feature) {
 
 typedef enum fp_op { FP_OP_FORWARD = 0, FP_OP_BACKWARD = 1 } fp_op;
 
+/* The features problem p asks for in operation op: what the core checks variants against, and
+ * what a planner checks before it offers a variant. */
+static inline unsigned fp_problem_features(const fp_problem *p, fp_op op) {
+    unsigned f = 0;
+    if (p->window_left >= 0 || p->window_right >= 0) f |= FP_FEATURE_WINDOW;
+    if (p->softcap > 0.0f) f |= FP_FEATURE_SOFTCAP;
+    if (p->alibi != FLASHPORT_ALIBI_NONE) f |= FP_FEATURE_ALIBI;
+    if (p->bias.enabled) f |= FP_FEATURE_BIAS;
+    if (p->sinks) f |= FP_FEATURE_SINKS;
+    if (p->q_varlen || p->kv_layout == FLASHPORT_KV_VARLEN) f |= FP_FEATURE_VARLEN;
+    if (p->kv_layout == FLASHPORT_KV_PAGED) f |= FP_FEATURE_PAGED;
+    if (p->dtype == FLASHPORT_FP8_E4M3 || p->dtype == FLASHPORT_FP8_E5M2) f |= FP_FEATURE_FP8;
+    if (op == FP_OP_BACKWARD) f |= FP_FEATURE_BACKWARD;
+    return f;
+}
+
 typedef struct fp_variant {
     const char *name;        /* stable, lowercase, what it does: "double_buffered" */
     const char *description; /* one line */

@@ -57,7 +57,6 @@ flashport_status fp_desc_load(const flashport_attention_desc *d, fp_problem *out
 flashport_status fp_desc_check(const fp_problem *p, const char *where);
 /* Resolves scale 0 and spells the window as backends see it (fp_backend.h). */
 void fp_desc_normalise(fp_problem *p);
-unsigned fp_problem_features(const fp_problem *p, fp_op op);
 
 /* Every buffer of a call, in the order of flashport_attention_args and fp_args. */
 typedef enum fp_slot {

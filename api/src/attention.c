@@ -140,14 +140,14 @@ static flashport_status make_plan(flashport_context *ctx, const fp_problem *p, f
     return FLASHPORT_OK;
 }
 
-static flashport_status plan_info(flashport_context *ctx, fp_problem *p, flashport_plan_info *out,
-                                  const char *where) {
+static flashport_status plan_info(flashport_context *ctx, fp_problem *p, fp_op op,
+                                  flashport_plan_info *out, const char *where) {
     if (!out) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "out is NULL");
     int forced = -1;
     flashport_status st = prepare(ctx, p, &forced, where);
     if (st) return st;
     fp_plan plan;
-    st = make_plan(ctx, p, FP_OP_FORWARD, forced, &plan, where);
+    st = make_plan(ctx, p, op, forced, &plan, where);
     memset(out, 0, sizeof *out);
     if (st == FLASHPORT_OK)
         snprintf(out->kernel, sizeof out->kernel, "%s",
@@ -164,7 +164,7 @@ FLASHPORT_API flashport_status flashport_plan(flashport_context *ctx, const flas
     if (st) return st;
     fp_problem d;
     fp_problem_from_v1(p, &d);
-    return plan_info(ctx, &d, out, where);
+    return plan_info(ctx, &d, FP_OP_FORWARD, out, where);
 }
 
 FLASHPORT_API flashport_status flashport_attention_plan(flashport_context *ctx,
@@ -173,7 +173,15 @@ FLASHPORT_API flashport_status flashport_attention_plan(flashport_context *ctx,
     static const char *where = "flashport_attention_plan";
     fp_problem d;
     flashport_status st = fp_desc_load(desc, &d, where);
-    return st ? st : plan_info(ctx, &d, out, where);
+    return st ? st : plan_info(ctx, &d, FP_OP_FORWARD, out, where);
+}
+
+FLASHPORT_API flashport_status flashport_attention_backward_plan(
+    flashport_context *ctx, const flashport_attention_desc *desc, flashport_plan_info *out) {
+    static const char *where = "flashport_attention_backward_plan";
+    fp_problem d;
+    flashport_status st = fp_desc_load(desc, &d, where);
+    return st ? st : plan_info(ctx, &d, FP_OP_BACKWARD, out, where);
 }
 
 /* ---- buffers of a call ---- */

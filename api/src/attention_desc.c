@@ -403,20 +403,6 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
 
 /* ---- features ---- */
 
-unsigned fp_problem_features(const fp_problem *p, fp_op op) {
-    unsigned f = 0;
-    if (p->window_left >= 0 || p->window_right >= 0) f |= FP_FEATURE_WINDOW;
-    if (p->softcap > 0.0f) f |= FP_FEATURE_SOFTCAP;
-    if (p->alibi != FLASHPORT_ALIBI_NONE) f |= FP_FEATURE_ALIBI;
-    if (p->bias.enabled) f |= FP_FEATURE_BIAS;
-    if (p->sinks) f |= FP_FEATURE_SINKS;
-    if (p->q_varlen || p->kv_layout == FLASHPORT_KV_VARLEN) f |= FP_FEATURE_VARLEN;
-    if (p->kv_layout == FLASHPORT_KV_PAGED) f |= FP_FEATURE_PAGED;
-    if (is_fp8(p->dtype)) f |= FP_FEATURE_FP8;
-    if (op == FP_OP_BACKWARD) f |= FP_FEATURE_BACKWARD;
-    return f;
-}
-
 /* ---- buffers ---- */
 
 /* a * b * c, or -1 when it overflows (the factors are non-negative). */

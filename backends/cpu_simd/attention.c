@@ -9,6 +9,7 @@
 #endif
 
 #include "fp_half.h"
+#include "sequences.h"
 #include "topology.h"
 
 #define ALIGN_BYTES 64 /* every scratch array starts on a cache line */
@@ -153,92 +154,27 @@ typedef struct tile_scratch {
     int *group_lo, *group_hi; /* keys every row of a P V group sees */
 } tile_scratch;
 
-/* ---- KV addressing: dense, varlen or paged ---- */
-
-/* One sequence of the batch: its lengths, and where its rows are. */
-typedef struct seq_view {
-    int64_t b;
-    int64_t nq, nkv;
-    int64_t q_row0;       /* packed row of its first query (0 when Q is dense) */
-    int64_t kv_row0;      /* packed row of its first key (0 unless K/V are varlen) */
-    const int32_t *pages; /* its block-table row (paged K/V only) */
-} seq_view;
-
-static seq_view seq_of(const call *c, int64_t b) {
-    const fp_problem *p = c->p;
-    seq_view s = {b, p->seq_q, p->seq_kv, 0, 0, NULL};
-    if (p->q_varlen) {
-        const int32_t *cu = (const int32_t *)c->a->cu_seqlens_q;
-        s.q_row0 = cu[b];
-        s.nq = (int64_t)cu[b + 1] - cu[b];
-    }
-    if (p->kv_layout == FLASHPORT_KV_VARLEN) {
-        const int32_t *cu = (const int32_t *)c->a->cu_seqlens_kv;
-        s.kv_row0 = cu[b];
-        s.nkv = (int64_t)cu[b + 1] - cu[b];
-    } else if (p->kv_layout == FLASHPORT_KV_PAGED) {
-        s.nkv = ((const int32_t *)c->a->seqlens_kv)[b];
-        s.pages = (const int32_t *)c->a->block_table + b * p->max_pages_per_seq;
-    }
-    return s;
-}
-
-/* Element offsets of key j's rows in K and V, and how many keys from j on follow at the seq
- * strides: the rest of its page when paged, unbounded otherwise. */
-static int64_t kv_rows(const call *c, const seq_view *s, int64_t kvh, int64_t j, int64_t *k_at,
-                       int64_t *v_at) {
-    const fp_problem *p = c->p;
-    int64_t block = s->b, row = s->kv_row0 + j, run = INT64_MAX;
-    if (s->pages) {
-        block = s->pages[j / p->page_size];
-        row = j % p->page_size;
-        run = p->page_size - row;
-    }
-    *k_at = block * p->k.batch + kvh * p->k.head + row * p->k.seq;
-    *v_at = block * p->v.batch + kvh * p->v.head + row * p->v.seq;
-    return run;
-}
-
-/* Query or output row i of query head h (packed rows have batch stride 0). */
-static const void *q_row(const void *base, const flashport_strides *st, size_t esize,
-                         const seq_view *s, int64_t h, int64_t i) {
-    return (const char *)base +
-           (size_t)(s->b * st->batch + h * st->head + (s->q_row0 + i) * st->seq) * esize;
-}
-
-/* The FP8 descale of a row: the tensor's factor, or that of (batch, head, block of positions);
- * 1 for other dtypes. `len` is the tensor's longest sequence. */
-static float descale(const call *c, const void *factors, int64_t heads, int64_t len, int64_t b,
-                     int64_t h, int64_t pos) {
-    const fp_problem *p = c->p;
-    const float *f = (const float *)factors;
-    if (p->descale == FLASHPORT_DESCALE_TENSOR) return f[0];
-    if (p->descale == FLASHPORT_DESCALE_BLOCK) {
-        const int64_t per_head = (len + p->descale_block - 1) / p->descale_block;
-        return f[(b * heads + h) * per_head + pos / p->descale_block];
-    }
-    return 1.0f;
-}
-
 /* Converts keys [j0, j0 + n) of K and V into rows [row, row + n) of the ring, a page (or the
  * whole run) at a time. */
-static void pack_kv(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t j0,
+static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
     const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
     for (int64_t j = 0; j < n;) {
         int64_t k_at, v_at;
-        const int64_t run = min64(kv_rows(c, s, kvh, j0 + j, &k_at, &v_at), n - j);
+        const int64_t run = min64(cs_kv_rows(c->p, s, kvh, j0 + j, &k_at, &v_at), n - j);
         for (int64_t r = 0; r < run; ++r, ++j) {
             const int64_t key = j0 + j;
-            c->ops->load_row((const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size,
-                             p->dtype, p->head_dim, dq,
-                             descale(c, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->k + (row + j) * dq);
-            c->ops->load_row((const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size,
-                             p->dtype, p->head_dim, dq,
-                             descale(c, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                             ts->v + (row + j) * dq);
+            c->ops->load_row(
+                (const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size, p->dtype,
+                p->head_dim, dq,
+                cs_descale(c->p, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
+                ts->k + (row + j) * dq);
+            c->ops->load_row(
+                (const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size, p->dtype,
+                p->head_dim, dq,
+                cs_descale(c->p, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
+                ts->v + (row + j) * dq);
         }
     }
 }
@@ -252,7 +188,7 @@ static int64_t ring_row(const tile_scratch *ts, const cs_tiling *t, int64_t j) {
  * the ring, converting only those it does not hold: consecutive tiles of one head share all
  * their keys without a window, and all but a tile height of them with one. The rows of keys
  * outside [a, e) are free afterwards; e - a leaves CS_KEY_STEP of them past e. */
-static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t a,
+static void ring_fill(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t a,
                       int64_t e) {
     if (ts->ring_b != s->b || ts->ring_kvh != kvh || e <= ts->ring_lo || a >= ts->ring_hi) {
         ts->ring_b = s->b;
@@ -273,30 +209,15 @@ static void ring_fill(const call *c, tile_scratch *ts, const seq_view *s, int64_
 
 /* ---- scores: the window and the modifiers ---- */
 
-/* Keys [*lo, *hi) of sequence s that its query i sees: the window (causal is one) around the
- * sequence's own bottom-right diagonal; [0, 0) when none. */
-static void row_keys(const fp_problem *p, const seq_view *s, int64_t i, int64_t *lo, int64_t *hi) {
-    const int64_t diag = i + s->nkv - s->nq;
-    /* A side longer than the sequence's queries and keys together reaches past every key from
-     * every row: clamped to that, it adds to the diagonal without overflow. */
-    const int64_t span = s->nq + s->nkv;
-    const int64_t left = min64(p->window_left, span);
-    const int64_t right = min64(p->causal ? 0 : p->window_right, span);
-    const int64_t a = left < 0 ? 0 : max64(0, diag - left);
-    const int64_t e = right < 0 ? s->nkv : min64(s->nkv, diag + right + 1);
-    *lo = e > a ? a : 0;
-    *hi = e > a ? e : 0;
-}
-
 /* Union of the keys its rows see of a tile of nq positions from i0 ([0, 0) when none): what
  * the tile visits, for its cost. */
-static void tile_keys(const fp_problem *p, const seq_view *s, int64_t i0, int64_t nq, int64_t *lo,
+static void tile_keys(const fp_problem *p, const cs_seq *s, int64_t i0, int64_t nq, int64_t *lo,
                       int64_t *hi) {
     *lo = INT64_MAX;
     *hi = 0;
     for (int64_t i = i0; i < i0 + nq; ++i) {
         int64_t a, e;
-        row_keys(p, s, i, &a, &e);
+        cs_row_keys(p, s, i, &a, &e);
         if (e > a) {
             *lo = min64(*lo, a);
             *hi = max64(*hi, e);
@@ -308,7 +229,7 @@ static void tile_keys(const fp_problem *p, const seq_view *s, int64_t i0, int64_
 /* Row r of a tile is position i0 + r / nh of query head h0 + r % nh (within KV head kvh's
  * group), so rows that share a position, and so a window, sit next to each other. */
 typedef struct tile_pos {
-    const seq_view *s;
+    const cs_seq *s;
     int64_t kvh, h0, i0;
     int nh;
 } tile_pos;
@@ -328,36 +249,17 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
         ts->diag[r] = 0.0f;
         if (r >= real) continue;
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        if (slopes)
-            ts->slope[r] = (float)(LOG2E * slopes[p->alibi == FLASHPORT_ALIBI_PER_BATCH_HEAD
-                                                      ? tp->s->b * p->heads_q + h
-                                                      : h]);
-        if (p->bias.enabled)
-            ts->bias_at[r] = tp->s->b * p->bias.batch + h * p->bias.head + i * p->bias.query;
+        if (slopes) ts->slope[r] = (float)(LOG2E * cs_alibi_slope(p, slopes, tp->s->b, h));
+        if (p->bias.enabled) ts->bias_at[r] = cs_bias_at(p, tp->s, h, i);
     }
 }
 
 /* The bias of the block starting at key j0, times log2 e, laid out as the scores, for rows
  * r < real over the keys each sees. */
 static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
-    const flashport_bias_desc *bd = &c->p->bias;
-    const int64_t ld = c->t->rows;
-    for (int r = 0; r < real; ++r) {
-        float *out = ts->bias + r;
-        const int64_t at = ts->bias_at[r] + j0 * bd->key;
-        if (bd->dtype == FLASHPORT_F32) {
-            const float *b = (const float *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j) out[j * ld] = (float)LOG2E * b[j * bd->key];
-        } else if (bd->dtype == FLASHPORT_F16) {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)LOG2E * fp_f16_to_f32(b[j * bd->key]);
-        } else {
-            const uint16_t *b = (const uint16_t *)c->a->bias + at;
-            for (int j = ts->lo[r]; j < ts->hi[r]; ++j)
-                out[j * ld] = (float)LOG2E * fp_bf16_to_f32(b[j * bd->key]);
-        }
-    }
+    for (int r = 0; r < real; ++r)
+        cs_bias_row(c->p, c->a->bias, ts->bias_at[r] + j0 * c->p->bias.key, ts->lo[r], ts->hi[r],
+                    (float)LOG2E, ts->bias + r, c->t->rows);
 }
 
 /* ---- the tile ---- */
@@ -371,8 +273,9 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     const int64_t dq = c->t->dq;
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        c->ops->load_row(q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim, dq,
-                         descale(c, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
+        c->ops->load_row(cs_q_row(c->a->q, &p->q, c->in_size, tp->s, h, i), p->dtype, p->head_dim,
+                         dq,
+                         cs_descale(c->p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
     }
     for (int r = 0; r < rows; ++r) {
@@ -403,10 +306,9 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
         const double denom = top == -INFINITY ? 0.0 : l * exp2(m - top) + exp2(sink - top);
         c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim,
                           denom == 0.0 ? 0.0f : (float)(exp2(m - top) / denom), p->out_dtype,
-                          (void *)q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
+                          (void *)cs_q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
         if (lse) {
-            const int64_t at = p->q_varlen ? h * p->total_q + tp->s->q_row0 + i
-                                           : (tp->s->b * p->heads_q + h) * p->seq_q + i;
+            const int64_t at = cs_lse_index(p, tp->s, h, i);
             lse[at] =
                 denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
         }
@@ -415,12 +317,12 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
 
 /* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh of sequence s. Inlined: GCC
  * takes a function that only prefetches for one without effects and drops its calls. */
-static inline __attribute__((always_inline)) void prefetch_keys(const call *c, const seq_view *s,
+static inline __attribute__((always_inline)) void prefetch_keys(const call *c, const cs_seq *s,
                                                                 int64_t kvh, int64_t j, int64_t n) {
     const int64_t bytes = c->p->head_dim * (int64_t)c->in_size;
     for (int64_t key = j; key < j + n; ++key) {
         int64_t k_at, v_at;
-        kv_rows(c, s, kvh, key, &k_at, &v_at);
+        cs_kv_rows(c->p, s, kvh, key, &k_at, &v_at);
         const char *k = (const char *)c->a->k + (size_t)k_at * c->in_size;
         const char *v = (const char *)c->a->v + (size_t)v_at * c->in_size;
         for (int64_t at = 0; at < bytes; at += ALIGN_BYTES) {
@@ -433,7 +335,7 @@ static inline __attribute__((always_inline)) void prefetch_keys(const call *c, c
 /* One tile: query positions [i0, i0 + nq) of query heads [h0, h0 + nh) within the group of KV
  * head kvh, of sequence s. next_i0: the first position of the tile of the same sequence and
  * heads this thread likely runs next, or -1. */
-static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t kvh, int64_t h0,
+static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t h0,
                      int64_t i0, int64_t next_i0) {
     const fp_problem *p = c->p;
     const cs_tiling *t = c->t;
@@ -452,7 +354,7 @@ static void run_tile(const call *c, tile_scratch *ts, const seq_view *s, int64_t
         ts->alpha[r] = 1.0f;
         ts->key_lo[r] = ts->key_hi[r] = 0;
         if (r >= real) continue;
-        row_keys(p, s, position_of(&tp, r), &ts->key_lo[r], &ts->key_hi[r]);
+        cs_row_keys(p, s, position_of(&tp, r), &ts->key_lo[r], &ts->key_hi[r]);
         if (ts->key_hi[r] > ts->key_lo[r]) {
             k_lo = min64(k_lo, ts->key_lo[r]);
             k_hi = max64(k_hi, ts->key_hi[r]);
@@ -601,7 +503,7 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
     const fp_problem *p = c->p;
     int64_t n = 0;
     for (int64_t b = 0; b < p->batch; ++b) {
-        const seq_view s = seq_of(c, b);
+        const cs_seq s = cs_seq_of(c->p, c->a, b);
         for (int64_t i0 = 0; i0 < s.nq; i0 += c->t->queries) {
             const int64_t nq = min64(c->t->queries, s.nq - i0);
             int64_t lo, hi;
@@ -634,7 +536,7 @@ static void run_item(const call *c, tile_scratch *ts, const work_list *w, int64_
     const int64_t rest = it / w->tiles_n, next = it + threads;
     const tile_entry *n =
         next < w->items && next / w->tiles_n == rest ? &w->tiles[next % w->tiles_n] : NULL;
-    const seq_view s = seq_of(c, e->b);
+    const cs_seq s = cs_seq_of(c->p, c->a, e->b);
     run_tile(c, ts, &s, rest / w->head_chunks, rest % w->head_chunks * c->t->heads, e->i0,
              n && n->b == e->b ? n->i0 : -1);
 }

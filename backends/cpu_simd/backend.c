@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "attention.h"
+#include "backward.h"
 #include "backend.h"
 #include "cpu_features.h"
 #include "fp_host_memory.h"
@@ -78,8 +79,7 @@ static void dev_close(void *dev) {
 
 static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
-    (void)op; /* forward only: the core declines a backward call before planning it */
-    return cs_plan(p, forced, out);
+    return cs_plan(p, op, forced, out);
 }
 
 static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
@@ -90,20 +90,33 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME,
                               "run: plan names variant %d, which this build lacks", pl->variant);
     cs_tiling t;
-    cs_tiling_from_plan(pl, &t);
-    const size_t need = cs_scratch_bytes(&t);
+    cs_bwd_tiling bt;
+    int threads;
+    size_t need;
+    if (pl->op == FP_OP_BACKWARD) {
+        cs_bwd_tiling_from_plan(pl, &bt);
+        need = cs_bwd_scratch_bytes(&bt);
+        threads = bt.threads;
+    } else {
+        cs_tiling_from_plan(pl, &t);
+        need = cs_scratch_bytes(&t);
+        threads = t.threads;
+    }
     if (need > d->scratch_bytes) {
         void *grown = aligned_alloc(64, (need + 63) / 64 * 64);
         if (!grown) {
             return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
                                   "run: out of host memory for %zu bytes of scratch (%d threads)",
-                                  need, t.threads);
+                                  need, threads);
         }
         free(d->scratch);
         d->scratch = grown;
         d->scratch_bytes = need;
     }
-    cs_attention(ops, &t, p, args, d->scratch);
+    if (pl->op == FP_OP_BACKWARD)
+        cs_attention_backward(ops, &bt, p, args, d->scratch);
+    else
+        cs_attention(ops, &t, p, args, d->scratch);
     return FLASHPORT_OK;
 }
 
@@ -147,8 +160,9 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     return FLASHPORT_OK;
 }
 
-/* Every forward feature, in every path: the tile algorithm is shared (attention.c). */
-#define CS_FEATURES (FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD)
+/* Every feature, in every path: the tile algorithms are shared (attention.c, backward.c); the
+ * planner declines the backward pass of paged K/V and FP8 inputs by name. */
+#define CS_FEATURES FP_FEATURES_ALL
 
 static const fp_variant variants[CS_VARIANT_COUNT] = {
     [CS_VARIANT_AVX2] =

@@ -24,7 +24,7 @@ const cs_kernel_ops *cs_variant_ops(int variant);
 const char *cs_variant_name(int variant);
 
 /* The one planning function (fp_device_ops.plan). */
-flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out);
+flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out);
 
 /* f32 FMA rate of one core and of all threads, and copy bandwidth (fp_device_ops.measure_peaks). */
 flashport_status cs_measure_peaks(flashport_peaks *out);

@@ -118,6 +118,19 @@ flashport_status cs_measure_peaks(flashport_peaks *out) {
         kind = "AVX-512 FMA loop (12 independent 16-wide chains)";
     }
 #endif
+    /* A path forced by FLASHPORT_KERNEL is measured instead: the ceiling of the path that runs
+     * (a core may run the narrower FMA at another rate). */
+    const char *forced = getenv("FLASHPORT_KERNEL");
+    if (forced && strcmp(forced, "portable") == 0) {
+        loop = cs_fma_peak_portable;
+        kind = "portable multiply-add loop (12 chains x 8 lanes), forced by FLASHPORT_KERNEL";
+    }
+#if defined(CS_HAVE_AVX2_KERNELS)
+    if (forced && strcmp(forced, "avx2") == 0 && cs_avx2_usable(0, &why)) {
+        loop = cs_fma_peak_avx2;
+        kind = "AVX2 FMA loop (12 independent 8-wide chains), forced by FLASHPORT_KERNEL";
+    }
+#endif
     const int threads = cs_threads_default(&why);
     const int64_t iterations = calibrate(loop);
     out->f32_fma_tflops_per_core = fma_rate(loop, iterations, 1) * 1e-12;

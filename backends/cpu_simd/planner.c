@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "attention.h"
+#include "backward.h"
 #include "backend.h"
 #include "cpu_features.h"
 #include "topology.h"
@@ -77,7 +78,36 @@ int cs_auto_variant(int f16, char *why, unsigned long len) {
     return CS_VARIANT_PORTABLE;
 }
 
-flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
+/* The backward pass's tiles, and why: paged K/V and FP8 inputs are declined by name (their
+ * gradients would land in a page pool or in FP8 tensors, which no training step asks for). */
+static flashport_status plan_backward(const fp_problem *p, const char *why, int threads,
+                                      const char *why_threads, fp_plan *out) {
+    const int paged = p->kv_layout == FLASHPORT_KV_PAGED;
+    const int fp8 = p->dtype == FLASHPORT_FP8_E4M3 || p->dtype == FLASHPORT_FP8_E5M2;
+    if (paged || fp8) {
+        snprintf(out->reason, sizeof out->reason,
+                 "the %s of %s%s%s is not implemented (only the forward pass reads them)",
+                 fp_feature_name(FP_FEATURE_BACKWARD),
+                 paged ? fp_feature_name(FP_FEATURE_PAGED) : "", paged && fp8 ? " + " : "",
+                 fp8 ? fp_feature_name(FP_FEATURE_FP8) : "");
+        return FLASHPORT_ERROR_UNSUPPORTED;
+    }
+    cs_bwd_tiling t;
+    cs_bwd_tiling_choose(p, threads, &t);
+    snprintf(out->reason, sizeof out->reason,
+             "%s (%s); backward: key tiles of %d x blocks of %d query rows, dQ %s; %d thread%s "
+             "(%s)",
+             cs_variant_name(out->variant), why, t.keys, t.rows,
+             t.deterministic ? "in a second pass over query blocks (deterministic)"
+                             : "accumulated under locks",
+             t.threads, t.threads == 1 ? "" : "s", why_threads);
+    out->workspace_bytes = cs_bwd_scratch_bytes(&t);
+    cs_bwd_tiling_to_plan(&t, out);
+    cs_host->log(FP_LOG_DEBUG, CS_NAME, "plan: %s", out->reason);
+    return FLASHPORT_OK;
+}
+
+flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     /* binary16 conversions: f16 in or out, and E5M2 (the upper byte of a binary16). */
     const int f16 = p->dtype == FLASHPORT_F16 || p->out_dtype == FLASHPORT_F16 ||
                     p->dtype == FLASHPORT_FP8_E5M2;
@@ -99,6 +129,7 @@ flashport_status cs_plan(const fp_problem *p, int forced, fp_plan *out) {
     }
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
+    if (op == FP_OP_BACKWARD) return plan_backward(p, why, threads, why_threads, out);
     cs_tiling t;
     cs_tiling_choose(p, threads, &t);
 

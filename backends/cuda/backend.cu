@@ -292,6 +292,7 @@ static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p, con
     L.lse = (float *)args->lse;
     L.workspace = pl->workspace_bytes ? dev->workspace : NULL;
     L.params = &params;
+    L.args = args;
     L.stream = dev->stream;
     L.props = &dev->props;
     const gpuError_t e = k->launch(&L);

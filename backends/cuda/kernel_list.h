@@ -50,6 +50,16 @@
 #else
 #define FP_KERNEL_IF_wmma_f16(X)
 #endif
+#ifdef FP_HAVE_KERNEL_decode
+#define FP_KERNEL_IF_decode(X) X(decode)
+#else
+#define FP_KERNEL_IF_decode(X)
+#endif
+#ifdef FP_HAVE_KERNEL_decode_mma
+#define FP_KERNEL_IF_decode_mma(X) X(decode_mma)
+#else
+#define FP_KERNEL_IF_decode_mma(X)
+#endif
 #ifdef FP_HAVE_KERNEL_tensor_core_mma
 #define FP_KERNEL_IF_tensor_core_mma(X) X(tensor_core_mma)
 #else
@@ -97,7 +107,7 @@
             FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X)                        \
                 FP_KERNEL_IF_wmma_f16(X)
 #define FP_GPU_PRODUCTION_KERNELS(X)                                                               \
-    FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                       \
+    FP_KERNEL_IF_decode_mma(X) FP_KERNEL_IF_decode(X) FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                       \
         FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)        \
             FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)                 \
                 FP_KERNEL_IF_tensor_core_tf32x3_wide(X)

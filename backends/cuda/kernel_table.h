@@ -45,11 +45,19 @@ typedef struct fp_split_kv_params {
     fp_gpu_tile_params tile;
 } fp_split_kv_params;
 
+/* How the decode kernel (kernels/decode.cu) shares out a problem: blocks of `rows` query rows
+ * of one kv head (row_chunks of them cover a group's heads times Nq), each over one of `splits`
+ * shares of the keys. */
+typedef struct fp_decode_params {
+    int rows, row_chunks, splits;
+} fp_decode_params;
+
 /* What a kernel's supports() chooses for its workspace() and launch(), in the member of its
  * family; supports() gets it zeroed. The plan carries it (fp_plan's kernel_params). */
 typedef union fp_gpu_kernel_params {
     fp_gpu_tile_params tile;     /* tensor_core_mma, tensor_core_tf32x3 */
     fp_split_kv_params split_kv; /* the *_split_kv kernels and tensor_core_tf32x3_wide */
+    fp_decode_params decode;     /* decode */
 } fp_gpu_kernel_params;
 static_assert(sizeof(fp_gpu_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
               "a plan holds the kernel parameters");
@@ -61,6 +69,7 @@ typedef struct fp_gpu_launch {
     float *lse;                         /* NULL: no LSE */
     void *workspace;                    /* plan.workspace_bytes bytes, or NULL when 0 */
     const fp_gpu_kernel_params *params; /* what the variant's supports() chose */
+    const fp_args *args; /* every buffer of the call (tables, slopes, bias, descales, ...) */
     gpuStream_t stream;
     const fp_gpu_device_props *props;
 } fp_gpu_launch;

@@ -1,15 +1,18 @@
 /*
  * The CUDA backend's planner: the only place that decides which kernel variant runs.
  *
- * Automatic choice. f16/bf16 go to the matrix-core kernel (tensor cores on CUDA, MFMA on HIP;
- * vendors/ names it), f32 to the 3xTF32 tensor-core kernels where they are built and take the
- * problem (f32 accuracy at a multiple of the CUDA-core rate; d > 256 to the wide form, which
- * splits the keys itself on small grids), else to the FlashAttention-2 style
- * CUDA-core kernel; when B*Hq*ceil(Nq/rows per block) cannot give every SM a block, the split-KV
- * form of the CUDA-core kernel is preferred, since it adds parallelism along Nkv. When the
- * preferred variants are not built or decline the problem, the ladder is walked from its
- * fastest step down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never chosen
- * automatically; it runs when asked for by name.
+ * Automatic choice. A problem of at most 16 query rows per sequence (decode) goes to a decode
+ * kernel, which reads K and V once per kv head at memory bandwidth: f16/bf16 with more than one
+ * row per kv head (GQA, several queries) to decode_mma on the tensor cores, the rest to decode
+ * on the CUDA cores. Otherwise f16/bf16 go to the
+ * matrix-core kernel (tensor cores on CUDA, MFMA on HIP; vendors/ names it), f32 to the 3xTF32
+ * tensor-core kernels where they are built and take the problem (f32 accuracy at a multiple of the
+ * CUDA-core rate; d > 256 to the wide form, which splits the keys itself on small grids), else to
+ * the FlashAttention-2 style CUDA-core kernel; when B*Hq*ceil(Nq/rows per block) cannot give every
+ * SM a block, the split-KV form of the CUDA-core kernel is preferred, since it adds parallelism
+ * along Nkv. When the preferred variants are not built or decline the problem, the ladder is walked
+ * from its fastest step down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never
+ * chosen automatically; it runs when asked for by name.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +36,11 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 #define F32_TENSOR_KERNEL      "tensor_core_tf32x3"
 #define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
 
+/* Decode, for problems of at most this many query rows per sequence, when built. */
+#define DECODE_KERNEL      "decode"
+#define DECODE_MMA_KERNEL  "decode_mma"
+#define DECODE_MAX_QUERIES 16
+
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
     "register_tiled",  "smem_tiled",      "naive_tiled",
@@ -50,11 +58,17 @@ static int find_kernel(const char *name) {
     return -1;
 }
 
-/* Asks variant i; on yes fills the plan and *params, on no leaves the reason in why. */
+/* Asks variant i; on yes fills the plan and *params, on no leaves the reason in why. A variant
+ * is asked only about problems whose features it implements. */
 static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p, fp_plan *out,
                        fp_gpu_kernel_params *params, char *why, size_t why_len) {
     memset(params, 0, sizeof *params);
     why[0] = '\0';
+    const unsigned missing = fp_problem_features(p, FP_OP_FORWARD) & ~kernels[i]->info.features;
+    if (missing) {
+        snprintf(why, why_len, "does not implement %s", fp_feature_name(missing & -missing));
+        return 0;
+    }
     if (!kernels[i]->supports(p, props, params, why, why_len)) return 0;
     out->variant = i;
     memcpy(out->kernel_params.bytes, params, sizeof *params);
@@ -98,9 +112,20 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
     const int f32_tensor = f32 && find_kernel(F32_TENSOR_KERNEL) >= 0;
     const char *tensor_kind = "f32 on tensor cores (3xTF32 split, f32 accuracy)";
     const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
-    const char *order[4 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
-    const char *kinds[4];
+    const char *order[6 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    const char *kinds[6];
     int n_order = 0;
+    if (p->seq_q <= DECODE_MAX_QUERIES) {
+        const int rows_per_kv_head = (int)(p->heads_q / p->heads_kv * p->seq_q);
+        if (rows_per_kv_head > 1 && !f32 && find_kernel(DECODE_MMA_KERNEL) >= 0) {
+            kinds[n_order] = "decode on tensor cores (rows of a kv head as the M of mma.sync)";
+            order[n_order++] = DECODE_MMA_KERNEL;
+        }
+        if (find_kernel(DECODE_KERNEL) >= 0) {
+            kinds[n_order] = "decode (few query rows per sequence: bound by reading K and V once)";
+            order[n_order++] = DECODE_KERNEL;
+        }
+    }
     if (f32 && p->head_dim > 256 && find_kernel(F32_WIDE_TENSOR_KERNEL) >= 0) {
         kinds[n_order] = "f32 on tensor cores (3xTF32 split, head dim across warps)";
         order[n_order++] = F32_WIDE_TENSOR_KERNEL;
@@ -133,7 +158,11 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }
-        if (strcmp(order[o], F32_WIDE_TENSOR_KERNEL) == 0)
+        if (strcmp(order[o], DECODE_KERNEL) == 0 || strcmp(order[o], DECODE_MMA_KERNEL) == 0)
+            snprintf(out->reason, sizeof out->reason,
+                     "%s; %d query rows per block, keys split %d ways for %d SMs", kinds[o],
+                     params.decode.rows, params.decode.splits, props->sm_count);
+        else if (strcmp(order[o], F32_WIDE_TENSOR_KERNEL) == 0)
             snprintf(out->reason, sizeof out->reason, "%s; keys split %d ways for %d SMs", kinds[o],
                      params.split_kv.splits, props->sm_count);
         else if (o == 0)

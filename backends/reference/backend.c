@@ -11,6 +11,7 @@
 
 #include "fp_backend.h"
 #include "fp_host_memory.h"
+#include "kernels/attention_backward.h"
 #include "kernels/attention_double.h"
 #include "planner.h"
 
@@ -19,8 +20,9 @@ static const char NAME[] = "reference";
 
 static const fp_variant variants[] = {
     {"double_accumulation",
-     "straightforward two-pass softmax per query row, double precision, every forward feature",
-     FP_PRECISION_NATIVE, FP_FEATURES_ALL & ~FP_FEATURE_BACKWARD},
+     "straightforward two-pass softmax per query row, double precision, every feature; the "
+     "backward pass of all but paged K/V and FP8 inputs",
+     FP_PRECISION_NATIVE, FP_FEATURES_ALL},
 };
 
 static int probe(char *reason, size_t len) {
@@ -45,15 +47,21 @@ static void dev_close(void *dev) { (void)dev; }
 
 static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
-    (void)op; /* forward only: the core declines a backward call before planning it */
-    return fp_reference_plan(p, forced, out);
+    return fp_reference_plan(p, op, forced, out);
 }
 
 static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
                             const fp_args *args) {
     (void)dev;
-    (void)pl;
-    flashport_status st = fp_reference_attention(p, args);
+    if (pl->op == FP_OP_BACKWARD) {
+        const flashport_status st = fp_reference_attention_backward(p, args);
+        if (st)
+            return host->error(st, NAME,
+                               "backward: cannot allocate %lld doubles of dK/dV accumulators",
+                               (long long)((2 * p->seq_kv + 5) * p->head_dim));
+        return FLASHPORT_OK;
+    }
+    const flashport_status st = fp_reference_attention(p, args);
     if (st)
         return host->error(st, NAME, "attention: cannot allocate %lld doubles of row scratch",
                            (long long)(p->seq_kv + 2 * p->head_dim));

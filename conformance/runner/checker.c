@@ -32,6 +32,21 @@ const char *fc_verdict_name(fc_verdict v) {
 static int is_fp8(flashport_dtype t) { return t == FLASHPORT_FP8_E4M3 || t == FLASHPORT_FP8_E5M2; }
 
 fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision) {
+    if (c->backward) {
+        /* Gradients, relative L2 only: their inputs O (rounded to out_dtype) and LSE (f32)
+         * carry the forward's rounding, which dS = P (dP - D) amplifies where dP and D nearly
+         * cancel. Worst seen on the reference and cpu_simd: f32 2e-5 (big_logits, whose
+         * factor is 10: 2.3e-4), f16 3e-4, bf16 4e-3. */
+        fc_tolerance tol = {1e-4, 0.0, 0.0};
+        if (c->dtype == FLASHPORT_F16)
+            tol.rel_l2 = 2e-3;
+        else if (c->dtype == FLASHPORT_BF16)
+            tol.rel_l2 = 2e-2;
+        else if (precision != FLASHPORT_PRECISION_NATIVE)
+            tol.rel_l2 = 3e-2;
+        tol.rel_l2 *= c->tol_factor;
+        return tol;
+    }
     const flashport_dtype t = is_fp8(c->dtype) ? c->out_dtype : c->dtype;
     fc_tolerance tol = {1e-5, 1e-4, 1e-5}; /* f32, exact products */
     if (t == FLASHPORT_F16)
@@ -49,7 +64,8 @@ fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision) {
 }
 
 int fc_needs_recompute(const fc_case *c, flashport_precision precision) {
-    return c->dtype == FLASHPORT_F32 && precision != FLASHPORT_PRECISION_NATIVE;
+    /* The backward pass is judged against NumPy with its reduced tolerance instead. */
+    return !c->backward && c->dtype == FLASHPORT_F32 && precision != FLASHPORT_PRECISION_NATIVE;
 }
 
 void fc_poison(flashport_dtype dtype, void *base, int64_t n) {
@@ -133,10 +149,11 @@ static void feature_words(unsigned features, char *out, size_t len) {
     static const struct {
         unsigned bit;
         const char *word;
-    } words[] = {{FP_FEATURE_WINDOW, "window"}, {FP_FEATURE_SOFTCAP, "softcap"},
-                 {FP_FEATURE_ALIBI, "alibi"},   {FP_FEATURE_BIAS, "bias"},
-                 {FP_FEATURE_SINKS, "sinks"},   {FP_FEATURE_VARLEN, "varlen"},
-                 {FP_FEATURE_PAGED, "paged"},   {FP_FEATURE_FP8, "fp8"}};
+    } words[] = {{FP_FEATURE_WINDOW, "window"},    {FP_FEATURE_SOFTCAP, "softcap"},
+                 {FP_FEATURE_ALIBI, "alibi"},      {FP_FEATURE_BIAS, "bias"},
+                 {FP_FEATURE_SINKS, "sinks"},      {FP_FEATURE_VARLEN, "varlen"},
+                 {FP_FEATURE_PAGED, "paged"},      {FP_FEATURE_FP8, "fp8"},
+                 {FP_FEATURE_BACKWARD, "backward"}};
     snprintf(out, len, "none");
     size_t used = 0;
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
@@ -148,7 +165,7 @@ static void feature_words(unsigned features, char *out, size_t len) {
 void fc_case_feature_words(const fc_case *c, char *out, size_t len) {
     flashport_attention_desc d;
     fc_desc(c, NULL, &d);
-    feature_words(features_of(&d), out, len);
+    feature_words(features_of(&d) | (c->backward ? FP_FEATURE_BACKWARD : 0u), out, len);
 }
 
 /* ---- staging and running one call ---- */
@@ -181,28 +198,34 @@ static int64_t extent_of(tensor_shape s, const flashport_strides *st) {
 
 static size_t element_size(const fc_case *c, fc_slot s) {
     if (s == FC_Q || s == FC_K || s == FC_V) return flashport_dtype_size(c->dtype);
-    if (s == FC_O) return flashport_dtype_size(c->out_dtype);
+    if (s == FC_O || s >= FC_DO) return flashport_dtype_size(c->out_dtype);
     if (s == FC_BIAS) return flashport_dtype_size(c->bias_dtype);
     return 4; /* f32 LSE, sinks, slopes and descales; int32 tables */
 }
 
-/* Host image of Q, K or V at the descriptor's strides, rows copied from the file's order;
- * gaps hold the poison pattern. */
-static void *stage_input(const fc_case *c, char t, const flashport_strides *st, const void *values,
-                         int64_t *extent) {
-    const size_t es = flashport_dtype_size(c->dtype);
+/* Host image of tensor t (Q, K, V, or O's shape for the backward's O and dO) in dtype at the
+ * descriptor's strides, rows taken from the file's order: as stored, or from float64 values
+ * (the expected O) when f64; gaps hold the poison pattern. */
+static void *stage_input(const fc_case *c, char t, flashport_dtype dtype, int f64,
+                         const flashport_strides *st, const void *values, int64_t *extent) {
+    const size_t es = flashport_dtype_size(dtype);
     const tensor_shape s = fc_storage(c, t);
     *extent = extent_of(s, st);
     unsigned char *img = malloc((size_t)*extent * es + 1);
     if (!img) return NULL;
-    fc_poison(c->dtype, img, *extent);
+    fc_poison(dtype, img, *extent);
     for (int64_t b = 0; b < s.batch; b++)
         for (int64_t h = 0; h < s.heads; h++)
-            for (int64_t n = 0; n < s.seq; n++)
-                memcpy(img + (size_t)tensor_strided_index(st, b, h, n, 0) * es,
-                       (const unsigned char *)values +
-                           (size_t)tensor_file_index(c->layout, s, b, h, n, 0) * es,
-                       (size_t)s.dim * es);
+            for (int64_t n = 0; n < s.seq; n++) {
+                const int64_t to = tensor_strided_index(st, b, h, n, 0);
+                const int64_t from = tensor_file_index(c->layout, s, b, h, n, 0);
+                if (f64)
+                    for (int64_t k = 0; k < s.dim; k++)
+                        tensor_store(dtype, img, to + k, (float)((const double *)values)[from + k]);
+                else
+                    memcpy(img + (size_t)to * es, (const unsigned char *)values + (size_t)from * es,
+                           (size_t)s.dim * es);
+            }
     return img;
 }
 
@@ -223,45 +246,86 @@ static void set_arg(flashport_attention_args *a, fc_slot s, flashport_buffer *b)
     case FC_Q_DESCALE: a->q_descale = b; break;
     case FC_K_DESCALE: a->k_descale = b; break;
     case FC_V_DESCALE: a->v_descale = b; break;
+    case FC_DO: a->d_o = b; break;
+    case FC_DQ: a->d_q = b; break;
+    case FC_DK: a->d_k = b; break;
+    case FC_DV: a->d_v = b; break;
     case FC_SLOTS: break;
     }
 }
 
-/* What one run leaves on the host: O at d's strides and the LSE, each followed by the guard. */
+/* What one run leaves on the host, each array followed by the guard: O at d's strides and the
+ * LSE (forward), or dQ, dK and dV at Q's, K's and V's strides (backward). */
 typedef struct outputs {
     void *o;
     float *lse;
     int64_t o_extent, n_lse;
+    void *grad[3];
+    int64_t grad_extent[3];
 } outputs;
 
-/* Runs descriptor d on ctx with every array of fixture f (Q, K, V staged at d's strides), O
- * and LSE poisoned, and downloads them into *out. Returns 0 and a note in r on failure. */
+/* The backward's inputs O, dO (at O's strides) and LSE (f32), and its outputs dQ, dK, dV,
+ * poisoned. Returns 0 when host memory runs out. */
+static int stage_backward(const fc_case *c, const flashport_attention_desc *d, const fc_fixture *f,
+                          const void *host[FC_SLOTS], size_t bytes[FC_SLOTS], void *staged[3],
+                          outputs *out) {
+    int64_t extent;
+    host[FC_O] = staged[0] = stage_input(c, 'o', c->out_dtype, 1, &d->o, f->data[FC_O], &extent);
+    bytes[FC_O] = (size_t)extent * element_size(c, FC_O);
+    host[FC_DO] = staged[1] = stage_input(c, 'o', c->out_dtype, 0, &d->o, f->data[FC_DO], &extent);
+    bytes[FC_DO] = (size_t)extent * element_size(c, FC_DO);
+    const int64_t n_lse = (int64_t)fc_slot_count(c, FC_LSE);
+    float *lse = malloc((size_t)n_lse * sizeof(float) + 1);
+    for (int64_t i = 0; lse && i < n_lse; i++) lse[i] = (float)((const double *)f->data[FC_LSE])[i];
+    host[FC_LSE] = staged[2] = lse;
+    bytes[FC_LSE] = (size_t)n_lse * sizeof(float);
+    const flashport_strides *strides[3] = {&d->q, &d->k, &d->v};
+    int ok = staged[0] && staged[1] && lse;
+    for (int g = 0; g < 3 && ok; g++) {
+        out->grad_extent[g] = extent_of(fc_storage(c, "qkv"[g]), strides[g]);
+        bytes[FC_DQ + g] =
+            (size_t)(out->grad_extent[g] + FC_GUARD_ELEMENTS) * element_size(c, FC_DQ);
+        host[FC_DQ + g] = out->grad[g] = malloc(bytes[FC_DQ + g]);
+        ok = out->grad[g] != NULL;
+        if (ok) fc_poison(c->out_dtype, out->grad[g], out->grad_extent[g] + FC_GUARD_ELEMENTS);
+    }
+    return ok;
+}
+
+/* Runs descriptor d on ctx with every array of fixture f (Q, K, V staged at d's strides): the
+ * forward pass with O and LSE poisoned, or for a backward case the backward pass with dQ, dK and
+ * dV poisoned, and downloads the outputs into *out. Returns 0 and a note in r on failure. */
 static int execute(flashport_context *ctx, const fc_case *c, const flashport_attention_desc *d,
                    const fc_fixture *f, outputs *out, fc_result *r) {
     memset(out, 0, sizeof *out);
-    void *staged[3] = {NULL, NULL, NULL};
+    void *staged[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     const void *host[FC_SLOTS] = {0};
     size_t bytes[FC_SLOTS] = {0};
     const flashport_strides *strides[3] = {&d->q, &d->k, &d->v};
     int ok = 1;
     for (int t = 0; t < 3 && ok; t++) {
         int64_t extent;
-        host[t] = staged[t] = stage_input(c, "qkv"[t], strides[t], f -> data[t], &extent);
+        host[t] = staged[t] =
+            stage_input(c, "qkv"[t], c -> dtype, 0, strides[t], f -> data[t], &extent);
         bytes[t] = (size_t)extent * element_size(c, (fc_slot)t);
         ok = staged[t] != NULL;
     }
-    out->o_extent = extent_of(fc_storage(c, 'o'), &d->o);
-    out->n_lse = (int64_t)fc_slot_count(c, FC_LSE);
-    bytes[FC_O] = (size_t)(out->o_extent + FC_GUARD_ELEMENTS) * element_size(c, FC_O);
-    bytes[FC_LSE] = (size_t)(out->n_lse + FC_GUARD_ELEMENTS) * sizeof(float);
-    host[FC_O] = out->o = malloc(bytes[FC_O]);
-    host[FC_LSE] = out->lse = malloc(bytes[FC_LSE]);
-    ok = ok && out->o && out->lse;
-    if (ok) {
-        fc_poison(c->out_dtype, out->o, out->o_extent + FC_GUARD_ELEMENTS);
-        fc_poison(FLASHPORT_F32, out->lse, out->n_lse + FC_GUARD_ELEMENTS);
+    if (c->backward) {
+        ok = ok && stage_backward(c, d, f, host, bytes, staged + 3, out);
+    } else {
+        out->o_extent = extent_of(fc_storage(c, 'o'), &d->o);
+        out->n_lse = (int64_t)fc_slot_count(c, FC_LSE);
+        bytes[FC_O] = (size_t)(out->o_extent + FC_GUARD_ELEMENTS) * element_size(c, FC_O);
+        bytes[FC_LSE] = (size_t)(out->n_lse + FC_GUARD_ELEMENTS) * sizeof(float);
+        host[FC_O] = out->o = malloc(bytes[FC_O]);
+        host[FC_LSE] = out->lse = malloc(bytes[FC_LSE]);
+        ok = ok && out->o && out->lse;
+        if (ok) {
+            fc_poison(c->out_dtype, out->o, out->o_extent + FC_GUARD_ELEMENTS);
+            fc_poison(FLASHPORT_F32, out->lse, out->n_lse + FC_GUARD_ELEMENTS);
+        }
     }
-    for (int s = FC_SINKS; s < FC_SLOTS; s++) {
+    for (int s = FC_SINKS; s <= FC_V_DESCALE; s++) {
         host[s] = f->data[s];
         bytes[s] = f->count[s] * element_size(c, (fc_slot)s);
     }
@@ -282,8 +346,9 @@ static int execute(flashport_context *ctx, const fc_case *c, const flashport_att
     }
     if (status == FLASHPORT_OK) {
         const double t0 = now_ms();
-        call = "flashport_attention_run";
-        status = flashport_attention_run(ctx, d, &args);
+        call = c->backward ? "flashport_attention_backward" : "flashport_attention_run";
+        status = c->backward ? flashport_attention_backward(ctx, d, &args)
+                             : flashport_attention_run(ctx, d, &args);
         if (status == FLASHPORT_OK) {
             call = "flashport_synchronize";
             status = flashport_synchronize(ctx);
@@ -292,8 +357,10 @@ static int execute(flashport_context *ctx, const fc_case *c, const flashport_att
     }
     if (status == FLASHPORT_OK) {
         call = "flashport_buffer_download";
-        status = flashport_buffer_download(buf[FC_O], 0, out->o, bytes[FC_O]);
-        if (status == FLASHPORT_OK)
+        for (int g = 0; g < 3 && c->backward && status == FLASHPORT_OK; g++)
+            status = flashport_buffer_download(buf[FC_DQ + g], 0, out->grad[g], bytes[FC_DQ + g]);
+        if (!c->backward) status = flashport_buffer_download(buf[FC_O], 0, out->o, bytes[FC_O]);
+        if (!c->backward && status == FLASHPORT_OK)
             status = flashport_buffer_download(buf[FC_LSE], 0, out->lse, bytes[FC_LSE]);
     }
     if (status != FLASHPORT_OK) {
@@ -301,44 +368,49 @@ static int execute(flashport_context *ctx, const fc_case *c, const flashport_att
         ok = 0;
     }
     for (int s = 0; s < FC_SLOTS; s++) flashport_buffer_free(buf[s]);
-    for (int t = 0; t < 3; t++) free(staged[t]);
+    for (int t = 0; t < 6; t++) free(staged[t]);
     return ok;
 }
 
 static void outputs_free(outputs *out) {
     free(out->o);
     free(out->lse);
+    for (int g = 0; g < 3; g++) free(out->grad[g]);
 }
 
 /* ---- judging ---- */
 
-/* Stored Q rows [lo, hi) belong to a sequence: all of them, or cu_seqlens_q[0] ..
- * cu_seqlens_q[B] - 1 with packed Q (clamped, the fixture being untrusted). */
-static void used_rows(const fc_case *c, const int32_t *cu, int64_t *lo, int64_t *hi) {
-    const int64_t rows = fc_storage(c, 'q').seq;
+/* Stored rows [lo, hi) of tensor t ('q' or 'k') belong to a sequence: all of them, or
+ * cu_seqlens[0] .. cu_seqlens[B] - 1 when packed (clamped, the fixture being untrusted). */
+static void used_rows(const fc_case *c, char t, const int32_t *cu, int64_t *lo, int64_t *hi) {
+    const int64_t rows = fc_storage(c, t).seq;
+    const int packed = t == 'q' ? c->q_varlen : c->kv_layout == FLASHPORT_KV_VARLEN;
     *lo = 0;
     *hi = rows;
-    if (!c->q_varlen || !cu) return;
+    if (!packed || !cu) return;
     *lo = cu[0] < 0 ? 0 : cu[0] > rows ? rows : cu[0];
     *hi = cu[c->batch] < *lo ? *lo : cu[c->batch] > rows ? rows : cu[c->batch];
 }
 
-/* Compares the downloaded O (at d's strides, FC_GUARD_ELEMENTS after it) with e. */
-static int judge_o(const fc_case *c, const flashport_attention_desc *d, int64_t lo, int64_t hi,
-                   const void *o, int64_t extent, const double *e, fc_result *r) {
+/* Compares a downloaded O-typed tensor t (O, or a gradient: 'q', 'k', 'v') at strides st,
+ * FC_GUARD_ELEMENTS after it, with e over its stored rows [lo, hi). The relative L2 error's
+ * denominator is at least `floor` times the root of the element count (0: none). */
+static int judge_o(const fc_case *c, char tensor, const flashport_strides *st, int64_t lo,
+                   int64_t hi, const void *o, int64_t extent, const double *e, double floor,
+                   fc_result *r) {
     unsigned char *covered = calloc((size_t)extent + 1, 1);
     if (!covered) {
         note(r, "out of host memory judging O");
         return 0;
     }
     const flashport_dtype t = c->out_dtype;
-    const tensor_shape s = fc_storage(c, 'o');
-    double sum_d2 = 0.0, sum_e2 = 0.0, max_abs = 0.0;
+    const tensor_shape s = fc_storage(c, tensor);
+    double sum_d2 = 0.0, sum_e2 = 0.0, max_abs = 0.0, judged = 0.0;
     for (int64_t b = 0; b < s.batch; b++)
         for (int64_t h = 0; h < s.heads; h++)
             for (int64_t n = lo; n < hi; n++)
                 for (int64_t k = 0; k < s.dim; k++) {
-                    int64_t at = tensor_strided_index(&d->o, b, h, n, k);
+                    int64_t at = tensor_strided_index(st, b, h, n, k);
                     covered[at] = 1;
                     if (is_poison(t, o, at)) {
                         r->unwritten++;
@@ -354,6 +426,7 @@ static int judge_o(const fc_case *c, const flashport_attention_desc *d, int64_t 
                         double diff = fabs(a - x);
                         sum_d2 += diff * diff;
                         sum_e2 += x * x;
+                        judged += 1.0;
                         if (diff > max_abs) max_abs = diff;
                     }
                 }
@@ -361,6 +434,7 @@ static int judge_o(const fc_case *c, const flashport_attention_desc *d, int64_t 
         if ((i >= extent || !covered[i]) && !is_poison(t, o, i)) r->guard_hits++;
     free(covered);
     r->max_abs = max_abs;
+    sum_e2 = fmax(sum_e2, floor * floor * judged);
     r->rel_l2 = sum_e2 > 0.0 ? sqrt(sum_d2 / sum_e2) : sqrt(sum_d2);
     return 1;
 }
@@ -400,8 +474,8 @@ void fc_judge(const fc_case *c, const flashport_attention_desc *d, const int32_t
               const void *o, int64_t o_extent, const float *lse, int64_t n_lse, const double *exp_o,
               const double *exp_lse, fc_result *r) {
     int64_t lse_unwritten = 0, lse_special = 0, lo, hi;
-    used_rows(c, cu_seqlens_q, &lo, &hi);
-    if (!judge_o(c, d, lo, hi, o, o_extent, exp_o, r)) return;
+    used_rows(c, 'q', cu_seqlens_q, &lo, &hi);
+    if (!judge_o(c, 'o', &d->o, lo, hi, o, o_extent, exp_o, 0.0, r)) return;
     const int64_t rows = c->q_varlen ? c->total_q : c->seq_q;
     judge_lse(n_lse, rows > 0 ? rows : 1, c->q_varlen ? lo : 0, c->q_varlen ? hi : rows, lse,
               exp_lse, r, &lse_unwritten, &lse_special);
@@ -430,6 +504,41 @@ void fc_judge(const fc_case *c, const flashport_attention_desc *d, const int32_t
     note(r, "rel_l2 %.2g, max_abs %.2g, lse %.2g", r->rel_l2, r->max_abs, r->lse_err);
 }
 
+/* The gradients of a backward case against its dq.npy, dk.npy and dv.npy: every element of a
+ * sequence's row written, nothing else, no NaN or inf, each within the relative L2 tolerance
+ * (the worst of the three is the result's rel_l2). The denominator is at least that of
+ * elements of magnitude GRAD_FLOOR: where a row sees one key, P = 1 and dS = dP - D vanishes in
+ * exact arithmetic, and dQ and dK are rounding noise on both sides, relative to nothing. */
+#define GRAD_FLOOR 1e-2
+static void judge_backward(const fc_case *c, const flashport_attention_desc *d, const fc_fixture *f,
+                           const outputs *out, fc_result *r) {
+    static const char names[3][3] = {"dQ", "dK", "dV"};
+    const flashport_strides *st[3] = {&d->q, &d->k, &d->v};
+    double err[3], worst = 0.0, worst_abs = 0.0;
+    for (int g = 0; g < 3; g++) {
+        int64_t lo, hi;
+        used_rows(c, g ? 'k' : 'q', f->data[g ? FC_CU_SEQLENS_KV : FC_CU_SEQLENS_Q], &lo, &hi);
+        if (!judge_o(c, "qkv"[g], st[g], lo, hi, out -> grad[g], out -> grad_extent[g],
+                     f -> data[FC_DQ + g], GRAD_FLOOR, r))
+            return;
+        err[g] = r->rel_l2;
+        worst = fmax(worst, r->rel_l2);
+        worst_abs = fmax(worst_abs, r->max_abs);
+    }
+    r->rel_l2 = worst;
+    r->max_abs = worst_abs;
+    if (r->unwritten) note(r, "%lld gradient elements not written", (long long)r->unwritten);
+    if (r->guard_hits)
+        note(r, "%lld elements outside the gradients changed", (long long)r->guard_hits);
+    if (r->non_finite)
+        note(r, "%lld NaN/inf where the expected value is finite", (long long)r->non_finite);
+    for (int g = 0; g < 3; g++)
+        if (err[g] > r->tol.rel_l2)
+            note(r, "%s rel_l2 %.3g > %.3g", names[g], err[g], r->tol.rel_l2);
+    r->verdict = r->detail[0] ? FC_FAIL : FC_PASS;
+    if (r->verdict == FC_PASS) note(r, "rel_l2 dQ %.2g, dK %.2g, dV %.2g", err[0], err[1], err[2]);
+}
+
 /* Case c with every API v2 feature taken out: dense f32/f16/bf16 Q, K, V of the longest
  * sequences, the same heads, head_dim, layout, padding, scale and causal mask. */
 static fc_case without_features(const fc_case *c) {
@@ -456,7 +565,7 @@ static fc_case without_features(const fc_case *c) {
  * problem without the case's features, the features must be why, so the reason must name one. */
 static void judge_decline(flashport_context *ctx, const fc_case *c,
                           const flashport_attention_desc *d, const char *reason, fc_result *r) {
-    const unsigned asked = features_of(d);
+    const unsigned asked = features_of(d) | (c->backward ? FP_FEATURE_BACKWARD : 0u);
     unsigned named = 0;
     for (unsigned bit = 1; bit <= FP_FEATURES_ALL; bit <<= 1)
         if (strstr(reason, fp_feature_name(bit))) named |= bit;
@@ -496,14 +605,16 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
     flashport_attention_desc d;
     fc_desc(c, kernel, &d);
     flashport_plan_info plan;
-    flashport_status st = flashport_attention_plan(ctx, &d, &plan);
+    flashport_status st = c->backward ? flashport_attention_backward_plan(ctx, &d, &plan)
+                                      : flashport_attention_plan(ctx, &d, &plan);
     if (st == FLASHPORT_ERROR_UNSUPPORTED) {
         judge_decline(ctx, c, &d, flashport_last_error(), r);
         return;
     }
     if (st != FLASHPORT_OK) {
-        note(r, "flashport_attention_plan: %s: %s", flashport_status_string(st),
-             flashport_last_error());
+        note(r, "%s: %s: %s",
+             c->backward ? "flashport_attention_backward_plan" : "flashport_attention_plan",
+             flashport_status_string(st), flashport_last_error());
         return;
     }
     snprintf(r->kernel_ran, sizeof r->kernel_ran, "%s", plan.kernel);
@@ -512,9 +623,13 @@ void fc_check(flashport_context *ctx, const char *kernel, const fc_case *c, cons
         return;
     }
     outputs out;
-    if (execute(ctx, c, &d, f, &out, r))
-        fc_judge(c, &d, f->data[FC_CU_SEQLENS_Q], out.o, out.o_extent, out.lse, out.n_lse,
-                 expected_o, expected_lse, r);
+    if (execute(ctx, c, &d, f, &out, r)) {
+        if (c->backward)
+            judge_backward(c, &d, f, &out, r);
+        else
+            fc_judge(c, &d, f->data[FC_CU_SEQLENS_Q], out.o, out.o_extent, out.lse, out.n_lse,
+                     expected_o, expected_lse, r);
+    }
     outputs_free(&out);
 }
 

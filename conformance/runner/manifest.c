@@ -11,7 +11,7 @@
 
 #include "npy.h"
 
-#define MANIFEST_MAGIC "flashport-conformance-manifest 2"
+#define MANIFEST_MAGIC "flashport-conformance-manifest 3"
 
 static int fail(char *msg, size_t len, const char *fmt, ...) {
     va_list ap;
@@ -122,6 +122,7 @@ static const field fields[] = {
     {"descale_block", F_INT, AT(descale_block), 0, NULL},
     {"pad", F_INT, AT(pad), 0, NULL},
     {"tol_factor", F_TOL, AT(tol_factor), 0, NULL},
+    {"backward", F_FLAG, AT(backward), 0, NULL},
 };
 #undef AT
 #define N_FIELDS (sizeof fields / sizeof fields[0])
@@ -190,6 +191,9 @@ static int parse_case(char *line, fc_case *c, const char *path, int lineno, char
         return fail(msg, len, "%s:%d: descale=block needs descale_block >= 1", path, lineno);
     if (c->kv_layout == FLASHPORT_KV_PAGED && c->page_size < 1)
         return fail(msg, len, "%s:%d: kv_layout=paged needs page_size >= 1", path, lineno);
+    if (c->backward && (c->kv_layout == FLASHPORT_KV_PAGED || c->descale != FLASHPORT_DESCALE_NONE))
+        return fail(msg, len, "%s:%d: backward=1 has no paged cache and no FP8 inputs", path,
+                    lineno);
     return 1;
 }
 
@@ -276,7 +280,11 @@ const char *fc_slot_file(fc_slot s) {
                                                 "block_table.npy",
                                                 "q_descale.npy",
                                                 "k_descale.npy",
-                                                "v_descale.npy"};
+                                                "v_descale.npy",
+                                                "do.npy",
+                                                "dq.npy",
+                                                "dk.npy",
+                                                "dv.npy"};
     return s < FC_SLOTS ? files[s] : "?";
 }
 
@@ -367,6 +375,16 @@ static array_spec spec_of(const fc_case *c, fc_slot s) {
             a.dims[1] = q ? c->heads_q : c->heads_kv;
             a.dims[2] = ceil_div(q ? c->seq_q : c->seq_kv, c->descale_block);
         }
+        break;
+    case FC_DO:
+    case FC_DQ:
+    case FC_DK:
+    case FC_DV:
+        a.used = c->backward;
+        a.el = s == FC_DO ? EL_INPUT : EL_F64;
+        a.dtype = c->out_dtype;
+        a.rank = 4;
+        tensor_layout_dims(c->layout, fc_storage(c, s == FC_DO ? 'o' : "qkv"[s - FC_DQ]), a.dims);
         break;
     default: a.used = 0; break;
     }

@@ -36,6 +36,7 @@ typedef struct fc_case {
     int64_t descale_block;
     int64_t pad; /* unused elements after every row of head_dim in Q, K, V and O */
     double tol_factor;
+    int backward; /* 1: the backward pass, from dO and the expected O and LSE, on dQ, dK, dV */
 } fc_case;
 
 typedef struct fc_manifest {
@@ -60,13 +61,18 @@ typedef enum fc_slot {
     FC_Q_DESCALE,
     FC_K_DESCALE,
     FC_V_DESCALE,
+    FC_DO, /* backward cases: dO (an input, in out_dtype as inputs are stored) */
+    FC_DQ, /* backward cases: the float64 expected gradients */
+    FC_DK,
+    FC_DV,
     FC_SLOTS
 } fc_slot;
 
 /* One case's data, each array contiguous in its file's order. Inputs are in the encoding the
- * library reads (Q, K, V in the dtype: f32, f16 or bf16 bits, FP8 bytes; the bias in its
- * dtype; f32 slopes, sinks and descales; int32 tables); O and LSE hold the float64 expected
- * values. Slots the case does not use are NULL with count 0. */
+ * library reads (Q, K, V in the dtype: f32, f16 or bf16 bits, FP8 bytes; dO in out_dtype; the
+ * bias in its dtype; f32 slopes, sinks and descales; int32 tables); O, LSE and the gradients
+ * hold the float64 expected values (O and LSE are the backward's inputs too). Slots the case
+ * does not use are NULL with count 0. */
 typedef struct fc_fixture {
     void *data[FC_SLOTS];
     size_t count[FC_SLOTS];

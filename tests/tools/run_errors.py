@@ -66,6 +66,11 @@ def main():
         fp8 = ["--q", f("u8.npy"), "--k", f("u8.npy"), "--v", f("u8.npy"), "--out", f("o.npy"),
                "--dtype", "fp8_e4m3"]
 
+        grads = ["--dq", f("dq.npy"), "--dk", f("dk.npy"), "--dv", f("dv.npy")]
+
+        def backward(args, d_o=f("q.npy")):
+            return args + ["--backward", "--do", d_o] + grads
+
         def with_table(args, flag, path):
             out = list(args)
             out[out.index(flag) + 1] = path
@@ -134,6 +139,17 @@ def main():
             ("block descales' shape", fp8 + ["--descale-block", "4"] + [
                 x for t in "qkv" for x in ("--%s-descale" % t, f("slopes2.npy"))], 3,
              "ceil(seq / 4)"),
+            # the backward pass
+            ("--do without --backward", base + ["--do", f("q.npy")], 2, "go with --backward"),
+            ("--deterministic alone", base + ["--deterministic"], 2, "go with --backward"),
+            ("--backward without --dq", base + ["--backward", "--do", f("q.npy")] + grads[2:], 2,
+             "needs --do, --dq, --dk and --dv"),
+            ("dO of another shape", backward(base, f("q_d7.npy")), 3, "in Q's (and O's) shape"),
+            ("float64 dO", backward(base, f("f64.npy")), 3, "float32 or float16"),
+            ("paged backward", backward(paged) + ["--backend", "reference"], 4,
+             "backward pass of paged KV cache"),
+            ("FP8 backward", backward(fp8) + ["--backend", "cpu_simd"], 4,
+             "backward pass of FP8 inputs"),
             # table contents: the library's FLASHPORT_ERROR_BAD_TABLE, named by its message
             ("cu_seqlens_q decreasing", with_table(packed, "--cu-seqlens-q", i32("c1.npy", [0, 6, 4])),
              5, "cu_seqlens_q is not monotonic"),
@@ -150,11 +166,14 @@ def main():
             ("block_table negative", with_table(paged, "--block-table", i32("t2.npy", [[2, 0, -1]])),
              5, "block_table[0][2] is -1"),
         ]
+        outputs = [f(n) for n in ("o.npy", "dq.npy", "dk.npy", "dv.npy")]
         for desc, argv, code, text in cases:
-            if os.path.exists(f("o.npy")):
-                os.remove(f("o.npy"))
+            for path in outputs:
+                if os.path.exists(path):
+                    os.remove(path)
             p = subprocess.run([args.run] + argv, capture_output=True, text=True)
-            ok = p.returncode == code and text in p.stderr and not os.path.exists(f("o.npy"))
+            ok = p.returncode == code and text in p.stderr and \
+                not any(os.path.exists(path) for path in outputs)
             if code == 5:
                 ok = ok and "bad table content" in p.stderr
             print("%-30s exit %d (want %d) %s" % (desc, p.returncode, code, "ok" if ok else "WRONG"))
@@ -167,13 +186,22 @@ def main():
             flag in p.stdout for flag in ("--layout", "--window", "--softcap", "--alibi", "--bias",
                                           "--sinks", "--cu-seqlens-q", "--cu-seqlens-kv",
                                           "--block-table", "--seqlens-kv", "--out-dtype",
-                                          "--q-descale", "--descale-block", "FLASHPORT_ERROR_BAD_TABLE"))
+                                          "--q-descale", "--descale-block", "FLASHPORT_ERROR_BAD_TABLE",
+                                          "--backward", "--do", "--dq", "--dk", "--dv",
+                                          "--deterministic"))
         print("%-30s exit %d (want 0) %s" % ("--help", p.returncode, "ok" if ok else "WRONG"))
         failures += not ok
 
         p = subprocess.run([args.run] + base + ["--backend", "reference"], capture_output=True, text=True)
         ok = p.returncode == 0 and np.load(f("o.npy")).shape == (1, 4, 9, 8)
         print("%-30s exit %d (want 0) %s" % ("valid run", p.returncode, "ok" if ok else "WRONG"))
+        failures += not ok
+
+        p = subprocess.run([args.run] + backward(base) + ["--backend", "reference"],
+                           capture_output=True, text=True)
+        ok = p.returncode == 0 and np.load(f("dq.npy")).shape == (1, 4, 9, 8) and \
+            np.load(f("dk.npy")).shape == (1, 2, 11, 8) and np.load(f("dv.npy")).shape == (1, 2, 11, 8)
+        print("%-30s exit %d (want 0) %s" % ("valid backward run", p.returncode, "ok" if ok else "WRONG"))
         failures += not ok
     print("run_errors.py: %d wrong" % failures)
     return 1 if failures else 0

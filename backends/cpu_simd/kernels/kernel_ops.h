@@ -91,6 +91,23 @@ typedef struct cs_kernel_ops {
      * group's common range). */
     void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
                    float *o);
+
+    /* Backward: the gradients of one block's scores. For rows r < rows (a multiple of
+     * CS_ROW_STEP) and keys j < keys (a multiple of CS_KEY_STEP), where row r sees key j
+     * (lo[r] <= j < hi[r]), with t the base-2 logit of st[j * ld + r] under mods (as the
+     * softmax takes it):
+     *   P = 2^(t - lse2[r])                                      into st[j * ld + r]
+     *   dS = P (dp[j * ld + r] - dsum[r]) * gscale * g             into dp[j * ld + r]
+     * g being d tanh-cap / d its argument, 1 - tanh^2, with a softcap and 1 without; elsewhere
+     * both become 0, whatever the entries held (the score kernel leaves them unspecified). */
+    void (*grads)(float *st, float *dp, int64_t ld, int rows, int keys, const int *lo,
+                  const int *hi, const cs_score_mods *mods, const float *lse2, const float *dsum,
+                  float gscale);
+    /* For CS_PV_ROWS rows j and columns c < cols (a multiple of CS_DIM_STEP):
+     * o_j[c] += sum_{r < n} a[j * lda + r] * x_r[c]; rows of x and o are dq floats apart. The
+     * transposed product of pv_rows: dV += P^T dO and dK += dS^T Q over a block's rows. */
+    void (*pt_rows)(const float *a, int64_t lda, const float *x, int64_t dq, int64_t cols, int n,
+                    float *o);
 } cs_kernel_ops;
 
 /* Each path's f32 FMA rate micro-benchmark runs `iterations` rounds of independent FMA chains

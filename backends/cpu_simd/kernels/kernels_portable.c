@@ -205,6 +205,42 @@ static void pv_row_portable(const float *p, int64_t ldp, const float *v, int64_t
     }
 }
 
+/* The SIMD paths' gradient step, CS_ROW_STEP rows at a time with the lanes innermost. */
+static void grads_portable(float *st, float *dp, int64_t ld, int rows, int keys, const int *lo,
+                           const int *hi, const cs_score_mods *mods, const float *lse2,
+                           const float *dsum, float gscale) {
+    for (int r = 0; r < rows; r += CS_ROW_STEP)
+        for (int j = 0; j < keys; ++j)
+            for (int i = 0; i < CS_ROW_STEP; ++i) {
+                float *sj = st + j * ld + r + i, *dj = dp + j * ld + r + i;
+                if (j < lo[r + i] || j >= hi[r + i]) {
+                    *sj = *dj = 0.0f;
+                    continue;
+                }
+                float g = gscale;
+                if (mods->cap_out != 0.0f) {
+                    const float y = tanh_portable(*sj * mods->cap_in);
+                    g *= 1.0f - y * y;
+                }
+                const float prob =
+                    exp2_portable(logit_portable(*sj, mods, ld, r + i, j) - lse2[r + i]);
+                *sj = prob;
+                *dj = prob * (*dj - dsum[r + i]) * g;
+            }
+}
+
+static void pt_rows_portable(const float *a, int64_t lda, const float *x, int64_t dq, int64_t cols,
+                             int n, float *o) {
+    for (int r = 0; r < n; ++r) {
+        const float *xrow = x + (int64_t)r * dq;
+        for (int j = 0; j < CS_PV_ROWS; ++j) {
+            const float aj = a[j * lda + r];
+            float *orow = o + (int64_t)j * dq;
+            for (int64_t c = 0; c < cols; ++c) orow[c] += aj * xrow[c];
+        }
+    }
+}
+
 const cs_kernel_ops cs_kernels_portable = {
     .name = "portable",
     .load_row = load_row_portable,
@@ -213,4 +249,6 @@ const cs_kernel_ops cs_kernels_portable = {
     .softmax = softmax_portable,
     .pv_rows = pv_rows_portable,
     .pv_row = pv_row_portable,
+    .grads = grads_portable,
+    .pt_rows = pt_rows_portable,
 };

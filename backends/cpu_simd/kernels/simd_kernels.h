@@ -364,6 +364,88 @@ static void SIMD_FN(pv_row)(const float *p, int64_t ldp, const float *v, int64_t
     }
 }
 
+/* One register of rows, every key of the block: the logits as the softmax forms them, P from
+ * the row's LSE, and dS; entries of keys a row does not see are zeroed by mask, so that stale
+ * scratch (even NaN) never reaches the products. */
+static void SIMD_FN(grads)(float *st, float *dp, int64_t ld, int rows, int keys, const int *lo,
+                           const int *hi, const cs_score_mods *mods, const float *lse2,
+                           const float *dsum, float gscale) {
+    const int softcap = mods->cap_out != 0.0f, alibi = mods->slope != NULL;
+    const vf scale = vf_set1(softcap ? mods->cap_in : mods->scale2);
+    const vf cap_out = vf_set1(mods->cap_out), one = vf_set1(1.0f), g0 = vf_set1(gscale);
+    const vf clamp = vf_set1(CS_TANH_CLAMP), neg_clamp = vf_set1(-CS_TANH_CLAMP);
+    for (int r = 0; r < rows; r += VL) {
+        const vi vlo = vi_loadu(lo + r), vhi = vi_loadu(hi + r);
+        const vf l2 = vf_loadu(lse2 + r), ds = vf_loadu(dsum + r);
+        const vf neg_slope = alibi ? vf_sub(vf_zero(), vf_loadu(mods->slope + r)) : vf_zero();
+        const vf diag = alibi ? vf_loadu(mods->diag + r) : vf_zero();
+        for (int j = 0; j < keys; ++j) {
+            float *sj = st + j * ld + r, *dj = dp + j * ld + r;
+            const vmask seen = vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j));
+            vf t = vf_mul(vf_loadu(sj), scale), g = g0;
+            if (softcap) {
+                const vf x = vf_max(neg_clamp, vf_min(clamp, t));
+                const vf x2 = vf_mul(x, x);
+                vf p = vf_fmadd(vf_set1(CS_TANH_P4), x2, vf_set1(CS_TANH_P3));
+                p = vf_fmadd(p, x2, vf_set1(CS_TANH_P2));
+                p = vf_fmadd(p, x2, vf_set1(CS_TANH_P1));
+                p = vf_fmadd(p, x2, vf_set1(CS_TANH_P0));
+                vf q = vf_fmadd(vf_set1(CS_TANH_Q4), x2, vf_set1(CS_TANH_Q3));
+                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q2));
+                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q1));
+                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q0));
+                const vf y = vf_div(vf_mul(x, p), q);
+                t = vf_mul(y, cap_out);
+                g = vf_mul(g0, vf_sub(one, vf_mul(y, y)));
+            }
+            if (alibi) t = vf_fmadd(neg_slope, vf_abs(vf_sub(diag, vf_set1((float)j))), t);
+            if (mods->bias) t = vf_add(t, vf_loadu(mods->bias + j * ld + r));
+            const vf prob = vf_keep(seen, SIMD_FN(exp2)(vf_sub(t, l2)));
+            vf_storeu(sj, prob);
+            vf_storeu(dj, vf_keep(seen, vf_mul(vf_mul(prob, vf_sub(vf_loadu(dj), ds)), g)));
+        }
+    }
+}
+
+/* pv_rows transposed: CS_PV_ROWS output rows x 2 registers of columns in registers over the
+ * whole reduction; per row r of x, two loads and CS_PV_ROWS broadcasts feed 2 * CS_PV_ROWS
+ * FMAs. */
+static void SIMD_FN(pt_rows)(const float *a, int64_t lda, const float *x, int64_t dq, int64_t cols,
+                             int n, float *o) {
+    int64_t c = 0;
+    for (; c + 2 * VL <= cols; c += 2 * VL) {
+        vf acc[CS_PV_ROWS][2];
+        for (int j = 0; j < CS_PV_ROWS; ++j) {
+            acc[j][0] = vf_loadu(o + j * dq + c);
+            acc[j][1] = vf_loadu(o + j * dq + c + VL);
+        }
+        for (int r = 0; r < n; ++r) {
+            const vf x0 = vf_loadu(x + (int64_t)r * dq + c);
+            const vf x1 = vf_loadu(x + (int64_t)r * dq + c + VL);
+            for (int j = 0; j < CS_PV_ROWS; ++j) {
+                const vf aj = vf_broadcast(a + j * lda + r);
+                acc[j][0] = vf_fmadd(aj, x0, acc[j][0]);
+                acc[j][1] = vf_fmadd(aj, x1, acc[j][1]);
+            }
+        }
+        for (int j = 0; j < CS_PV_ROWS; ++j) {
+            vf_storeu(o + j * dq + c, acc[j][0]);
+            vf_storeu(o + j * dq + c + VL, acc[j][1]);
+        }
+    }
+    for (; c < cols; c += VL) {
+        const vlanes m = vlanes_first(cols - c);
+        vf acc[CS_PV_ROWS];
+        for (int j = 0; j < CS_PV_ROWS; ++j) acc[j] = vf_load_lanes(o + j * dq + c, m);
+        for (int r = 0; r < n; ++r) {
+            const vf x0 = vf_load_lanes(x + (int64_t)r * dq + c, m);
+            for (int j = 0; j < CS_PV_ROWS; ++j)
+                acc[j] = vf_fmadd(vf_broadcast(a + j * lda + r), x0, acc[j]);
+        }
+        for (int j = 0; j < CS_PV_ROWS; ++j) vf_store_lanes(o + j * dq + c, acc[j], m);
+    }
+}
+
 const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .name = SIMD_NAME_STR,
     .load_row = SIMD_FN(load_row),
@@ -372,6 +454,8 @@ const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .softmax = SIMD_FN(softmax),
     .pv_rows = SIMD_FN(pv_rows),
     .pv_row = SIMD_FN(pv_row),
+    .grads = SIMD_FN(grads),
+    .pt_rows = SIMD_FN(pt_rows),
 };
 
 /* f32 FMA rate of one core: twelve independent FMA chains, enough to cover the FMA latency

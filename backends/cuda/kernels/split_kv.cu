@@ -28,6 +28,8 @@ struct merge_args {
     flashport_strides os;
     int64_t rows;
     int heads_q, nq, d, splits;
+    int q_varlen; /* rows are (head, packed query row): h * total_q + t */
+    int64_t total_q;
 };
 
 template <typename T>
@@ -51,21 +53,28 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
     total = fp_group_sum<MERGE_LANES>(total);
     const float inv_total = total == 0.0f ? 0.0f : 1.0f / total;
 
-    const int b = (int)(row / ((int64_t)a.heads_q * a.nq));
-    const int h = (int)((row / a.nq) % a.heads_q);
-    const int i = (int)(row % a.nq);
-    T *o = (T *)a.o + b * a.os.batch + h * a.os.head + i * a.os.seq;
+    T *o = (T *)a.o;
+    if (a.q_varlen) {
+        o += row / a.total_q * a.os.head + row % a.total_q * a.os.seq;
+    } else {
+        const int64_t b = row / ((int64_t)a.heads_q * a.nq);
+        const int64_t h = (row / a.nq) % a.heads_q, i = row % a.nq;
+        o += b * a.os.batch + h * a.os.head + i * a.os.seq;
+    }
 
     constexpr int CHUNK = MERGE_LANES * MERGE_COLS_PER_LANE;
     for (int c0 = 0; c0 < a.d; c0 += CHUNK) {
         float acc[MERGE_COLS_PER_LANE];
 #pragma unroll
         for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = 0.0f;
+            /* Unrolled and without branches, so that the loads of several splits are in flight at
+             * once: with tens of splits a serial chain of loads is what the merge would cost. */
+#pragma unroll 8
         for (int s = 0; s < a.splits; s++) {
-            float2 v = ml[s * a.rows + row];
-            /* A split without keys has l = 0 and part_o = 0: weight 0, and no 0 * inf. */
-            if (v.y == 0.0f) continue;
-            float w = v.y * exp2f(v.x - base) * inv_total;
+            const float2 v = ml[s * a.rows + row];
+            /* A split without keys has m = -inf, l = 0 and part_o = 0: its weight is exactly 0
+             * (exp2(-inf) = 0, and base is finite), so 0 * part_o adds nothing. */
+            const float w = v.y * exp2f(v.x - base) * inv_total;
             const float *po = a.part_o + (s * a.rows + row) * a.d;
 #pragma unroll
             for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
@@ -83,7 +92,10 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
         a.lse[row] = total == 0.0f ? -INFINITY : (m_max + log2f(total)) * FP_LN2;
 }
 
-int64_t split_rows(const fp_problem *p) { return p->batch * p->heads_q * p->seq_q; }
+/* Rows are numbered as the LSE is: [batch, heads_q, seq_q], or [heads_q, total_q] packed. */
+int64_t split_rows(const fp_problem *p) {
+    return p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
+}
 
 template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
     unsigned grid = (unsigned)((a.rows + MERGE_ROWS - 1) / MERGE_ROWS);
@@ -149,6 +161,8 @@ gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {
     a.nq = (int)p->seq_q;
     a.d = (int)p->head_dim;
     a.splits = splits;
-    FP_DISPATCH_DTYPE(p->dtype, T, launch_merge<T>(a, L->stream));
+    a.q_varlen = p->q_varlen;
+    a.total_q = p->total_q;
+    FP_DISPATCH_DTYPE(p->out_dtype, T, launch_merge<T>(a, L->stream));
     return gpuGetLastError();
 }

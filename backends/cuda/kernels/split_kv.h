@@ -3,7 +3,8 @@
  * across blocks when B*Hq*ceil(Nq/Br) blocks cannot fill the GPU: the workspace that holds each
  * split's partial result, how many splits to use, and the kernel that merges the partials.
  *
- * Workspace of S splits over rows = B*Hq*Nq query rows, row r = (b*Hq + h)*Nq + i:
+ * Workspace of S splits over the query rows, numbered as the LSE is: rows = B*Hq*Nq with
+ * row r = (b*Hq + h)*Nq + i, or for packed Q rows = Hq*total_q with r = h*total_q + t:
  *   part_o : float [S][rows][d]  the split's own normalised output, O_acc / l_split
  *                                (0 for a split that saw no visible key);
  *   part_ml: float [S][rows][2]  (m_split, l_split): the split's maximum of the scaled scores

@@ -26,10 +26,12 @@ typedef __half gpuHalf;
 typedef __nv_bfloat16 gpuBFloat16;
 
 /* Errors */
-#define gpuSuccess               cudaSuccess
-#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
-#define gpuGetErrorString        cudaGetErrorString
-#define gpuGetLastError          cudaGetLastError
+#define gpuSuccess                cudaSuccess
+#define gpuErrorMemoryAllocation  cudaErrorMemoryAllocation
+#define gpuErrorInvalidValue      cudaErrorInvalidValue
+#define gpuErrorMisalignedAddress cudaErrorMisalignedAddress
+#define gpuGetErrorString         cudaGetErrorString
+#define gpuGetLastError           cudaGetLastError
 
 /* Devices */
 #define gpuGetDeviceCount                          cudaGetDeviceCount

@@ -51,10 +51,12 @@ typedef __half gpuHalf;
 typedef hip_bfloat16 gpuBFloat16;
 
 /* Errors */
-#define gpuSuccess               hipSuccess
-#define gpuErrorMemoryAllocation hipErrorOutOfMemory
-#define gpuGetErrorString        hipGetErrorString
-#define gpuGetLastError          hipGetLastError
+#define gpuSuccess                hipSuccess
+#define gpuErrorMemoryAllocation  hipErrorOutOfMemory
+#define gpuErrorInvalidValue      hipErrorInvalidValue
+#define gpuErrorMisalignedAddress hipErrorMisalignedAddress
+#define gpuGetErrorString         hipGetErrorString
+#define gpuGetLastError           hipGetLastError
 
 /* Devices */
 #define gpuGetDeviceCount                          hipGetDeviceCount

@@ -1,0 +1,117 @@
+"""flashport.attention on GPU arrays (torch CUDA tensors, CuPy arrays): zero-copy, on the
+caller's current stream, contexts per stream, against torch's SDPA and the oracle. Skipped with
+the reason where no CUDA device is seen."""
+import numpy as np
+import pytest
+
+import flashport
+from conftest import assert_close, available, reference
+
+pytestmark = pytest.mark.gpu
+
+
+def torch_cuda():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch %s sees no CUDA device" % torch.__version__)
+    if not available("cuda"):
+        pytest.skip("the flashport cuda backend is unavailable: %s"
+                    % [b.reason for b in flashport.backends() if b.name == "cuda"][0])
+    return torch
+
+
+def f64(t):
+    return t.detach().double().cpu().numpy()
+
+
+# f32 on the GPU runs on tensor cores with the 3xTF32 split or on CUDA cores: within 10x the
+# host f32 tolerance
+FACTOR = {"float32": 10.0, "float16": 1.0, "bfloat16": 1.0}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_torch_cuda(dtype, causal, layout):
+    torch = torch_cuda()
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    shape = (2, 128, 8, 64) if layout == "bnhd" else (2, 8, 128, 64)
+    q, k, v = (torch.randn(shape, device="cuda", generator=g, dtype=dt) for _ in range(3))
+    o, lse = flashport.attention(q, k, v, causal=causal, layout=layout, return_lse=True)
+    assert o.device == q.device and o.dtype == dt and lse.device == q.device
+    want, want_lse = reference(f64(q), f64(k), f64(v), layout=layout, causal=causal)
+    assert_close(f64(o), want, dtype, FACTOR[dtype])
+    assert np.allclose(f64(lse), want_lse, atol=1e-4, rtol=1e-4)
+    assert flashport.plan(q, k, v, causal=causal, layout=layout).backend == "cuda"
+
+
+def test_torch_current_stream_orders_work():
+    # On a side stream: a long sleep, then q is overwritten, then attention. Run on any other
+    # stream, the kernel would read q before the copy; on the caller's stream it reads the new
+    # q. No synchronisation happens until the end.
+    torch = torch_cuda()
+    q, k, v = (torch.randn(1, 256, 8, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    new_q = torch.randn_like(q)
+    want, _ = reference(f64(new_q), f64(k), f64(v))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time
+        q.copy_(new_q)
+        o = flashport.attention(q, k, v)
+        total = o.float().sum()
+    side.synchronize()
+    assert_close(f64(o), want, "float16")
+    assert abs(total.item() - want.sum()) < 1e-2 * max(1.0, abs(want.sum()))
+
+
+def test_torch_contexts_per_stream():
+    torch = torch_cuda()
+    q, k, v = (torch.randn(1, 64, 4, 64, device="cuda") for _ in range(3))
+    want, _ = reference(f64(q), f64(k), f64(v))
+    streams = [torch.cuda.Stream() for _ in range(3)]
+    outs = []
+    for s in streams:
+        with torch.cuda.stream(s):
+            outs.append(flashport.attention(q, k, v))
+    torch.cuda.synchronize()
+    for o in outs:
+        assert_close(f64(o), want, "float32", FACTOR["float32"])
+
+
+def test_torch_cuda_errors():
+    torch = torch_cuda()
+    q = torch.randn(1, 16, 2, 64, device="cuda")
+    with pytest.raises(flashport.DeviceMismatchError, match="backend 'cpu_simd' cannot run"):
+        flashport.attention(q, q, q, backend="cpu_simd")
+    with pytest.raises(flashport.DeviceMismatchError, match="k is in host memory"):
+        flashport.attention(q, q.cpu(), q)
+    out = torch.full_like(q, 3.0)
+    # a kernel forced on a feature it does not implement (fa2_f32 has no score modifiers):
+    # named, and nothing written
+    with pytest.raises(flashport.UnsupportedError, match="softcap"):
+        flashport.attention(q, q, q, softcap=30.0, kernel="fa2_f32", out=out)
+    with pytest.raises(flashport.InvalidArgumentError, match="window"):
+        flashport.attention(q, q, q, window=(-3, 0), out=out)
+    torch.cuda.synchronize()
+    assert (out == 3.0).all()
+    p = flashport.plan(q, q, q, softcap=30.0, kernel="fa2_f32")
+    assert p.kernel is None and "softcap" in p.reason
+
+
+def test_cupy():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    if not available("cuda"):
+        pytest.skip("the flashport cuda backend is unavailable")
+    rng = np.random.default_rng(2)
+    host = [rng.standard_normal((2, 64, 4, 64)).astype(np.float16) for _ in range(3)]
+    want, _ = reference(*host, causal=True)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        q, k, v = (cupy.asarray(x) for x in host)
+        o = flashport.attention(q, k, v, causal=True)
+        assert isinstance(o, cupy.ndarray) and o.dtype == cupy.float16
+        got = cupy.asnumpy(o, stream=stream)
+    stream.synchronize()
+    assert_close(got, want, "float16")
