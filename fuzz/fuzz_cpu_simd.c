@@ -245,10 +245,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const double ulp = d.out_dtype == FLASHPORT_F16    ? 0x1p-10
                            : d.out_dtype == FLASHPORT_BF16 ? 0x1p-7
                                                            : eps32;
-        compare("O", o, o_ref, d.out_dtype, bytes[FZ_O], vmax * score_err, ulp, &d, kernel);
-        if (with_lse)
-            compare("LSE", lse, lse_ref, FLASHPORT_F32, bytes[FZ_LSE], score_err, eps32, &d,
-                    kernel);
+        /* Logits past f32's range are not computable in f32: the kernels work in base 2
+         * (scale * log2 e), where a logit of 3e38 is already infinite, and inf - inf is NaN,
+         * while the reference keeps it in double. Such problems only have to run. */
+        if (S <= 0x1p126) {
+            compare("O", o, o_ref, d.out_dtype, bytes[FZ_O], vmax * score_err, ulp, &d, kernel);
+            if (with_lse)
+                compare("LSE", lse, lse_ref, FLASHPORT_F32, bytes[FZ_LSE], score_err, eps32, &d,
+                        kernel);
+        }
     }
     free(o_ref);
     free(o);
