@@ -23,6 +23,8 @@ void bench_preset_help(FILE *out) {
             "  decode   Nq=1, Nkv in {4096,32768,131072}, B=1, Hq=32, d=128, GQA (Hkv=8) then\n"
             "           MHA (Hkv=32) (dtype as fa-grid)\n"
             "  cpu      d in {64,128}, N in {512,1024,2048,4096}, causal off and on, B=H=1, f32\n"
+            "  cpu-decode  decode on CPUs: B=1, d=128, Hq=32 with Hkv=8 (Nq in {1,4,16},\n"
+            "           Nkv in {32768,131072}) and Hkv=32 (Nq in {1,4,16}, Nkv=32768)\n"
             "Feature presets (dtype as fa-grid unless said; d=128 unless said):\n"
             "  window   Mistral-like: B=1, Hq=32, Hkv=8, causal N in {8192,...,65536}, without\n"
             "           and with a 4096-key window (window=4095,0)\n"
@@ -104,6 +106,13 @@ int bench_preset_shapes(const char *name, flashport_dtype dtype_default, bench_s
             for (int64_t d = 64; d <= 128; d *= 2)
                 for (int64_t seq = 512; seq <= 4096; seq *= 2)
                     n = put(shapes, max, n, make(1, 1, 1, seq, seq, d, FLASHPORT_F32, c));
+    } else if (strcmp(name, "cpu-decode") == 0) {
+        static const int64_t nq[] = {1, 4, 16};
+        for (int i = 0; i < 3; ++i)
+            for (int64_t kv = 32768; kv <= 131072; kv *= 4)
+                n = put(shapes, max, n, make(1, 32, 8, nq[i], kv, 128, dtype_default, 0));
+        for (int i = 0; i < 3; ++i)
+            n = put(shapes, max, n, make(1, 32, 32, nq[i], 32768, 128, dtype_default, 0));
     } else if (strcmp(name, "window") == 0) {
         for (int64_t seq = 8192; seq <= 65536; seq *= 2) {
             bench_shape s = make(1, 32, 8, seq, seq, 128, dtype_default, 1);

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 SCHEMA = "flashport-bench/1"
-PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve"]
+PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve", "cpu-decode"]
 IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 IMPL_DESCRIPTIONS = {
@@ -73,6 +73,10 @@ def preset_shapes(name, dtype_default):
                 + [shape(8, 32, 8, 4, 8192, 128, dtype_default, 1, page_size=16, kv_mixed=True),
                    shape(4, 32, 8, 512, 8192, 128, dtype_default, 1, page_size=16),
                    shape(1, 32, 8, 32768, 32768, 128, dtype_default, 1, window=(4095, 0))])
+    if name == "cpu-decode":
+        return ([shape(1, 32, 8, nq, kv, 128, dtype_default, 0)
+                 for nq in (1, 4, 16) for kv in (32768, 131072)]
+                + [shape(1, 32, 32, nq, 32768, 128, dtype_default, 0) for nq in (1, 4, 16)])
     raise ValueError(name)
 
 

@@ -10,8 +10,8 @@
 #include "cli.h"
 
 static const char *const preset_choices[] = {
-    "seed",  "fa-grid", "ladder", "decode",       "cpu",   "window", "softcap",
-    "alibi", "paged",   "varlen", "decode-paged", "serve", "fp8",    NULL};
+    "seed",  "fa-grid", "ladder",       "decode", "cpu", "window",     "softcap", "alibi",
+    "paged", "varlen",  "decode-paged", "serve",  "fp8", "cpu-decode", NULL};
 /* In flashport_dtype order, so that a choice's index is the enum value. */
 static const char *const dtype_choices[] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", NULL};
 static const char *const layout_choices[] = {"bhnd", "bnhd", NULL};

@@ -355,6 +355,19 @@ CASES = [
     _varlen("decode_varlen_bf16_key_padding", [1, 2, 1], [2000, 50, 1], dtype="bf16",
             heads_q=4, heads_kv=2, head_dim=128,
             bias=dict(dtype="f32", dims="b.qk", kind="key_padding")),
+    # Prefill over several blocks of keys, where tiled kernels skip the blocks outside a window
+    # and mask only those crossing its edges: a NaN in V at key 150 reaches rows 130-190 (40
+    # keys left, 20 right) and no other, across tile and block boundaries.
+    _case("window_blocks_nan_in_v", 300, heads_q=2, heads_kv=1, head_dim=32, window_left=40,
+          window_right=20, nan=("v", 0, 0, 150, 3)),
+    # Pages of 80 rows, longer than a key block and not a power of two, under prefill-sized
+    # query tiles with a causal window; sequence 1 has fewer keys than queries.
+    _paged("paged_prefill_page80_causal_window", 100, [150, 97], 80, heads_q=4, heads_kv=2,
+           head_dim=32, causal=True, window_left=70, layout="bnhd"),
+    # Packed sequences longer than a query tile and a key block, with every score modifier.
+    _varlen("varlen_long_softcap_alibi_bias_sinks", [150, 70, 1], [200, 70, 90], heads_q=2,
+            heads_kv=1, head_dim=32, causal=True, softcap=20.0, alibi="batch_head",
+            bias=dict(dtype="f16", dims="bhqk", kind="normal"), sinks=True),
     # Combinations: GQA x varlen x paged x window x softcap x ALiBi x bias x sinks x causal.
     _varlen("combo_varlen_window_softcap_alibi_sinks", [20, 0, 33, 7], [20, 5, 50, 30],
             heads_q=4, heads_kv=2, head_dim=32, window_left=6, window_right=3, scale=0.5,

@@ -9,6 +9,8 @@
 #endif
 
 #include "fp_half.h"
+#include "kv_stream.h"
+#include "row_normaliser.h"
 #include "sequences.h"
 #include "topology.h"
 
@@ -17,7 +19,6 @@
  * keys at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the
  * source rows would be, so the bound only caps the scratch. */
 #define RING_BYTES ((int64_t)2 << 20)
-#define LOG2E      1.44269504088896340736
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -29,6 +30,7 @@ static int masked(const fp_problem *p) {
 
 void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
+    t->split = 0;
     /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
      * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
     int64_t rows = min64(96, max64(CS_Q_PANEL, 65536 / t->dq));
@@ -154,29 +156,11 @@ typedef struct tile_scratch {
     int *group_lo, *group_hi; /* keys every row of a P V group sees */
 } tile_scratch;
 
-/* Converts keys [j0, j0 + n) of K and V into rows [row, row + n) of the ring, a page (or the
- * whole run) at a time. */
+/* Converts keys [j0, j0 + n) into rows [row, row + n) of the ring. */
 static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
-    const fp_problem *p = c->p;
-    const int64_t dq = c->t->dq;
-    for (int64_t j = 0; j < n;) {
-        int64_t k_at, v_at;
-        const int64_t run = min64(cs_kv_rows(c->p, s, kvh, j0 + j, &k_at, &v_at), n - j);
-        for (int64_t r = 0; r < run; ++r, ++j) {
-            const int64_t key = j0 + j;
-            c->ops->load_row(
-                (const char *)c->a->k + (size_t)(k_at + r * p->k.seq) * c->in_size, p->dtype,
-                p->head_dim, dq,
-                cs_descale(c->p, c->a->k_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                ts->k + (row + j) * dq);
-            c->ops->load_row(
-                (const char *)c->a->v + (size_t)(v_at + r * p->v.seq) * c->in_size, p->dtype,
-                p->head_dim, dq,
-                cs_descale(c->p, c->a->v_descale, p->heads_kv, p->seq_kv, s->b, kvh, key),
-                ts->v + (row + j) * dq);
-        }
-    }
+    cs_convert_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k + row * c->t->dq,
+                  ts->v + row * c->t->dq, 0, 0);
 }
 
 static int64_t ring_row(const tile_scratch *ts, const cs_tiling *t, int64_t j) {
@@ -249,7 +233,7 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
         ts->diag[r] = 0.0f;
         if (r >= real) continue;
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        if (slopes) ts->slope[r] = (float)(LOG2E * cs_alibi_slope(p, slopes, tp->s->b, h));
+        if (slopes) ts->slope[r] = (float)(CS_LOG2E * cs_alibi_slope(p, slopes, tp->s->b, h));
         if (p->bias.enabled) ts->bias_at[r] = cs_bias_at(p, tp->s, h, i);
     }
 }
@@ -259,7 +243,7 @@ static void tile_modifiers(const call *c, tile_scratch *ts, const tile_pos *tp, 
 static void gather_bias(const call *c, tile_scratch *ts, int real, int64_t j0) {
     for (int r = 0; r < real; ++r)
         cs_bias_row(c->p, c->a->bias, ts->bias_at[r] + j0 * c->p->bias.key, ts->lo[r], ts->hi[r],
-                    (float)LOG2E, ts->bias + r, c->t->rows);
+                    (float)CS_LOG2E, ts->bias + r, c->t->rows);
 }
 
 /* ---- the tile ---- */
@@ -288,11 +272,7 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
     }
 }
 
-/* O and LSE of the tile's rows. The normaliser is the rows' sum plus, with sinks, exp(sink_h),
- * both taken relative to the larger of the row's max and the sink, in double so that a sink far
- * above every score neither overflows nor loses the sum. A NaN max or sink makes the row NaN;
- * with no mass at all (no visible key, or only -inf scores, and no sink) O is 0 times the
- * accumulator (0, or NaN in a column whose V was NaN) and LSE is -inf. */
+/* O and LSE of the tile's rows (cs_row_normaliser: sinks, rows without mass). */
 static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int real) {
     const fp_problem *p = c->p;
     const int64_t dq = c->t->dq;
@@ -300,35 +280,11 @@ static void store_tile(const call *c, tile_scratch *ts, const tile_pos *tp, int 
     float *lse = (float *)c->a->lse;
     for (int r = 0; r < real; ++r) {
         const int64_t h = head_of(c, tp, r), i = position_of(tp, r);
-        const double l = ts->l[r], m = ts->m[r];
-        const double sink = sinks ? LOG2E * sinks[h] : -INFINITY;
-        const double top = sink > m || isnan(sink) ? sink : m;
-        const double denom = top == -INFINITY ? 0.0 : l * exp2(m - top) + exp2(sink - top);
-        c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim,
-                          denom == 0.0 ? 0.0f : (float)(exp2(m - top) / denom), p->out_dtype,
+        float mul, row_lse;
+        cs_row_normaliser(ts->m[r], ts->l[r], sinks ? sinks[h] : -INFINITY, &mul, &row_lse);
+        c->ops->store_row(ts->o + (int64_t)r * dq, p->head_dim, mul, p->out_dtype,
                           (void *)cs_q_row(c->a->o, &p->o, c->out_size, tp->s, h, i));
-        if (lse) {
-            const int64_t at = cs_lse_index(p, tp->s, h, i);
-            lse[at] =
-                denom == 0.0 ? -INFINITY : (float)((top + log2(denom)) * 0.69314718055994530942);
-        }
-    }
-}
-
-/* Prefetches the rows of K and V of keys [j, j + n) of KV head kvh of sequence s. Inlined: GCC
- * takes a function that only prefetches for one without effects and drops its calls. */
-static inline __attribute__((always_inline)) void prefetch_keys(const call *c, const cs_seq *s,
-                                                                int64_t kvh, int64_t j, int64_t n) {
-    const int64_t bytes = c->p->head_dim * (int64_t)c->in_size;
-    for (int64_t key = j; key < j + n; ++key) {
-        int64_t k_at, v_at;
-        cs_kv_rows(c->p, s, kvh, key, &k_at, &v_at);
-        const char *k = (const char *)c->a->k + (size_t)k_at * c->in_size;
-        const char *v = (const char *)c->a->v + (size_t)v_at * c->in_size;
-        for (int64_t at = 0; at < bytes; at += ALIGN_BYTES) {
-            __builtin_prefetch(k + at, 0, 3);
-            __builtin_prefetch(v + at, 0, 3);
-        }
+        if (lse) lse[cs_lse_index(p, tp->s, h, i)] = row_lse;
     }
 }
 
@@ -441,7 +397,7 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
                              ts->o + (int64_t)g * dq + c0);
                 if (pf_done < pf_n) {
                     const int64_t take = min64(pf_n - pf_done, (pf_n + pf_calls - 1) / pf_calls);
-                    prefetch_keys(c, s, kvh, pf_lo + pf_done, take);
+                    cs_prefetch_keys(p, c->a, s, kvh, pf_lo + pf_done, take);
                     pf_done += take;
                 }
             }
@@ -515,12 +471,6 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
     return n;
 }
 
-#if defined(_OPENMP)
-/* Worker threads are bound to cores once; the caller's own thread is left where it is, so the
- * library never changes the application's affinity. */
-static _Thread_local int bound_core = -1;
-#endif
-
 /* Work item `it`: a query tile of the list, one KV head, one chunk of its query heads; the
  * items of one head and chunk are consecutive, so that a thread's next tile is usually of the
  * same head and finds most of its keys in the ring. */
@@ -553,10 +503,10 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
         .group = p->heads_q / p->heads_kv,
         .L = layout_of(t),
     };
-    c.mods.scale2 = (float)(p->scale * LOG2E);
+    c.mods.scale2 = (float)(p->scale * CS_LOG2E);
     if (p->softcap > 0.0f) {
         c.mods.cap_in = p->scale / p->softcap;
-        c.mods.cap_out = (float)(p->softcap * LOG2E);
+        c.mods.cap_out = (float)(p->softcap * CS_LOG2E);
     }
     tile_entry *tiles = (tile_entry *)((char *)scratch + c.L.total * (size_t)t->threads);
     work_list w = {tiles, list_tiles(&c, tiles), (c.group + t->heads - 1) / t->heads, 0, 0};
@@ -567,10 +517,7 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
 #pragma omp parallel num_threads(threads)
     {
         const int me = omp_get_thread_num();
-        if (me > 0 && bound_core != me) {
-            cs_bind_thread_to_core(me);
-            bound_core = me;
-        }
+        cs_bind_worker(me);
         tile_scratch ts = scratch_of(&c, scratch, me);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < w.items; ++it) run_item(&c, &ts, &w, it, threads);

@@ -33,7 +33,8 @@ typedef struct cs_tiling {
     int ring;    /* keys the K/V ring of a thread holds, a multiple of CS_KEY_STEP */
     int64_t dq;  /* head_dim rounded up to CS_DIM_STEP */
     int threads;
-    int64_t max_tiles; /* query tiles of every sequence together, at most */
+    int split;         /* decode path (decode.h): keys of a sequence per work item; 0: tile path */
+    int64_t max_tiles; /* tile path: query tiles of every sequence together, at most */
 } cs_tiling;
 
 /* Tile shape for p, sized so that a tile's Q and O stay in L2 and a key block in L1. */

@@ -14,6 +14,7 @@
 #include "backward.h"
 #include "backend.h"
 #include "cpu_features.h"
+#include "decode.h"
 #include "fp_host_memory.h"
 #include "topology.h"
 
@@ -99,7 +100,7 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         threads = bt.threads;
     } else {
         cs_tiling_from_plan(pl, &t);
-        need = cs_scratch_bytes(&t);
+        need = t.split ? cs_decode_scratch_bytes(p, &t) : cs_scratch_bytes(&t);
         threads = t.threads;
     }
     if (need > d->scratch_bytes) {
@@ -115,6 +116,8 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
     }
     if (pl->op == FP_OP_BACKWARD)
         cs_attention_backward(ops, &bt, p, args, d->scratch);
+    else if (t.split)
+        cs_decode(ops, &t, p, args, d->scratch);
     else
         cs_attention(ops, &t, p, args, d->scratch);
     return FLASHPORT_OK;

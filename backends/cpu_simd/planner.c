@@ -5,6 +5,7 @@
 #include "backward.h"
 #include "backend.h"
 #include "cpu_features.h"
+#include "decode.h"
 #include "topology.h"
 
 int cs_avx2_usable(int f16, const char **why) {
@@ -131,13 +132,24 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
     const int threads = cs_threads_default(&why_threads);
     if (op == FP_OP_BACKWARD) return plan_backward(p, why, threads, why_threads, out);
     cs_tiling t;
-    cs_tiling_choose(p, threads, &t);
-
-    snprintf(out->reason, sizeof out->reason,
-             "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys; %d thread%s (%s)",
-             cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, t.threads,
-             t.threads == 1 ? "" : "s", why_threads);
-    out->workspace_bytes = cs_scratch_bytes(&t);
+    const char *why_path;
+    if (cs_decode_takes(p, &why_path)) {
+        cs_decode_choose(p, threads, &t);
+        snprintf(out->reason, sizeof out->reason,
+                 "%s (%s); decode (%s): %d query rows per KV head, blocks of %d keys, splits of "
+                 "%d keys; %d thread%s (%s)",
+                 cs_variant_name(out->variant), why, why_path, t.heads * t.queries, t.keys, t.split,
+                 t.threads, t.threads == 1 ? "" : "s", why_threads);
+        out->workspace_bytes = cs_decode_scratch_bytes(p, &t);
+    } else {
+        cs_tiling_choose(p, threads, &t);
+        snprintf(out->reason, sizeof out->reason,
+                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (not decode: "
+                 "%s); %d thread%s (%s)",
+                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, why_path,
+                 t.threads, t.threads == 1 ? "" : "s", why_threads);
+        out->workspace_bytes = cs_scratch_bytes(&t);
+    }
     cs_tiling_to_plan(&t, out);
     cs_host->log(FP_LOG_DEBUG, CS_NAME, "plan: %s", out->reason);
     return FLASHPORT_OK;

@@ -173,3 +173,11 @@ void cs_bind_thread_to_core(int index) {
     (void)index;
 #endif
 }
+
+void cs_bind_worker(int me) {
+    static _Thread_local int bound_core = -1;
+    if (me > 0 && bound_core != me) {
+        cs_bind_thread_to_core(me);
+        bound_core = me;
+    }
+}

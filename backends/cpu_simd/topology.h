@@ -25,4 +25,9 @@ int cs_threads_default(const char **why);
  * elsewhere the operating system places threads. */
 void cs_bind_thread_to_core(int index);
 
+/* In a parallel region: binds worker thread `me` (> 0) to core `me` the first time it runs; the
+ * caller's own thread (0) is left where it is, so the library never changes the application's
+ * affinity. */
+void cs_bind_worker(int me);
+
 #endif /* CS_TOPOLOGY_H */

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "device_context.h"
 #include "devices.h"
+#include "feature_args.h"
 #include "host.h"
 #include "kernel_list.h"
 #include "peaks.h"
@@ -195,7 +196,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
                                  plan->variant);
     fp_cl_kernel_params params;
     memcpy(&params, plan->kernel_params.bytes, sizeof params);
-    char options[384];
+    char options[512];
     variant->options(dev->desc, &params, p, options, sizeof options);
     const fp_cl_launch_shape shape = variant->shape(&params, p);
     const size_t threads = shape.threads, rows = shape.rows;
@@ -215,7 +216,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
                                  "needs %zu (try a smaller FLASHPORT_OPENCL_TILE)",
                                  kernel_limit, threads);
 
-    /* Every kernel takes the same arguments (kernel_table.h). */
+    /* Every kernel takes these arguments first (kernel_table.h). */
     cl_mem q = as_mem(a->q), k = as_mem(a->k), v = as_mem(a->v), o = as_mem(a->o);
     cl_mem lse = as_mem(a->lse);
     cl_int has_lse = lse != NULL;
@@ -251,6 +252,11 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
     for (cl_uint i = 0; i < 27; i++) {
         err = cl->clSetKernelArg(kernel, i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) return fp_cl_fail(err, "clSetKernelArg");
+    }
+    /* Kernels that implement features take their arguments next (feature_args.h). */
+    if (variant->info.features != FP_FEATURES_NONE) {
+        st = fp_cl_set_feature_args(cl, kernel, 27, p, a);
+        if (st != FLASHPORT_OK) return st;
     }
     size_t tiles = ((size_t)p->seq_q + rows - 1) / rows;
     size_t global[3] = {tiles * threads, (size_t)p->heads_q, (size_t)p->batch * (size_t)slices};

@@ -1,9 +1,31 @@
 # Writes OUTPUT, a C file holding each file of SOURCES (a ;-list) as a string constant named
-# fp_opencl_source_<file name without extension>, one C string literal per source line.
+# fp_opencl_source_<file name without extension>, one C string literal per source line. A line
+# `#include "name.cl"` is replaced by that file of the source's folder (recursively), so that a
+# program is one self-contained string, and the program cache's key (its text) covers what it
+# includes.
+function(inline_includes dir text_var depth)
+  set(text "${${text_var}}")
+  string(REGEX MATCHALL "#include \"[a-z0-9_]+\\.cl\"" includes "${text}")
+  list(REMOVE_DUPLICATES includes)
+  foreach(line IN LISTS includes)
+    if(depth GREATER 8)
+      message(FATAL_ERROR "OpenCL includes nested deeper than 8 (a cycle?) at ${line}")
+    endif()
+    string(REGEX REPLACE "#include \"(.*)\"" "\\1" header "${line}")
+    file(READ ${dir}/${header} body)
+    math(EXPR next "${depth} + 1")
+    inline_includes(${dir} body ${next})
+    string(REPLACE "${line}" "${body}" text "${text}")
+  endforeach()
+  set(${text_var} "${text}" PARENT_SCOPE)
+endfunction()
+
 set(out "/* Generated from the OpenCL kernel sources at build time. Do not edit. */\n")
 foreach(src IN LISTS SOURCES)
   get_filename_component(name ${src} NAME_WE)
+  get_filename_component(dir ${src} DIRECTORY)
   file(READ ${src} text)
+  inline_includes(${dir} text 0)
   string(REPLACE "\\" "\\\\" text "${text}")
   string(REPLACE "\"" "\\\"" text "${text}")
   string(REPLACE "\n" "\\n\"\n    \"" text "${text}")

@@ -3,7 +3,9 @@
  * kernel_table.h is for CUDA. Every kernel variant is one fp_cl_kernel: its name and precision
  * class, its program, a plan function that says whether it takes a problem on a device and with
  * which parameters, and what a launch needs of those parameters (build options, work-group
- * shape). The planner picks among them; every kernel takes the same arguments (backend.c).
+ * shape). The planner picks among them; every kernel takes the same arguments (backend.c),
+ * and a kernel that implements features (info.features not 0) the API v2 ones after them
+ * (feature_args.h).
  */
 #ifndef FP_OPENCL_KERNEL_TABLE_H
 #define FP_OPENCL_KERNEL_TABLE_H

@@ -2,7 +2,9 @@
  * The one planning function of the OpenCL backend: which variant runs a problem. nv_tf32x3
  * (kernels/attention_nv_tf32x3.cl, tensor cores through inline PTX) where nv_tf32x3.c says the
  * device and problem can run it (NVIDIA, compute capability 8.0+, f32, d <= 128, and its program
- * builds); tiled (kernels/attention_tiled.cl, portable OpenCL C, tiled.c) everywhere else.
+ * builds) and the problem asks for no API v2 feature; tiled (kernels/attention_tiled.cl,
+ * portable OpenCL C, every forward feature, tiled.c) everywhere else. A variant is asked only
+ * about problems whose features it implements.
  * FLASHPORT_OPENCL_KERNEL=tiled keeps the planner on tiled, FLASHPORT_OPENCL_KERNEL=nv_tf32x3
  * makes a problem nv_tf32x3 cannot run unsupported (both for comparing the two on one GPU); a
  * kernel forced by name takes precedence. Each variant chooses its own parameters.
@@ -32,8 +34,15 @@ static int find_kernel(const char *name) {
     return -1;
 }
 
-/* Asks variant i; on yes fills the plan. The reason, either way, is in out->reason. */
+/* Asks variant i, when it implements every feature of the problem; on yes fills the plan. The
+ * reason, either way, is in out->reason. */
 static flashport_status try_variant(int i, fp_cl_dev *dev, const fp_problem *p, fp_plan *out) {
+    const unsigned missing = fp_problem_features(p, FP_OP_FORWARD) & ~kernels[i]->info.features;
+    if (missing) {
+        snprintf(out->reason, sizeof out->reason, "%s does not implement %s", kernels[i]->info.name,
+                 fp_feature_name(missing & -missing));
+        return FLASHPORT_ERROR_UNSUPPORTED;
+    }
     fp_cl_kernel_params params;
     memset(&params, 0, sizeof params);
     flashport_status st = kernels[i]->plan(dev, p, &params, out->reason, sizeof out->reason);

@@ -15,7 +15,7 @@
  *   qr      1: Q stays resident in local memory for the whole key walk, 0: Q is staged with
  *           each K chunk; default: 1 where it fits the device's local memory
  *   pf      1: the next K (and Q) chunk is loaded into registers while the current one is
- *           multiplied; default 0
+ *           multiplied; default 0 (a paged KV cache needs 0)
  *   rg      NVIDIA only: at most this many registers per work-item (-cl-nv-maxrregcount),
  *           0 for the compiler's choice; default 128 for d <= 64 and 168 for d <= 128 with
  *           the default tiles, 0 otherwise (also when the override sets any key above);
@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feature_args.h"
 #include "kernel_list.h"
 #include "kernel_sources.h"
 
@@ -54,13 +55,15 @@ static int64_t q_width(const int64_t *t, int64_t head_dim) {
     return (head_dim + t[FP_CL_P_KC] - 1) / t[FP_CL_P_KC] * t[FP_CL_P_KC];
 }
 
-static size_t tile_local_bytes(const int64_t *t, int64_t head_dim) {
+/* Local memory of a tile, the paged cache's per-block row offsets included. */
+static size_t tile_local_bytes(const int64_t *t, const fp_problem *p) {
     int64_t br = t[FP_CL_P_BR], bc = t[FP_CL_P_BC], kc_pad = t[FP_CL_P_KC] + 4;
     int64_t qk = (t[FP_CL_P_QR] ? bc : br + bc) * kc_pad;
     int64_t vv = t[FP_CL_P_VC] * t[FP_CL_P_DV];
     int64_t floats = (qk > vv ? qk : vv) + br * (bc + 8) + br * (bc / t[FP_CL_P_TN] + 1) + br;
-    if (t[FP_CL_P_QR]) floats += br * (q_width(t, head_dim) + 4);
-    return (size_t)floats * sizeof(float);
+    if (t[FP_CL_P_QR]) floats += br * (q_width(t, p->head_dim) + 4);
+    int64_t row_offsets = p->kv_layout == FLASHPORT_KV_PAGED ? 2 * bc : 0;
+    return (size_t)floats * sizeof(float) + (size_t)row_offsets * sizeof(int64_t);
 }
 
 /* 1, and why, when a key (every key, or those marked in only[]) is outside its range. */
@@ -78,8 +81,8 @@ static int out_of_range(const int64_t *t, const int *only, char *why, size_t len
 }
 
 /* "" when the shape can run on the device, else why not. */
-static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t head_dim, char *why,
-                        size_t len) {
+static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, const fp_problem *p,
+                        char *why, size_t len) {
     why[0] = '\0';
     if (out_of_range(t, NULL, why, len)) return;
     if (t[FP_CL_P_BR] % t[FP_CL_P_TM] || t[FP_CL_P_BC] % t[FP_CL_P_TN] ||
@@ -100,7 +103,13 @@ static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, int64_t 
                  "columns per work-item across the row");
         return;
     }
-    size_t local = tile_local_bytes(t, head_dim);
+    if (t[FP_CL_P_PF] && p->kv_layout == FLASHPORT_KV_PAGED) {
+        snprintf(why, len,
+                 "tile pf=1 prefetches a block before the paged KV cache's block table "
+                 "is read for it: a paged cache needs pf=0");
+        return;
+    }
+    size_t local = tile_local_bytes(t, p);
     if (local > dev->local_mem)
         snprintf(why, len, "tile needs %zu bytes of local memory, the device has %llu", local,
                  (unsigned long long)dev->local_mem);
@@ -181,7 +190,7 @@ static void default_shape(const fp_cl_device_desc *dev, const fp_problem *p, int
 
 /* Fills in what the defaults and the override left open: dv wide enough for 4 output columns
  * per work-item, om for 8 (or 4) columns, qr where the resident Q fits. */
-static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const int *given,
+static void resolve_shape(const fp_cl_device_desc *dev, const fp_problem *p, const int *given,
                           int64_t *t) {
     int64_t br = t[FP_CL_P_BR], threads = work_items(t);
     if (br < 1 || threads < 1) return; /* check_shape says why */
@@ -195,12 +204,13 @@ static void resolve_shape(const fp_cl_device_desc *dev, int64_t head_dim, const 
     }
     if (!given[FP_CL_P_QR]) {
         t[FP_CL_P_QR] = 1;
-        if (tile_local_bytes(t, head_dim) > dev->local_mem) t[FP_CL_P_QR] = 0;
+        if (tile_local_bytes(t, p) > dev->local_mem) t[FP_CL_P_QR] = 0;
     }
 }
 
 static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_kernel_params *params,
                                    char *reason, size_t reason_len) {
+    if (!fp_cl_feature_sizes_fit(p, reason, reason_len)) return FLASHPORT_ERROR_UNSUPPORTED;
     int64_t t[FP_CL_TILE_KEYS];
     int given[FP_CL_TILE_KEYS] = {0};
     default_shape(dev->desc, p, t);
@@ -219,8 +229,8 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_ke
     for (int i = 0; i < FP_CL_P_RG; i++) shape_given |= given[i];
     if (shape_given && !given[FP_CL_P_RG]) t[FP_CL_P_RG] = 0;
     const int64_t dv_default = t[FP_CL_P_DV];
-    resolve_shape(dev->desc, p->head_dim, given, t);
-    check_shape(dev->desc, t, p->head_dim, why, sizeof why);
+    resolve_shape(dev->desc, p, given, t);
+    check_shape(dev->desc, t, p, why, sizeof why);
     /* Small devices: halve the default blocks until the shape fits the work-group and local
      * limits (an override is taken as it is). */
     while (why[0] && !(override && *override) && t[FP_CL_P_BC] > 16) {
@@ -229,8 +239,8 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_ke
         if (t[FP_CL_P_BR] > 16) t[FP_CL_P_BR] /= 2;
         if (t[FP_CL_P_TM] > t[FP_CL_P_BR]) t[FP_CL_P_TM] = t[FP_CL_P_BR];
         t[FP_CL_P_DV] = dv_default;
-        resolve_shape(dev->desc, p->head_dim, given, t);
-        check_shape(dev->desc, t, p->head_dim, why, sizeof why);
+        resolve_shape(dev->desc, p, given, t);
+        check_shape(dev->desc, t, p, why, sizeof why);
     }
     if (why[0]) {
         snprintf(reason, reason_len, "%s%s", override && *override ? "FLASHPORT_OPENCL_TILE: " : "",
@@ -247,8 +257,8 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_ke
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8], (long long)t[9],
              (long long)t[10], (long long)t[11],
              (dev->desc->type & CL_DEVICE_TYPE_CPU) ? "CPU shape" : "GPU shape",
-             override && *override ? ", FLASHPORT_OPENCL_TILE" : "",
-             tile_local_bytes(t, p->head_dim), (long long)slices, slices == 1 ? "" : "s");
+             override && *override ? ", FLASHPORT_OPENCL_TILE" : "", tile_local_bytes(t, p),
+             (long long)slices, slices == 1 ? "" : "s");
     return FLASHPORT_OK;
 }
 
@@ -290,11 +300,12 @@ static void tiled_options(const fp_cl_device_desc *dev, const fp_cl_kernel_param
     snprintf(buf, len,
              "-cl-std=CL1.2 -DBR=%lld -DBC=%lld -DTM=%lld -DTN=%lld -DKC=%lld -DVC=%lld "
              "-DDV=%lld -DOM=%lld -DQR=%lld -DDQ=%lld -DPF=%lld -DUR=%lld -DWIDE=%d -DVEC=%d "
-             "-DDTYPE=%d%s",
+             "-DDTYPE=%d -DODTYPE=%d -DPAGED=%d%s",
              (long long)t[0], (long long)t[1], (long long)t[2], (long long)t[3], (long long)t[4],
              (long long)t[5], (long long)t[6], (long long)t[7], (long long)t[8],
              (long long)(t[FP_CL_P_QR] ? q_width(t, p->head_dim) : t[FP_CL_P_KC]), (long long)t[9],
-             (long long)t[11], needs_wide_offsets(t, p), quad_loads(p), (int)p->dtype, nvidia);
+             (long long)t[11], needs_wide_offsets(t, p), quad_loads(p), (int)p->dtype,
+             (int)p->out_dtype, p->kv_layout == FLASHPORT_KV_PAGED, nvidia);
 }
 
 static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params, const fp_problem *p) {
@@ -310,8 +321,10 @@ static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params, const f
 const fp_cl_kernel fp_cl_kernel_tiled = {
     {"tiled",
      "online softmax; K/V blocks through local memory, register tiles of S and O, f32 "
-     "accumulation (f16 via vload_half, bf16 via shifts)",
-     FP_PRECISION_NATIVE, FP_FEATURES_NONE},
+     "accumulation (f16 via vload_half, bf16 via shifts, FP8 decoded); every forward feature",
+     FP_PRECISION_NATIVE,
+     FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS |
+         FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED | FP_FEATURE_FP8},
     fp_opencl_source_attention_tiled,
     "attention_tiled",
     tiled_plan,

@@ -282,6 +282,11 @@ static void build(const spec *s, problem *p) {
             order[i] = order[j];
             order[j] = t;
         }
+        for (int64_t i = 0; i < pages; ++i) /* the pool's last page holds the first keys */
+            if (order[i] == pages - 1) {
+                order[i] = order[0];
+                order[0] = (int32_t)(pages - 1);
+            }
         for (int64_t b = 0; b < batch; ++b) {
             p->lens[b] = (int32_t)(b >= s->zero_kv_from ? 0 : b == 0 ? nkv : pick(0, nkv));
             for (int64_t j = 0; j < per_seq; ++j) /* entries past a sequence are never read */
@@ -617,6 +622,85 @@ static int edge_cases(flashport_context *ctx, flashport_context *ref, const char
     return failures;
 }
 
+/* ---- decode: a few query positions against many keys ---- */
+
+/* A problem for cpu_simd's decode path: 1 to 16 query positions, MHA or GQA, a short or long
+ * key sequence (several splits of the keys), pages of 1, 16 or 64 rows or of a size that does
+ * not divide the keys; the features as random_spec draws them. */
+static spec decode_spec(unsigned f) {
+    static const int64_t pages[] = {1, 16, 64};
+    spec s = random_spec(f, 0);
+    s.seq_q = pick(1, 16);
+    s.heads_kv = pick(1, 2);
+    s.heads_q = s.heads_kv * (pick(0, 1) ? 1 : pick(2, 4));
+    s.seq_kv = pick(0, 3) == 0 ? pick(1, 200) : pick(600, 2500);
+    if (pick(0, 3) < 3) {
+        s.page_size = pages[pick(0, 2)];
+    } else {
+        s.page_size = 48;
+        if (s.seq_kv % 48 == 0) ++s.seq_kv;
+    }
+    if (f & F_WINDOW && s.window_left > s.seq_kv + 2) s.window_left = pick(0, s.seq_kv + 2);
+    return s;
+}
+
+/* Whether the plan of the problem is the decode path's. */
+static int planned_decode(flashport_context *ctx, const problem *p, const char *kernel) {
+    flashport_attention_desc d = p->d;
+    d.kernel = kernel;
+    flashport_plan_info info;
+    return flashport_attention_plan(ctx, &d, &info) == FLASHPORT_OK &&
+           strstr(info.reason, "; decode (") != NULL;
+}
+
+/* Runs the problem with 1 and with 2 threads: the splits of the keys and their merge do not
+ * depend on the thread count, so O and LSE must be the same bits. Returns the failed checks. */
+static int same_bits_across_threads(flashport_context *ctx, const problem *p, const char *kernel) {
+    outputs one, two;
+    setenv("FLASHPORT_NUM_THREADS", "1", 1);
+    const flashport_status st1 = run(ctx, p, kernel, &one);
+    setenv("FLASHPORT_NUM_THREADS", "2", 1);
+    const flashport_status st2 = run(ctx, p, kernel, &two);
+    unsetenv("FLASHPORT_NUM_THREADS");
+    const size_t o_bytes = flashport_dtype_size(p->d.out_dtype) * (size_t)(p->o_elems + 1);
+    const int failed = st1 != FLASHPORT_OK || st2 != FLASHPORT_OK ||
+                       memcmp(one.o, two.o, o_bytes) != 0 ||
+                       memcmp(one.lse, two.lse, sizeof(float) * (size_t)(p->lse_elems + 1)) != 0;
+    if (failed)
+        printf("FAIL %s [%s]: 1 and 2 threads differ (%s)\n", p->name, kernel,
+               st1 || st2 ? flashport_last_error() : "different bits");
+    free_outputs(&one);
+    free_outputs(&two);
+    return failed;
+}
+
+/* Random decode problems with every feature, each checked against the reference, planned on
+ * the decode path (unless it has a bias, which goes to the tile path) and, for one in four,
+ * the same bits with 1 and 2 threads. */
+static int decode_cases(flashport_context *ctx, flashport_context *ref, const char *kernel) {
+    int failures = 0, cases = 0, decoded = 0;
+    for (unsigned f = 0; f <= F_ALL; f += 3)
+        for (int round = 0; round < 2; ++round) {
+            const spec s = decode_spec(f);
+            problem p;
+            build(&s, &p);
+            const int on_decode = planned_decode(ctx, &p, kernel);
+            if (on_decode != !(f & F_BIAS)) {
+                printf("FAIL %s [%s]: planned %s the decode path\n", p.name, kernel,
+                       on_decode ? "on" : "off");
+                ++failures;
+            }
+            decoded += on_decode;
+            failures += compare(ctx, ref, &p, kernel, s.nan_rows, 0);
+            if (cases % 4 == 0) failures += same_bits_across_threads(ctx, &p, kernel);
+            free_problem(&p);
+            ++cases;
+        }
+    printf("%d random decode cases (%d on the decode path), %d failed checks\n", cases, decoded,
+           failures);
+    return failures;
+}
+
 /* Whether the planner takes the kernel here; else the reason. */
 static int runnable(flashport_context *ctx, const char *kernel, char *why, size_t len) {
     flashport_attention_desc d;
@@ -630,9 +714,11 @@ static int runnable(flashport_context *ctx, const char *kernel, char *why, size_
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 || (strcmp(argv[1], "portable") != 0 && strcmp(argv[1], "avx2") != 0 &&
-                      strcmp(argv[1], "avx512") != 0)) {
-        fprintf(stderr, "usage: %s portable|avx2|avx512\n", argv[0]);
+    if (argc < 2 || argc > 3 ||
+        (strcmp(argv[1], "portable") != 0 && strcmp(argv[1], "avx2") != 0 &&
+         strcmp(argv[1], "avx512") != 0) ||
+        (argc == 3 && strcmp(argv[2], "decode") != 0)) {
+        fprintf(stderr, "usage: %s portable|avx2|avx512 [decode]\n", argv[0]);
         return 2;
     }
     const char *kernel = argv[1];
@@ -654,6 +740,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     int failures = 0, cases = 0;
+    if (argc == 3) {
+        failures = decode_cases(ctx, ref, kernel);
+        flashport_context_destroy(ref);
+        flashport_context_destroy(ctx);
+        printf("%s: %d failed checks\n", failures ? "FAILED" : "PASSED", failures);
+        return failures ? 1 : 0;
+    }
     /* Every combination of features twice, small; every third one once more with several
      * tiles and key blocks (the reference's double loops dominate the test's time). */
     for (unsigned f = 0; f <= F_ALL; ++f)

@@ -91,6 +91,20 @@ typedef struct cs_kernel_ops {
      * group's common range). */
     void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
                    float *o);
+    /* The decode path's kernels (decode.c): a few query rows (a handful of heads times a few
+     * positions per KV head) against K and V rows read where they are, through a pointer per
+     * key, in their own dtype (f32, f16 or bf16), widened in registers: no converted copy of
+     * a block is written, which halves the traffic a memory-bound decode puts on the core.
+     * d is a multiple of decode_step, or dt is f32 and d a multiple of CS_DIM_STEP. */
+    int decode_step;
+    /* st[j * ldst + r] = q_r . k_j for r < rows (any count) and j < keys; q_r at q + r * dq,
+     * zero past d; vector over the head dimension, one horizontal sum per score. */
+    void (*decode_scores)(const float *q, int64_t dq, int rows, const void *const *k,
+                          flashport_dtype dt, int64_t d, int keys, float *st, int64_t ldst);
+    /* For rows r < rows (at most CS_PV_ROWS) and columns c < d: o_r[c] = alpha[r] * o_r[c] +
+     * sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of o are ldo floats apart. */
+    void (*decode_pv)(const float *p, int64_t ldp, const void *const *v, flashport_dtype dt,
+                      int64_t d, int keys, int rows, const float *alpha, float *o, int64_t ldo);
 
     /* Backward: the gradients of one block's scores. For rows r < rows (a multiple of
      * CS_ROW_STEP) and keys j < keys (a multiple of CS_KEY_STEP), where row r sees key j

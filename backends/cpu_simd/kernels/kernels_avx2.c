@@ -42,6 +42,16 @@ static inline vf vf_scale2(vf p, vf n) {
 }
 static inline vf vf_abs(vf x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 static inline float vf_first(vf x) { return _mm256_cvtss_f32(x); }
+static inline float vf_sum(vf x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+/* Pairwise horizontal adds leave a's, b's, c's and d's sums split over the two halves. */
+static inline void vf_sum4(vf a, vf b, vf c, vf d, float *out) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
 
 static inline vf vf_from_f16(const uint16_t *s) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s));

@@ -40,6 +40,18 @@ static inline vf vf_round(vf x) {
 static inline vf vf_scale2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
 static inline vf vf_abs(vf x) { return _mm512_abs_ps(x); }
 static inline float vf_first(vf x) { return _mm512_cvtss_f32(x); }
+static inline float vf_sum(vf x) { return _mm512_reduce_add_ps(x); }
+/* Each register folded to 8 lanes, then pairwise horizontal adds (AVX), which leave a's, b's,
+ * c's and d's sums split over the two 128-bit halves. */
+static inline __m256 vf_fold(vf x) {
+    return _mm256_add_ps(_mm512_castps512_ps256(x),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+}
+static inline void vf_sum4(vf a, vf b, vf c, vf d, float *out) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(vf_fold(a), vf_fold(b)),
+                                    _mm256_hadd_ps(vf_fold(c), vf_fold(d)));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
 
 static inline vf vf_from_f16(const uint16_t *s) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)s));

@@ -93,6 +93,41 @@ static void scores_portable(const float *qp, const float *k, int64_t d, int64_t 
     }
 }
 
+/* Element c of a K or V row of dtype dt (f32, f16 or bf16). */
+static inline float row_at(const void *row, flashport_dtype dt, int64_t c) {
+    if (dt == FLASHPORT_F32) return ((const float *)row)[c];
+    const uint16_t h = ((const uint16_t *)row)[c];
+    return dt == FLASHPORT_F16 ? fp_f16_to_f32(h) : fp_bf16_to_f32(h);
+}
+
+/* Eight lanes along the head dimension per score, summed at the end, as the SIMD paths'
+ * registers do. */
+static void decode_scores_portable(const float *q, int64_t dq, int rows, const void *const *k,
+                                   flashport_dtype dt, int64_t d, int keys, float *st,
+                                   int64_t ldst) {
+    enum { LANES = CS_DIM_STEP };
+    for (int j = 0; j < keys; ++j)
+        for (int r = 0; r < rows; ++r) {
+            float acc[LANES] = {0};
+            for (int64_t c = 0; c < d; ++c) acc[c % LANES] += q[r * dq + c] * row_at(k[j], dt, c);
+            float sum = 0.0f;
+            for (int i = 0; i < LANES; ++i) sum += acc[i];
+            st[(int64_t)j * ldst + r] = sum;
+        }
+}
+
+static void decode_pv_portable(const float *p, int64_t ldp, const void *const *v,
+                               flashport_dtype dt, int64_t d, int keys, int rows,
+                               const float *alpha, float *o, int64_t ldo) {
+    for (int r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < d; ++c) o[r * ldo + c] *= alpha[r];
+    for (int j = 0; j < keys; ++j)
+        for (int r = 0; r < rows; ++r) {
+            const float pr = p[(int64_t)j * ldp + r];
+            for (int64_t c = 0; c < d; ++c) o[r * ldo + c] += pr * row_at(v[j], dt, c);
+        }
+}
+
 /* 2^x for x <= 0 (NaN stays NaN). Adding 1.5 * 2^23 rounds x to an integer n in the float's
  * low mantissa bits (round to nearest even, as the FPU does); those bits give 2^n directly. */
 static inline float exp2_portable(float x) {
@@ -246,6 +281,9 @@ const cs_kernel_ops cs_kernels_portable = {
     .load_row = load_row_portable,
     .store_row = store_row_portable,
     .scores = scores_portable,
+    .decode_step = 1,
+    .decode_scores = decode_scores_portable,
+    .decode_pv = decode_pv_portable,
     .softmax = softmax_portable,
     .pv_rows = pv_rows_portable,
     .pv_row = pv_row_portable,

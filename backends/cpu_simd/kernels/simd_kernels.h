@@ -14,6 +14,7 @@
  *   vf_zero vf_set1 vf_loadu vf_storeu vf_broadcast vf_add vf_sub vf_mul vf_div vf_max vf_min
  *   (max(a, b) and min(a, b) are b when either is NaN, as on x86) vf_fmadd vf_round
  *   (to nearest even) vf_scale2 (p * 2^n, n integral) vf_abs vf_first
+ *   vf_sum (the sum of the lanes) vf_sum4 (the sums of four registers' lanes, stored)
  *   vf_from_f16 vf_from_bf16 vf_to_f16 (SIMD_LANES 16-bit values)
  *   vf_from_e4m3 vf_from_e5m2 (SIMD_LANES FP8 values)
  *   vlanes_first vf_load_lanes vf_store_lanes (the other lanes read as 0, are not written)
@@ -446,11 +447,16 @@ static void SIMD_FN(pt_rows)(const float *a, int64_t lda, const float *x, int64_
     }
 }
 
+#include "decode_kernels.h"
+
 const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .name = SIMD_NAME_STR,
     .load_row = SIMD_FN(load_row),
     .store_row = SIMD_FN(store_row),
     .scores = SIMD_FN(scores),
+    .decode_step = VL,
+    .decode_scores = SIMD_FN(decode_scores),
+    .decode_pv = SIMD_FN(decode_pv),
     .softmax = SIMD_FN(softmax),
     .pv_rows = SIMD_FN(pv_rows),
     .pv_row = SIMD_FN(pv_row),

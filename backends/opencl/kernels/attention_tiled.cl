@@ -1,5 +1,9 @@
 /*
- * Exact attention, O = softmax(scale * Q K^T [causal]) V, with the online softmax (OpenCL C 1.2).
+ * Exact attention, O = softmax(scale * Q K^T + masks and modifiers) V, with the online softmax
+ * (OpenCL C 1.2), for every API v2 forward feature (flashport.h): sliding windows and causal
+ * masks, softcap, ALiBi, additive bias, sinks, packed (varlen) Q and K/V, paged K/V and FP8
+ * inputs. Where K/V are (kv_addressing.cl), what each element is worth (dtype.cl) and what
+ * happens to a score (score_mods.cl) each live in one header.
  *
  * One work-group of NT work-items owns BR query rows of one (batch, query head, slice of DV
  * output columns) and streams the keys in blocks of BC, in three barrier-separated phases:
@@ -24,13 +28,20 @@
  * Scores stay unscaled (Q times the sign of the scale, which is exact). The exponent is one
  * fused multiply-add, s*c - mc with c = |scale|*log2(e) and mc the row maximum times c,
  * rounded once: every probability of a row shares that rounded mc, and the rescale factors
- * use the same rounded values, so its rounding cancels from O and from the LSE.
+ * use the same rounded values, so its rounding cancels from O and from the LSE. With score
+ * modifiers the scores are scaled and modified first, in the log2 domain, and c is 1.
  *
- * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF UR WIDE VEC, and DTYPE 0 (float),
- * 1 (IEEE half through vload_half/vstore_half, no cl_khr_fp16 needed) or 2 (bfloat16 through
- * bit shifts). DQ is the head dim rounded up to KC (the resident Q width when QR=1); WIDE=1
- * computes offsets inside a tile in 64 bits; VEC=1 (float only) loads four elements at a time.
- * Accumulation is float32 throughout.
+ * Windows: each row sees one range of keys, and the ranges of later rows start and end no
+ * earlier, so a tile walks only the blocks between its first row's first key and its last
+ * row's last: the cost follows the window, not the sequence. Only blocks that cross an edge
+ * of some row's range are masked.
+ *
+ * Build options (all required): BR BC TM TN KC VC DV OM QR DQ PF UR WIDE VEC, the dtypes DTYPE
+ * and ODTYPE (dtype.cl) and PAGED (kv_addressing.cl). DQ is the head dim rounded up to KC (the
+ * resident Q width when QR=1); WIDE=1 computes offsets inside a tile in 64 bits; VEC=1 (float
+ * only) loads four elements at a time. The other features are runtime arguments that a
+ * problem without them pays for with a few uniform branches per block of keys (windows,
+ * score modifiers) or per work-group (varlen, sinks). Accumulation is float32 throughout.
  */
 
 #define CT     (BC / TN)  /* work-items across the keys of a block */
@@ -55,28 +66,12 @@
 #define K_PER_ITEM ((BC * KC + NT - 1) / NT)
 #define Q_PER_ITEM ((BR * KC + NT - 1) / NT)
 
-#if DTYPE == 0
-typedef float storage_t;
-#define LOAD(p, i)     ((p)[i])
-#define STORE(p, i, x) ((p)[i] = (x))
-#elif DTYPE == 1
-typedef half storage_t;
-#define LOAD(p, i)     vload_half((size_t)(i), (p))
-#define STORE(p, i, x) vstore_half_rte((x), (size_t)(i), (p))
-#elif DTYPE == 2
-typedef ushort storage_t;
-#define LOAD(p, i)     as_float((uint)(p)[i] << 16)
-#define STORE(p, i, x) ((p)[i] = float_to_bf16(x))
+#include "dtype.cl"
+#include "kv_addressing.cl"
+#include "score_mods.cl"
 
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-ushort float_to_bf16(float x) {
-    uint u = as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (ushort)(u >> 16);
-}
-#else
-#error "DTYPE must be 0 (float), 1 (half) or 2 (bfloat16)"
+#if PF && PAGED
+#error "PF=1 prefetches the next block's rows before the block table is read for it"
 #endif
 
 #if BR % TM || BC % TN || BR % OM || NT % NOR || DV % (4 * NCG) || BC % VC || KC % 4 || VC % 4 ||  \
@@ -105,11 +100,11 @@ typedef int index_t;
 #define LOCAL4(base, i) (*(__local float4 *)((base) + (i)))
 
 /* Element e of the KC-column chunk at column c0 of the rows that start at x (row stride
- * `stride`, the first `rows` of them present); 0 outside. */
+ * `stride`, the first `rows` of them present, each times its factor in rs); 0 outside. */
 __attribute__((always_inline)) float chunk_element(__global const storage_t *x, index_t stride,
-                                                   int rows, int c0, int d, int e, float sign) {
+                                                   int rows, int c0, int d, int e, row_scale rs) {
     const int r = e / KC, c = c0 + e % KC;
-    return (r < rows && c < d) ? LOAD(x, r * stride + c) * sign : 0.0f;
+    return (r < rows && c < d) ? LOAD(x, r * stride + c) * ROW_FACTOR(rs, r) : 0.0f;
 }
 
 #if VEC
@@ -117,35 +112,56 @@ __attribute__((always_inline)) float chunk_element(__global const storage_t *x, 
 #define LOAD4(p, i) (((__global const float4 *)(p))[(i) / 4])
 #endif
 
-/* Stages n_rows x n_cols elements, columns c0.. of the rows that start at x (row stride
- * `stride`, the first `rows` of them present, columns below d present), into dst (row stride
- * dst_stride), zero elsewhere. VEC=1 (float, every stride and d multiples of 4) moves four
- * columns per load. */
-__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
-                                               int n_cols, __global const storage_t *x,
-                                               index_t stride, int rows, int c0, int d, float sign,
-                                               int tid) {
+/* Stages n_rows x n_cols elements, columns c0.. of the rows of x whose first elements are at
+ * ROW(r) (the first `rows` of them present, columns below d present), each row times its
+ * factor in rs, into dst (row stride dst_stride), zero elsewhere. VEC=1 (float, every stride
+ * and d multiples of 4) moves four columns per load. */
 #if VEC
-    const int quads = n_cols / 4;
-    for (int e = tid; e < n_rows * quads; e += NT) {
-        const int r = e / quads, c = 4 * (e % quads);
-        LOCAL4(dst, r * dst_stride + c) =
-            (r < rows && c0 + c < d) ? LOAD4(x, r * stride + c0 + c) * sign : (float4)(0.0f);
+#define STAGE_ROWS(ROW)                                                                            \
+    const int quads = n_cols / 4;                                                                  \
+    for (int e = tid; e < n_rows * quads; e += NT) {                                               \
+        const int r = e / quads, c = 4 * (e % quads);                                              \
+        LOCAL4(dst, r *dst_stride + c) = (r < rows && c0 + c < d)                                  \
+                                             ? LOAD4(x, ROW(r) + c0 + c) * ROW_FACTOR(rs, r)       \
+                                             : (float4)(0.0f);                                     \
     }
 #else
-    for (int e = tid; e < n_rows * n_cols; e += NT) {
-        const int r = e / n_cols, c = e % n_cols;
-        dst[r * dst_stride + c] =
-            (r < rows && c0 + c < d) ? LOAD(x, r * stride + c0 + c) * sign : 0.0f;
+#define STAGE_ROWS(ROW)                                                                            \
+    for (int e = tid; e < n_rows * n_cols; e += NT) {                                              \
+        const int r = e / n_cols, c = e % n_cols;                                                  \
+        dst[r * dst_stride + c] =                                                                  \
+            (r < rows && c0 + c < d) ? LOAD(x, ROW(r) + c0 + c) * ROW_FACTOR(rs, r) : 0.0f;        \
     }
 #endif
+
+/* Rows `stride` elements apart. */
+__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
+                                               int n_cols, __global const storage_t *x,
+                                               index_t stride, int rows, int c0, int d,
+                                               row_scale rs, int tid) {
+#define STRIDED_ROW(r) ((r)*stride)
+    STAGE_ROWS(STRIDED_ROW)
+#undef STRIDED_ROW
 }
 
+#if PAGED
+/* Rows wherever the block table put them: row r at row_at[r] (kv_addressing.cl). */
+__attribute__((always_inline)) void stage_table_rows(__local float *dst, int dst_stride, int n_rows,
+                                                     int n_cols, __global const storage_t *x,
+                                                     __local const long *row_at, int rows, int c0,
+                                                     int d, row_scale rs, int tid) {
+#define TABLE_ROW(r) row_at[r]
+    STAGE_ROWS(TABLE_ROW)
+#undef TABLE_ROW
+}
+#endif
+
 /* acc += P V over VC keys. With guard, key u of step kk counts for row i only when
- * u + kk <= last0 + i*NOR (the causal diagonal); otherwise every key counts. */
+ * lo[i] <= u + kk < hi[i] (its window, relative to the first of these keys); otherwise every
+ * key counts. */
 __attribute__((always_inline)) void accumulate_pv(float acc[OM][OCN], __local const float *prow,
                                                   __local const float *vcol, const int guard,
-                                                  const int last0) {
+                                                  const int *lo, const int *hi) {
     for (int kk = 0; kk < VC; kk += 4) {
         float4 pf[OM];
         UNROLLED
@@ -158,7 +174,7 @@ __attribute__((always_inline)) void accumulate_pv(float acc[OM][OCN], __local co
             UNROLLED
             for (int i = 0; i < OM; i++) {
                 const float p = u == 0 ? pf[i].x : u == 1 ? pf[i].y : u == 2 ? pf[i].z : pf[i].w;
-                const int visible = !guard || kk + u <= last0 + i * NOR;
+                const int visible = !guard || (kk + u >= lo[i] && kk + u < hi[i]);
                 UNROLLED
                 for (int g = 0; g < OG; g++) {
                     float *a = &acc[i][4 * g];
@@ -172,13 +188,21 @@ __attribute__((always_inline)) void accumulate_pv(float acc[OM][OCN], __local co
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-attention_tiled(__global const storage_t *q, __global const storage_t *k,
-                __global const storage_t *v, __global storage_t *o, __global float *lse,
-                int has_lse, int nq, int nkv, int d, int heads_q, int group, int n_slices,
-                int causal, float q_sign, float scale_log2, long q_sb, long q_sh, long q_sn,
-                long k_sb, long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb,
-                long o_sh, long o_sn) {
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_tiled(
+    __global const storage_t *q, __global const storage_t *k, __global const storage_t *v,
+    __global out_t *o, __global float *lse, int has_lse, int seq_q, int seq_kv, int d, int heads_q,
+    int group, int n_slices, int causal, float q_sign, float scale_log2, long q_sb, long q_sh,
+    long q_sn, long k_sb, long k_sh, long k_sn, long v_sb, long v_sh, long v_sn, long o_sb,
+    long o_sh, long o_sn,
+    /* API v2, in feature_args.h's order */
+    __global const int *cu_seqlens_q, __global const int *cu_seqlens_kv,
+    __global const int *seqlens_kv, __global const int *block_table, int q_varlen, int kv_layout,
+    int total_q, int page_size, int max_pages, int num_pages, int window_left, int window_right,
+    float scale_abs, float softcap, int alibi, __global const float *alibi_slopes, int bias_dtype,
+    __global const uchar *bias, long bias_sb, long bias_sh, long bias_sq, long bias_sk,
+    int has_sinks, __global const float *sinks, __global const float *q_descale,
+    __global const float *k_descale, __global const float *v_descale, int descale_block,
+    int q_descale_blocks, int kv_descale_blocks) {
     __local float4 stage4[STAGE_FLOATS / 4];
     __local float4 ps4[BR * PS / 4];
     __local float red[BR * CT_PAD];
@@ -194,35 +218,75 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
     __local float *ks = stage + BR * KC_PAD; /* [BC][KC_PAD] */
 #endif
     __local float *vs = stage; /* [VC][DV] */
+#if PAGED
+    __local long k_rows[BC], v_rows[BC]; /* where the block's keys are, looked up per block */
+#endif
 
     const int tid = (int)get_local_id(0);
     const int tr = tid / CT, tc = tid % CT;     /* score tile */
     const int org = tid / NCG, ocg = tid % NCG; /* output tile */
     /* The heaviest causal tiles (the last rows) start first. */
     const int tile = (int)(get_num_groups(0) - 1 - get_group_id(0));
-    const int h = (int)get_group_id(1);
+    const int h = (int)get_group_id(1), hk = h / group;
     const int b = (int)get_group_id(2) / n_slices;
     const int slice = (int)get_group_id(2) % n_slices;
     const int r0 = tile * BR;
     const int dv0 = slice * DV;
-    /* Bottom-right causal alignment: key j is visible to row i iff j <= i + offset. Both
-     * sides stay within int, as nq and nkv do. */
-    const int offset = nkv - nq;
-    /* Tensors of this (batch, head); the Q and O rows of this tile. */
-    __global const storage_t *qt = q + (b * q_sb + h * q_sh + (long)r0 * q_sn);
-    __global const storage_t *kh = k + (b * k_sb + (h / group) * k_sh);
-    __global const storage_t *vh = v + (b * v_sb + (h / group) * v_sh);
-    __global storage_t *ot = o + (b * o_sb + h * o_sh + (long)r0 * o_sn + dv0);
+
+    const seq_layout L = {cu_seqlens_q, cu_seqlens_kv, seqlens_kv, q_varlen, kv_layout,
+                          seq_q,        seq_kv,        total_q,    heads_q};
+    const seq_t seq = sequence(&L, b);
+    const int nq = seq.nq, nkv = seq.nkv;
+    if (r0 >= nq) return; /* a tile past its sequence's queries (varlen): the group leaves */
+
+    /* The window (causal: right 0), aligned bottom-right per sequence. Rows see nondecreasing
+     * key ranges, so the tile's keys run from its first row's first key to its last row's
+     * end, and a block between the last row's first key and the first row's end is visible to
+     * every row: only the blocks that cross either edge (or the end of the keys) are masked.
+     * Blocks outside the tile's range are skipped whole. */
+    const int wl = window_left, wr = causal ? 0 : window_right;
+    const int windowed = wl >= 0 || wr >= 0;
+    const int2 first_keys = visible_keys(r0, nq, nkv, wl, wr);
+    const int2 last_keys = visible_keys(min(r0 + BR, nq) - 1, nq, nkv, wl, wr);
+    const int kv_begin = first_keys.x / BC * BC, kv_end = last_keys.y;
+    const int open_lo = last_keys.x, open_hi = first_keys.y;
+
+    /* The Q and O rows of this tile; the K and V rows of this (sequence, kv head). */
+    __global const storage_t *qt = q + q_row_offset(&seq, q_sb, q_sh, q_sn, h, r0);
+    __global out_t *ot = o + (q_row_offset(&seq, o_sb, o_sh, o_sn, h, r0) + dv0);
+#if PAGED
+    const page_table T = {block_table, page_size, max_pages, num_pages};
+#else
+    __global const storage_t *kh = k + kv_first_row_offset(&seq, k_sb, k_sh, k_sn, hk);
+    __global const storage_t *vh = v + kv_first_row_offset(&seq, v_sb, v_sh, v_sn, hk);
+#endif
     const index_t qsn = (index_t)q_sn, ksn = (index_t)k_sn, vsn = (index_t)v_sn,
                   osn = (index_t)o_sn;
     const int q_rows = nq - r0;
+    /* Q carries the sign of the scale (and its descale); K and V their descales. */
+    const row_scale q_rs = make_row_scale(
+        q_sign, q_descale, ((long)b * heads_q + h) * q_descale_blocks, r0, descale_block);
+    const long kv_ds_base = ((long)b * (heads_q / group) + hk) * kv_descale_blocks;
+#define K_SCALE(pos0) make_row_scale(1.0f, k_descale, kv_ds_base, (pos0), descale_block)
+#define V_SCALE(pos0) make_row_scale(1.0f, v_descale, kv_ds_base, (pos0), descale_block)
+/* Stages VC rows of V from key kb + v0 on, the columns of this slice. */
+#if PAGED
+#define STAGE_V(kb, v0)                                                                            \
+    stage_table_rows(vs, DV, VC, DV, v + dv0, v_rows + (v0), nkv - (kb) - (v0), 0, d - dv0,        \
+                     V_SCALE((kb) + (v0)), tid)
+#else
+#define STAGE_V(kb, v0)                                                                            \
+    stage_rows(vs, DV, VC, DV, vh + ((long)((kb) + (v0)) * v_sn + dv0), vsn, nkv - (kb) - (v0), 0, \
+               d - dv0, V_SCALE((kb) + (v0)), tid)
+#endif
 
-    /* Keys past kv_end are hidden from every row of the tile: their blocks are skipped. */
-    int kv_end = nkv;
-    if (causal && r0 + offset < nkv - BR) kv_end = r0 + BR + offset;
+    /* With modifiers, scores are scaled and modified in the log2 domain, and the softmax
+     * below takes them as they are. */
+    const int modified = softcap > 0.0f || alibi || bias_dtype >= 0;
+    const float exp_c = modified ? 1.0f : scale_log2;
 
 #if QR
-    stage_rows(qres, QS, BR, DQ, qt, qsn, q_rows, 0, d, q_sign, tid);
+    stage_rows(qres, QS, BR, DQ, qt, qsn, q_rows, 0, d, q_rs, tid);
 #endif
 
     float mc[TM], lsum[TM], acc[OM][OCN];
@@ -240,26 +304,34 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
 #if !QR
     float q_next[Q_PER_ITEM];
 #endif
-    if (kv_end > 0) {
+    if (kv_begin < kv_end) {
         UNROLLED
         for (int u = 0; u < K_PER_ITEM; u++) {
             const int e = tid + u * NT;
-            k_next[u] = e < BC * KC ? chunk_element(kh, ksn, nkv, 0, d, e, 1.0f) : 0.0f;
+            k_next[u] = e < BC * KC ? chunk_element(kh + (long)kv_begin * k_sn, ksn, nkv - kv_begin,
+                                                    0, d, e, K_SCALE(kv_begin))
+                                    : 0.0f;
         }
 #if !QR
         UNROLLED
         for (int u = 0; u < Q_PER_ITEM; u++) {
             const int e = tid + u * NT;
-            q_next[u] = e < BR * KC ? chunk_element(qt, qsn, q_rows, 0, d, e, q_sign) : 0.0f;
+            q_next[u] = e < BR * KC ? chunk_element(qt, qsn, q_rows, 0, d, e, q_rs) : 0.0f;
         }
 #endif
     }
 #endif
 
-    for (int kb = 0; kb < kv_end; kb += BC) {
-        /* The K and V rows of this block. */
+    for (int kb = kv_begin; kb < kv_end; kb += BC) {
+#if PAGED
+        /* Read after the first barrier below; the last readers of the previous block's rows
+         * (its V stages) are behind a barrier every work-item has passed. */
+        paged_rows(k_rows, v_rows, BC, &T, &seq, kb, hk, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, tid,
+                   NT);
+#else
+        /* The K rows of this block. */
         __global const storage_t *kb_rows = kh + (long)kb * k_sn;
-        __global const storage_t *vb_rows = vh + (long)kb * v_sn + dv0;
+#endif
         float s[TM][TN];
         UNROLLED
         for (int i = 0; i < TM; i++) UNROLLED
@@ -289,7 +361,7 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 for (int u = 0; u < K_PER_ITEM; u++) {
                     const int e = tid + u * NT;
                     k_next[u] = e < BC * KC ? chunk_element(kh + (long)nkb * k_sn, ksn, nkv - nkb,
-                                                            nc0, d, e, 1.0f)
+                                                            nc0, d, e, K_SCALE(nkb))
                                             : 0.0f;
                 }
 #if !QR
@@ -297,14 +369,18 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
                 for (int u = 0; u < Q_PER_ITEM; u++) {
                     const int e = tid + u * NT;
                     q_next[u] =
-                        e < BR * KC ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_sign) : 0.0f;
+                        e < BR * KC ? chunk_element(qt, qsn, q_rows, nc0, d, e, q_rs) : 0.0f;
                 }
 #endif
             }
 #else
-            stage_rows(ks, KC_PAD, BC, KC, kb_rows, ksn, nkv - kb, c0, d, 1.0f, tid);
+#if PAGED
+            stage_table_rows(ks, KC_PAD, BC, KC, k, k_rows, nkv - kb, c0, d, K_SCALE(kb), tid);
+#else
+            stage_rows(ks, KC_PAD, BC, KC, kb_rows, ksn, nkv - kb, c0, d, K_SCALE(kb), tid);
+#endif
 #if !QR
-            stage_rows(qs, KC_PAD, BR, KC, qt, qsn, q_rows, c0, d, q_sign, tid);
+            stage_rows(qs, KC_PAD, BR, KC, qt, qsn, q_rows, c0, d, q_rs, tid);
 #endif
 #endif
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -335,16 +411,32 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
 #undef Q_STRIDE
         }
 
-        /* Only blocks crossing the end of the keys or the causal diagonal need a mask. */
-        const int masked = kb + BC > nkv || (causal && kb + BC - 1 > r0 + offset);
+        if (modified) {
+            const score_mods mods =
+                score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype, bias, bias_sb,
+                              bias_sh, bias_sq, bias_sk, b, h, heads_q);
+            /* Rows past the sequence's queries and keys past its keys are scored as the last
+             * ones (their scores are never used), so that every read stays in bounds. */
+            UNROLLED
+            for (int i = 0; i < TM; i++) {
+                const int row = min(r0 + tr + i * RT, nq - 1);
+                UNROLLED
+                for (int j = 0; j < TN; j++)
+                    s[i][j] = score_log2(&mods, s[i][j], row, row + (nkv - nq),
+                                         min(kb + tc + j * CT, nkv - 1));
+            }
+        }
+
+        /* Only blocks crossing the end of the keys or an edge of the window need a mask. */
+        const int masked = kb < open_lo || kb + BC > open_hi;
         if (masked) {
             UNROLLED
             for (int i = 0; i < TM; i++) {
-                const int row = r0 + tr + i * RT;
+                const int2 keys = visible_keys(r0 + tr + i * RT, nq, nkv, wl, wr);
                 UNROLLED
                 for (int j = 0; j < TN; j++) {
                     const int key = kb + tc + j * CT;
-                    if (key >= nkv || (causal && key > row + offset)) s[i][j] = -INFINITY;
+                    if (key < keys.x || key >= keys.y) s[i][j] = -INFINITY;
                 }
             }
         }
@@ -365,7 +457,7 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
             float mx = -INFINITY;
             UNROLLED
             for (int t = 0; t < CT; t++) mx = fmax(mx, red[row * CT_PAD + t]);
-            const float mc_new = fmax(mc[i], mx * scale_log2);
+            const float mc_new = fmax(mc[i], mx * exp_c);
             /* A row that has seen no visible key yet keeps mc = -inf; subtracting 0 instead
              * gives p = 0 for its masked scores rather than NaN from -inf - -inf. */
             const float base = mc_new == -INFINITY ? 0.0f : mc_new;
@@ -374,7 +466,7 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
             float sum = 0.0f;
             UNROLLED
             for (int j = 0; j < TN; j++) {
-                const float p = exp2(fma(s[i][j], scale_log2, -base));
+                const float p = exp2(fma(s[i][j], exp_c, -base));
                 ps[row * PS + tc + j * CT] = p;
                 sum += p;
             }
@@ -382,7 +474,7 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
             if (tc == 0) row_value[row] = alpha;
         }
         /* V goes where K was: every work-item has passed the barrier after its scores. */
-        stage_rows(vs, DV, VC, DV, vb_rows, vsn, nkv - kb, 0, d - dv0, 1.0f, tid);
+        STAGE_V(kb, 0);
         barrier(CLK_LOCAL_MEM_FENCE);
         UNROLLED
         for (int i = 0; i < OM; i++) {
@@ -391,23 +483,30 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
             for (int c = 0; c < OCN; c++) acc[i][c] *= alpha;
         }
 
-        /* In blocks the causal diagonal crosses, hidden keys are skipped rather than multiplied
-         * by p = 0, so that a NaN in a hidden V row does not reach rows that cannot see it. */
-        const int guarded = masked && causal;
+        /* In blocks an edge of the window crosses, hidden keys are skipped rather than
+         * multiplied by p = 0, so that a NaN in a hidden V row does not reach rows that cannot
+         * see it. (Keys past the end are staged as zeros.) */
+        const int guarded = masked && windowed;
         for (int v0 = 0; v0 < BC && kb + v0 < kv_end; v0 += VC) {
             if (v0 > 0) {
                 barrier(CLK_LOCAL_MEM_FENCE);
-                stage_rows(vs, DV, VC, DV, vb_rows + v0 * vsn, vsn, nkv - kb - v0, 0, d - dv0, 1.0f,
-                           tid);
+                STAGE_V(kb, v0);
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
             __local const float *prow = ps + org * PS + v0;
             __local const float *vcol = vs + 4 * ocg;
-            const int last0 = r0 + org + offset - (kb + v0);
-            if (guarded)
-                accumulate_pv(acc, prow, vcol, 1, last0);
-            else
-                accumulate_pv(acc, prow, vcol, 0, last0);
+            int lo[OM], hi[OM];
+            if (guarded) {
+                UNROLLED
+                for (int i = 0; i < OM; i++) {
+                    const int2 keys = visible_keys(r0 + org + i * NOR, nq, nkv, wl, wr);
+                    lo[i] = keys.x - (kb + v0);
+                    hi[i] = keys.y - (kb + v0);
+                }
+                accumulate_pv(acc, prow, vcol, 1, lo, hi);
+            } else {
+                accumulate_pv(acc, prow, vcol, 0, lo, hi);
+            }
         }
     }
 
@@ -425,11 +524,12 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
         const int lr = org + i * NOR;
         const int row = r0 + lr;
         if (row >= nq) continue;
-        float l = 0.0f;
+        float l = 0.0f, m = row_value[lr], o_factor = 1.0f;
         UNROLLED
         for (int t = 0; t < CT; t++) l += red[lr * CT_PAD + t];
+        if (has_sinks) add_sink(sinks[h], &m, &l, &o_factor);
         /* l = 0: no visible key, O = 0 and LSE = -inf. A NaN l keeps the row NaN. */
-        const float inv_l = l == 0.0f ? 0.0f : 1.0f / l;
+        const float inv_l = l == 0.0f ? 0.0f : o_factor / l;
         UNROLLED
         for (int g = 0; g < OG; g++) UNROLLED
         for (int u = 0; u < 4; u++) {
@@ -437,7 +537,6 @@ attention_tiled(__global const storage_t *q, __global const storage_t *k,
             if (dv0 + col < d) STORE(ot, lr * osn + col, acc[i][4 * g + u] * inv_l);
         }
         if (has_lse && slice == 0 && ocg == 0)
-            lse[((long)b * heads_q + h) * nq + row] =
-                l == 0.0f ? -INFINITY : fma(row_value[lr], M_LN2_F, log(l));
+            lse[lse_index(&L, &seq, h, row)] = l == 0.0f ? -INFINITY : fma(m, M_LN2_F, log(l));
     }
 }
