@@ -14,8 +14,16 @@
 #   streams       contexts on the caller's own queue: test_cuda_stream (a CUDA stream of the
 #                 test's, beside a kernel of its own and a second busy stream) and
 #                 test_opencl_queue (an OpenCL queue of the test's), with their output
-#   memcheck, racecheck, synccheck
-#                 compute-sanitizer over small conformance cases (SANITIZE_KERNELS narrows)
+#   memcheck, racecheck, synccheck, initcheck
+#                 compute-sanitizer with that tool over small conformance cases (SANITIZE_CASES)
+#                 on every CUDA variant at its default tile configuration (SANITIZE_KERNELS
+#                 narrows), then on each tensor-core variant forced under each of its tile
+#                 configurations (TC_CONFIGS, TF32X3_CONFIGS, WIDE_CONFIGS as for conf-tc), then
+#                 over test_guard_zones on cuda (every variant, outputs between canaries)
+#   guard         test_guard_zones on every backend present (every variant of each), then on
+#                 cuda under each tensor-core tile configuration
+#   threads       test_threads on cuda and on opencl: 8 threads x 200 calls on one shared
+#                 context and on a context each, bit-identical to the serial results
 #   tc-sweep      tensor-core tile configurations (scripts/tc-sweep.sh), bf16 at N = 16384
 #   tf32-sweep    the same for the 3xTF32 kernel, f32 at N = 4096, d = 64 and 128
 #   wide-sweep    the wide-head 3xTF32 kernel under each tile configuration (WIDE_CONFIGS): the
@@ -54,7 +62,7 @@ out=${OUT:-$here/gpu-out}
 logs=$(mktemp -d)
 build=$here/build-gpu
 bin=$build/bin
-stages=${*:-build conf ctest streams memcheck racecheck synccheck bench-ladder bench-f32 bench-decode bench-tc bench-opencl cpu}
+stages=${*:-build conf ctest streams memcheck racecheck synccheck initcheck guard threads bench-ladder bench-f32 bench-decode bench-tc bench-opencl cpu}
 failed=()
 export PYTHONUNBUFFERED=1
 
@@ -62,7 +70,7 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
   local name=$1; shift
   echo "== $name: $*"
   local t0=$SECONDS
-  "$@" > "$logs/$name.log" 2>&1
+  "$@" < /dev/null > "$logs/$name.log" 2>&1
   local rc=$?
   tail -n 25 "$logs/$name.log"
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
@@ -75,6 +83,14 @@ opencl_tiles() {
   local common="default rg=0 rg=168 qr=0 pf=1 ur=0 tn=4 tn=4,rg=128 tm=8,tn=4 tm=8,tn=8"
   common="$common br=128,bc=32,tm=8,tn=4"
   if [ $1 = 64 ]; then echo "$common qr=0,vc=64 qr=0,vc=64,rg=128"; else echo "$common rg=128 rg=192"; fi
+}
+
+# The tensor-core families, a line each: label, count of tile configurations, the variable
+# that picks one, the family's variants.
+tile_configs() {
+  echo "tc ${TC_CONFIGS:-3} FLASHPORT_CUDA_TC_CONFIG tensor_core_mma,tensor_core_mma_split_kv"
+  echo "tf32x3 ${TF32X3_CONFIGS:-5} FLASHPORT_CUDA_TF32X3_CONFIG tensor_core_tf32x3"
+  echo "wide ${WIDE_CONFIGS:-3} FLASHPORT_CUDA_TF32X3_WIDE_CONFIG tensor_core_tf32x3_wide"
 }
 
 opencl_sweep() {
@@ -115,21 +131,12 @@ for s in $stages; do
       --json "$logs/conf-opencl.json"
     ;;
   conf-tc)
-    for c in $(seq 0 $((${TC_CONFIGS:-3} - 1))); do
-      stage "conf-tc-config$c" env FLASHPORT_CUDA_TC_CONFIG=$c "$bin/flashport-conformance" \
-        --backend cuda --kernel tensor_core_mma,tensor_core_mma_split_kv \
-        --json "$logs/conf-tc-config$c.json"
-    done
-    for c in $(seq 0 $((${TF32X3_CONFIGS:-5} - 1))); do
-      stage "conf-tf32x3-config$c" env FLASHPORT_CUDA_TF32X3_CONFIG=$c \
-        "$bin/flashport-conformance" --backend cuda --kernel tensor_core_tf32x3 \
-        --json "$logs/conf-tf32x3-config$c.json"
-    done
-    for c in $(seq 0 $((${WIDE_CONFIGS:-3} - 1))); do
-      stage "conf-wide-config$c" env FLASHPORT_CUDA_TF32X3_WIDE_CONFIG=$c \
-        "$bin/flashport-conformance" --backend cuda --kernel tensor_core_tf32x3_wide \
-        --json "$logs/conf-wide-config$c.json"
-    done
+    while read -r label count var kernels; do
+      for c in $(seq 0 $((count - 1))); do
+        stage "conf-$label-config$c" env "$var=$c" "$bin/flashport-conformance" --backend cuda \
+          --kernel "$kernels" --json "$logs/conf-$label-config$c.json"
+      done
+    done < <(tile_configs)
     ;;
   ctest)
     stage ctest ctest --test-dir "$build" --output-on-failure -j8
@@ -138,11 +145,30 @@ for s in $stages; do
     stage streams ctest --test-dir "$build" -R '^(test_cuda_stream|test_opencl_queue)$' \
       --output-on-failure -V
     ;;
-  memcheck|racecheck|synccheck)
-    small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k}
-    stage "sanitize-$s" compute-sanitizer --tool "$s" --error-exitcode 9 \
-      "$bin/flashport-conformance" --backend cuda --cases "$small" \
-      ${SANITIZE_KERNELS:+--kernel "$SANITIZE_KERNELS"}
+  memcheck|racecheck|synccheck|initcheck)
+    small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k,dim300_gqa_causal,dim520_padded_causal}
+    sanitizer=(compute-sanitizer --tool "$s" --error-exitcode 9)
+    stage "sanitize-$s" "${sanitizer[@]}" "$bin/flashport-conformance" --backend cuda \
+      --cases "$small" ${SANITIZE_KERNELS:+--kernel "$SANITIZE_KERNELS"}
+    while read -r label count var kernels; do
+      for c in $(seq 0 $((count - 1))); do
+        stage "sanitize-$s-$label-config$c" env "$var=$c" "${sanitizer[@]}" \
+          "$bin/flashport-conformance" --backend cuda --cases "$small" --kernel "$kernels"
+      done
+    done < <(tile_configs)
+    stage "sanitize-$s-guard" "${sanitizer[@]}" "$bin/test_guard_zones" cuda
+    ;;
+  guard)
+    stage guard "$bin/test_guard_zones"
+    while read -r label count var kernels; do
+      for c in $(seq 0 $((count - 1))); do
+        stage "guard-$label-config$c" env "$var=$c" "$bin/test_guard_zones" cuda
+      done
+    done < <(tile_configs)
+    ;;
+  threads)
+    stage threads-cuda "$bin/test_threads" cuda
+    stage threads-opencl "$bin/test_threads" opencl
     ;;
   tc-sweep)
     stage tc-sweep env SEQS="${SWEEP_SEQS:-16384}" BIN="$bin" bash "$here/scripts/tc-sweep.sh"

@@ -138,6 +138,37 @@ static void buffer_errors(flashport_context *ctx) {
     flashport_buffer_free(NULL);
 }
 
+/* Allocations a host cannot meet: OUT_OF_MEMORY with the size, the handle not written, and the
+ * context goes on allocating and running (scripts/sanitize.sh runs this with ASan's
+ * allocator_may_return_null, so that the sizes reach the library's own checks). */
+static void allocation_faults(const char *backend) {
+    flashport_context *ctx = NULL;
+    if (flashport_context_create(backend, &ctx) != FLASHPORT_OK) {
+        CHECK(strcmp(backend, "reference") != 0); /* only cpu_simd can be left out of a build */
+        printf("allocation faults on %s not run: %s\n", backend, flashport_last_error());
+        return;
+    }
+    flashport_buffer *untouched = (flashport_buffer *)&untouched, *b = untouched;
+    const size_t absurd[2] = {SIZE_MAX / 2, SIZE_MAX - 10}; /* the second overflows rounding */
+    for (int i = 0; i < 2; i++) {
+        CHECK_STATUS(flashport_buffer_alloc(ctx, absurd[i], &b), FLASHPORT_ERROR_OUT_OF_MEMORY,
+                     "out of host memory");
+        CHECK(b == untouched);
+    }
+    /* The allocation hook, as a device backend's test uses it (tests/README.md). */
+    setenv("FLASHPORT_TEST_FAIL_ALLOC_BYTES", "4096", 1);
+    CHECK_STATUS(flashport_buffer_alloc(ctx, 4096, &b), FLASHPORT_ERROR_OUT_OF_MEMORY,
+                 "4096 bytes refused");
+    CHECK(b == untouched);
+    unsetenv("FLASHPORT_TEST_FAIL_ALLOC_BYTES");
+    flashport_problem p;
+    flashport_problem_init(&p, FLASHPORT_F32, B, H, H, N, N, D, FLASHPORT_LAYOUT_BHND);
+    fill_sentinel();
+    CHECK(flashport_attention_host(ctx, &p, q, k, v, o, lse) == FLASHPORT_OK);
+    CHECK(!outputs_untouched() && isfinite(o[0]) && isfinite(lse[0]));
+    flashport_context_destroy(ctx);
+}
+
 static void selection_errors(void) {
     flashport_context *ctx = NULL;
     CHECK_STATUS(flashport_context_create("warp_drive", &ctx), FLASHPORT_ERROR_UNKNOWN_BACKEND,
@@ -209,6 +240,8 @@ int main(void) {
     }
     problem_errors(ctx);
     buffer_errors(ctx);
+    allocation_faults("reference");
+    allocation_faults("cpu_simd");
     selection_errors();
     introspection_errors();
     flashport_context_destroy(ctx);

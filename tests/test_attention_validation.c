@@ -308,7 +308,43 @@ static void sizes_past_int64(void) {
         flashport_attention_desc_set_paged(&d, 2, INT64_MAX / 2, 4, (flashport_layout)layout);
         CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
                      "overflows");
+        /* INT64_MAX sequences packed: their batch + 1 offsets do not fit (once computed with
+         * signed overflow, found by fuzz_desc). */
+        flashport_attention_desc_init(&d, FLASHPORT_F32, INT64_MAX, 1, 1, 4, 4, 8,
+                                      (flashport_layout)layout);
+        flashport_attention_desc_set_varlen(&d, 8, 4, 8, 4);
+        CHECK_STATUS(flashport_attention_desc_validate(&d), FLASHPORT_ERROR_SIZE_OVERFLOW,
+                     "cu_seqlens");
     }
+}
+
+/* flashport_attention_desc_flops counts the visible pairs of a window exactly, against a
+ * count of every pair on small grids, and at once for huge sizes and windows: it once looped
+ * over the rows and overflowed int64 on window_left = INT64_MAX (UBSan, found by fuzz_desc). */
+static void window_flops(void) {
+    for (int64_t m = 1; m <= 6; m++)
+        for (int64_t n = 1; n <= 6; n++)
+            for (int64_t left = -1; left <= 7; left++)
+                for (int64_t right = -1; right <= 7; right++) {
+                    flashport_attention_desc d;
+                    flashport_attention_desc_init(&d, FLASHPORT_F32, 1, 1, 1, m, n, 1,
+                                                  FLASHPORT_LAYOUT_BHND);
+                    d.window_left = left, d.window_right = right;
+                    double pairs = 0.0;
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++)
+                            pairs += (left < 0 || j - i >= n - m - left) &&
+                                     (right < 0 || j - i <= n - m + right);
+                    if (left < 0 && right == 0 && m == n)
+                        pairs = (double)(m * n) / 2.0; /* square causal */
+                    CHECK(flashport_attention_desc_flops(&d) == 4.0 * pairs);
+                }
+    const int64_t n = (int64_t)1 << 40;
+    flashport_attention_desc d;
+    flashport_attention_desc_init(&d, FLASHPORT_F32, 1, 1, 1, n, n, 1, FLASHPORT_LAYOUT_BHND);
+    d.window_left = INT64_MAX, d.window_right = 3;
+    const double half = 4.0 * (double)n * (double)n / 2.0;
+    CHECK(fabs(flashport_attention_desc_flops(&d) / half - 1.0) < 1e-9);
 }
 
 /* Windows as wide as INT64_MAX see every key, as no window does: the reference once summed
@@ -435,6 +471,7 @@ int main(void) {
     declines(ctx);
     sizes_past_int64();
     loose_max_seqlen(ctx);
+    window_flops();
     widest_window(ctx);
     longest_descale_block(ctx);
     flashport_context_destroy(ctx);

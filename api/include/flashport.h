@@ -7,6 +7,20 @@
  *   - on failure, flashport_last_error() returns a message for the calling thread that names the
  *     backend, the call that failed and the cause; outputs are left untouched;
  *   - the library never aborts or exits the process.
+ *
+ * Threads:
+ *   - every function may be called from any thread; errors are per thread (above);
+ *   - calls that take no context (backend and device queries, descriptor helpers, status and
+ *     version strings) and calls on different contexts may run at the same time, and run in
+ *     parallel;
+ *   - calls on one context (attention runs and plans, buffer calls, synchronize, timers, peaks)
+ *     may also come from several threads at once: a context is one queue, and takes them one
+ *     at a time, in the order they reach it. They are safe, but do not overlap: for parallel
+ *     work, give each thread a context of its own;
+ *   - what the caller shares stays the caller's to order: no call may write an array or buffer
+ *     that another call reads or writes at the same time, a context or buffer must not be
+ *     destroyed or freed while another thread still uses it, and a timer measures everything
+ *     queued on its context between start and stop, whichever thread queued it.
  */
 #ifndef FLASHPORT_H
 #define FLASHPORT_H

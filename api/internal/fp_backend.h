@@ -18,6 +18,11 @@
  * only problems some variant can run, and must pick a variant that covers all their features
  * (the core checks that too).
  *
+ * Threads: the core calls the ops of one opened device one at a time (it holds the context's
+ * lock around each), so a device's state needs no lock of its own; ops of different devices,
+ * and open, may run at the same time on different threads. The error service records the
+ * message for the calling thread.
+ *
  * Backends built as modules export one symbol, FP_BACKEND_ENTRY_SYMBOL, of type
  * fp_backend_entry_fn. The core passes its services (fp_host) and refuses a table whose abi
  * differs from FP_BACKEND_ABI.

@@ -2,6 +2,8 @@
 #ifndef FP_CORE_H
 #define FP_CORE_H
 
+#include <pthread.h>
+
 #include "fp_backend.h"
 
 /* errors.c */
@@ -102,6 +104,10 @@ struct flashport_context {
     const fp_device_ops *ops;
     void *dev;
     char selection[2048];
+    /* Held around every call into ops: a context is one queue, and backends keep per-device
+     * state (built programs, scratch, timer events) that one call at a time may touch, so
+     * threads sharing a context take turns (the contract in flashport.h). */
+    pthread_mutex_t lock;
 };
 
 struct flashport_buffer {

@@ -113,8 +113,11 @@ static flashport_status make_plan(flashport_context *ctx, const fp_problem *p, f
     const char *name = ctx->entry->name;
     const unsigned features = fp_problem_features(p, op);
     flashport_status st = FLASHPORT_ERROR_UNSUPPORTED;
-    if (features_covered(b, features, forced, plan))
+    if (features_covered(b, features, forced, plan)) {
+        pthread_mutex_lock(&ctx->lock);
         st = ctx->ops->plan(ctx->dev, p, op, forced, plan);
+        pthread_mutex_unlock(&ctx->lock);
+    }
     if (st == FLASHPORT_ERROR_UNSUPPORTED)
         return fp_error(st, where, "%s: %s%s unsupported: %s", name, forced >= 0 ? "kernel " : "",
                         forced >= 0 ? p->kernel : "problem",
@@ -282,7 +285,7 @@ static flashport_status check_buffer_tables(flashport_context *ctx, const fp_pro
         if (!copies[s])
             st = fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate %zu bytes", bytes);
         else if (bytes)
-            st = ctx->ops->buffer_download(ctx->dev, bufs[s]->handle, 0, copies[s], bytes);
+            st = flashport_buffer_download(bufs[s], 0, copies[s], bytes);
         tables[s] = copies[s];
     }
     if (st == FLASHPORT_OK) st = fp_check_tables(p, tables, where);
@@ -307,7 +310,10 @@ static flashport_status run_buffers(flashport_context *ctx, fp_problem *p, fp_op
         const void *h = bufs[s] ? bufs[s]->handle : NULL;
         memcpy((char *)&args + backend_offsets[s], &h, sizeof h);
     }
-    return ctx->ops->run(ctx->dev, &plan, p, &args);
+    pthread_mutex_lock(&ctx->lock);
+    st = ctx->ops->run(ctx->dev, &plan, p, &args);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 /* Loads the descriptor and gathers the members of an arguments struct of either kind (both
@@ -422,7 +428,7 @@ static flashport_status run_host(flashport_context *ctx, fp_problem *p, fp_op op
         }
         st = run_buffers(ctx, p, op, bufs, where);
     }
-    return st ? st : ctx->ops->synchronize(ctx->dev);
+    return st ? st : flashport_synchronize(ctx);
 }
 
 static flashport_status run_host_args(flashport_context *ctx, const flashport_attention_desc *desc,

@@ -363,17 +363,20 @@ flashport_attention_desc_validate(const flashport_attention_desc *d) {
     return st ? st : fp_desc_check(&p, where);
 }
 
-/* Visible keys of row i of a dense problem (normalised window). */
-static int64_t visible_keys(const fp_problem *p, int64_t i) {
-    /* Windows wider than the keys are clamped first, so that no sum below overflows. */
-    const int64_t diag = i + p->seq_kv - p->seq_q;
-    const int64_t left = p->window_left > p->seq_kv ? p->seq_kv : p->window_left;
-    const int64_t right = p->window_right > p->seq_kv ? p->seq_kv : p->window_right;
-    int64_t lo = left < 0 ? 0 : diag - left;
-    int64_t hi = p->causal ? diag : right < 0 ? p->seq_kv - 1 : diag + right;
-    if (lo < 0) lo = 0;
-    if (hi > p->seq_kv - 1) hi = p->seq_kv - 1;
-    return hi >= lo ? hi - lo + 1 : 0;
+static __int128 clamp128(__int128 x, __int128 lo, __int128 hi) {
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* Pairs (i, j) of the nq x nkv grid with j - i <= c, summed in closed form: rows i < lo see no
+ * key, rows lo <= i < hi see i + c + 1, the rest all nkv. With int64 sizes (varlen maxima
+ * included) and |c| < 2^65, no term reaches 2^127. */
+static __int128 pairs_up_to(int64_t nq, int64_t nkv, __int128 c) {
+    const __int128 k = c + 1, m = nq, n = nkv;
+    const __int128 lo = clamp128(1 - k, 0, m), hi = clamp128(n - k, lo, m), rows = hi - lo;
+    /* (rows) * (first + last) / 2, halving whichever factor is even. */
+    const __int128 ends = lo + hi - 1 + 2 * k;
+    const __int128 ramp = rows % 2 == 0 ? rows / 2 * ends : ends / 2 * rows;
+    return ramp + (m - hi) * n;
 }
 
 FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_desc *d) {
@@ -385,11 +388,17 @@ FLASHPORT_API double flashport_attention_desc_flops(const flashport_attention_de
     const double per_pair = 4.0 * (double)p.batch * (double)p.heads_q * (double)p.head_dim;
     /* Square causal: the FlashAttention papers' N^2 / 2, so figures compare with theirs. */
     if (p.causal && p.seq_q == p.seq_kv) return per_pair * (double)p.seq_q * (double)p.seq_kv / 2.0;
-    if (!p.causal && p.window_left < 0 && p.window_right < 0)
-        return per_pair * (double)p.seq_q * (double)p.seq_kv;
-    double pairs = 0.0;
-    for (int64_t i = 0; i < p.seq_q; i++) pairs += (double)visible_keys(&p, i);
-    return per_pair * pairs;
+    /* Row i sees keys a + i - window_left .. a + i + right (a = Nkv - Nq; causal is right = 0):
+     * the pairs with j - i <= a + right, less those with j - i < a - left. In closed form,
+     * without a loop over the rows (as long as seq_q) or an int64 sum that overflows for huge
+     * windows. */
+    const int64_t right = p.causal ? 0 : p.window_right;
+    const __int128 a = (__int128)p.seq_kv - p.seq_q;
+    const __int128 all = (__int128)p.seq_q * p.seq_kv;
+    const __int128 up_to = right < 0 ? all : pairs_up_to(p.seq_q, p.seq_kv, a + right);
+    const __int128 below =
+        p.window_left < 0 ? 0 : pairs_up_to(p.seq_q, p.seq_kv, a - p.window_left - 1);
+    return per_pair * (double)(up_to - below);
 }
 
 /* ---- features ---- */
@@ -458,10 +467,10 @@ fp_slot_use fp_slot_need(const fp_problem *p, fp_op op, fp_slot slot) {
         }
         break;
     case FP_SLOT_CU_SEQLENS_Q:
-        if (p->q_varlen) u.use = FP_SLOT_REQUIRED, elems = p->batch + 1;
-        break;
     case FP_SLOT_CU_SEQLENS_KV:
-        if (p->kv_layout == FLASHPORT_KV_VARLEN) u.use = FP_SLOT_REQUIRED, elems = p->batch + 1;
+        /* batch + 1 offsets; -1 (overflow) for batch = INT64_MAX (UBSan, found by fuzz_desc). */
+        if (slot == FP_SLOT_CU_SEQLENS_Q ? p->q_varlen : p->kv_layout == FLASHPORT_KV_VARLEN)
+            u.use = FP_SLOT_REQUIRED, elems = p->batch < INT64_MAX ? p->batch + 1 : -1;
         break;
     case FP_SLOT_SEQLENS_KV:
         if (p->kv_layout == FLASHPORT_KV_PAGED) u.use = FP_SLOT_REQUIRED, elems = p->batch;

@@ -16,21 +16,27 @@ struct flashport_timer {
     struct timespec host_start;
 };
 
-FLASHPORT_API flashport_status flashport_context_create(const char *spec, flashport_context **out) {
-    if (!out)
-        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_context_create",
-                        "out is NULL");
-    flashport_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx)
-        return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, "flashport_context_create",
-                        "cannot allocate a context");
-    flashport_status st = fp_select(spec, ctx);
+/* The second half of both create calls: the lock, once a backend is open. */
+static flashport_status created(flashport_context *ctx, flashport_status st,
+                                flashport_context **out, const char *where) {
+    if (st == FLASHPORT_OK && pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        ctx->ops->close(ctx->dev);
+        st = fp_error(FLASHPORT_ERROR_INTERNAL, where, "cannot create the context's lock");
+    }
     if (st) {
         free(ctx);
         return st;
     }
     *out = ctx;
     return FLASHPORT_OK;
+}
+
+FLASHPORT_API flashport_status flashport_context_create(const char *spec, flashport_context **out) {
+    static const char *where = "flashport_context_create";
+    if (!out) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "out is NULL");
+    flashport_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate a context");
+    return created(ctx, fp_select(spec, ctx), out, where);
 }
 
 FLASHPORT_API flashport_status flashport_context_create_on_queue(const char *spec, void *queue,
@@ -40,18 +46,13 @@ FLASHPORT_API flashport_status flashport_context_create_on_queue(const char *spe
         return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "spec and out are required");
     flashport_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate a context");
-    flashport_status st = fp_select_queue(spec, queue, ctx);
-    if (st) {
-        free(ctx);
-        return st;
-    }
-    *out = ctx;
-    return FLASHPORT_OK;
+    return created(ctx, fp_select_queue(spec, queue, ctx), out, where);
 }
 
 FLASHPORT_API void flashport_context_destroy(flashport_context *ctx) {
     if (!ctx) return;
     ctx->ops->close(ctx->dev);
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -77,14 +78,21 @@ FLASHPORT_API const char *flashport_context_selection(const flashport_context *c
 
 /* ---- buffers ---- */
 
+/* Gives a buffer's storage back to the backend (a wrapped one is only forgotten). */
+static void release(flashport_context *ctx, void *handle, int wrapped) {
+    pthread_mutex_lock(&ctx->lock);
+    if (!wrapped)
+        ctx->ops->buffer_free(ctx->dev, handle);
+    else if (ctx->ops->buffer_unwrap)
+        ctx->ops->buffer_unwrap(ctx->dev, handle);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 static flashport_status new_buffer(flashport_context *ctx, void *handle, size_t bytes, int wrapped,
                                    flashport_buffer **out, const char *where) {
     flashport_buffer *b = calloc(1, sizeof *b);
     if (!b) {
-        if (wrapped && ctx->ops->buffer_unwrap)
-            ctx->ops->buffer_unwrap(ctx->dev, handle);
-        else if (!wrapped)
-            ctx->ops->buffer_free(ctx->dev, handle);
+        release(ctx, handle, wrapped);
         return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate a buffer record");
     }
     b->ctx = ctx;
@@ -95,13 +103,26 @@ static flashport_status new_buffer(flashport_context *ctx, void *handle, size_t 
     return FLASHPORT_OK;
 }
 
+/* Test hook (tests/README.md): FLASHPORT_TEST_FAIL_ALLOC_BYTES=N fails every allocation of
+ * exactly N bytes as a full device would, so that a test can fail one buffer of a call. */
+static int refused_by_test(size_t bytes) {
+    const char *hook = getenv("FLASHPORT_TEST_FAIL_ALLOC_BYTES");
+    return hook && hook[0] && strtoull(hook, NULL, 10) == bytes;
+}
+
 FLASHPORT_API flashport_status flashport_buffer_alloc(flashport_context *ctx, size_t bytes,
                                                       flashport_buffer **out) {
     static const char *where = "flashport_buffer_alloc";
     if (!ctx || !out) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "NULL argument");
     if (bytes == 0) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "size is 0 bytes");
+    if (refused_by_test(bytes))
+        return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where,
+                        "%s: %zu bytes refused (FLASHPORT_TEST_FAIL_ALLOC_BYTES)", ctx->entry->name,
+                        bytes);
     void *h = NULL;
+    pthread_mutex_lock(&ctx->lock);
     flashport_status st = ctx->ops->buffer_alloc(ctx->dev, bytes, &h);
+    pthread_mutex_unlock(&ctx->lock);
     if (st) return st;
     return new_buffer(ctx, h, bytes, 0, out, where);
 }
@@ -114,7 +135,9 @@ FLASHPORT_API flashport_status flashport_buffer_wrap(flashport_context *ctx, voi
     if (bytes == 0) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "size is 0 bytes");
     void *h = native;
     if (ctx->ops->buffer_wrap) {
+        pthread_mutex_lock(&ctx->lock);
         flashport_status st = ctx->ops->buffer_wrap(ctx->dev, native, bytes, &h);
+        pthread_mutex_unlock(&ctx->lock);
         if (st) return st;
     }
     return new_buffer(ctx, h, bytes, 1, out, where);
@@ -122,11 +145,7 @@ FLASHPORT_API flashport_status flashport_buffer_wrap(flashport_context *ctx, voi
 
 FLASHPORT_API void flashport_buffer_free(flashport_buffer *buf) {
     if (!buf) return;
-    flashport_context *ctx = buf->ctx;
-    if (!buf->wrapped)
-        ctx->ops->buffer_free(ctx->dev, buf->handle);
-    else if (ctx->ops->buffer_unwrap)
-        ctx->ops->buffer_unwrap(ctx->dev, buf->handle);
+    release(buf->ctx, buf->handle, buf->wrapped);
     free(buf);
 }
 
@@ -148,21 +167,32 @@ FLASHPORT_API flashport_status flashport_buffer_upload(flashport_buffer *buf, si
                                                        const void *src, size_t bytes) {
     flashport_status st = check_range(buf, offset, src, bytes, "flashport_buffer_upload");
     if (st || bytes == 0) return st;
-    return buf->ctx->ops->buffer_upload(buf->ctx->dev, buf->handle, offset, src, bytes);
+    flashport_context *ctx = buf->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    st = ctx->ops->buffer_upload(ctx->dev, buf->handle, offset, src, bytes);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 FLASHPORT_API flashport_status flashport_buffer_download(const flashport_buffer *buf, size_t offset,
                                                          void *dst, size_t bytes) {
     flashport_status st = check_range(buf, offset, dst, bytes, "flashport_buffer_download");
     if (st || bytes == 0) return st;
-    return buf->ctx->ops->buffer_download(buf->ctx->dev, buf->handle, offset, dst, bytes);
+    flashport_context *ctx = buf->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    st = ctx->ops->buffer_download(ctx->dev, buf->handle, offset, dst, bytes);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 FLASHPORT_API flashport_status flashport_synchronize(flashport_context *ctx) {
     if (!ctx)
         return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_synchronize",
                         "context is NULL");
-    return ctx->ops->synchronize(ctx->dev);
+    pthread_mutex_lock(&ctx->lock);
+    flashport_status st = ctx->ops->synchronize(ctx->dev);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 /* ---- measurement ---- */
@@ -175,12 +205,14 @@ FLASHPORT_API flashport_status flashport_timer_start(flashport_context *ctx,
     if (!t) return fp_error(FLASHPORT_ERROR_OUT_OF_MEMORY, where, "cannot allocate a timer");
     t->ctx = ctx;
     flashport_status st;
+    pthread_mutex_lock(&ctx->lock);
     if (ctx->ops->timer_start) {
         st = ctx->ops->timer_start(ctx->dev, &t->device_timer);
     } else {
         st = ctx->ops->synchronize(ctx->dev);
         clock_gettime(CLOCK_MONOTONIC, &t->host_start);
     }
+    pthread_mutex_unlock(&ctx->lock);
     if (st) {
         free(t);
         return st;
@@ -194,6 +226,7 @@ FLASHPORT_API flashport_status flashport_timer_stop(flashport_timer *t, double *
         return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, "flashport_timer_stop", "NULL argument");
     flashport_context *ctx = t->ctx;
     flashport_status st;
+    pthread_mutex_lock(&ctx->lock);
     if (ctx->ops->timer_start) {
         st = ctx->ops->timer_stop(ctx->dev, t->device_timer, ms);
     } else {
@@ -204,6 +237,7 @@ FLASHPORT_API flashport_status flashport_timer_stop(flashport_timer *t, double *
             *ms = (double)(end.tv_sec - t->host_start.tv_sec) * 1e3 +
                   (double)(end.tv_nsec - t->host_start.tv_nsec) * 1e-6;
     }
+    pthread_mutex_unlock(&ctx->lock);
     free(t);
     return st;
 }
@@ -217,7 +251,9 @@ FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx,
                         ctx->entry->name);
     flashport_peaks tmp;
     memset(&tmp, 0, sizeof tmp);
+    pthread_mutex_lock(&ctx->lock);
     flashport_status st = ctx->ops->measure_peaks(ctx->dev, &tmp);
+    pthread_mutex_unlock(&ctx->lock);
     if (st == FLASHPORT_OK) *out = tmp;
     return st;
 }

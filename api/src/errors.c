@@ -1,4 +1,5 @@
 /* Status strings, the thread-local last error, and FLASHPORT_LOG. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,25 +62,26 @@ flashport_status fp_error(flashport_status status, const char *where, const char
     return status;
 }
 
-/* FLASHPORT_LOG is read once per process; an unknown value falls back to "warn" and says so. */
-static int log_threshold(void) {
-    static int threshold = -2;
-    if (threshold != -2) return threshold;
+/* FLASHPORT_LOG is read once per process (under pthread_once: the first calls may come from
+ * several threads at once); an unknown value falls back to "warn" and says so. */
+static int threshold = FP_LOG_WARN;
+static pthread_once_t threshold_once = PTHREAD_ONCE_INIT;
+
+static void read_threshold(void) {
     const char *v = getenv("FLASHPORT_LOG");
     static const char *names[] = {"error", "warn", "info", "debug"};
-    threshold = FP_LOG_WARN;
-    if (v && v[0]) {
-        int found = 0;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(v, names[i]) == 0) {
-                threshold = i;
-                found = 1;
-            }
-        if (!found)
-            fprintf(stderr,
-                    "flashport: FLASHPORT_LOG=%s is not one of error|warn|info|debug; using warn\n",
-                    v);
-    }
+    if (!v || !v[0]) return;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v, names[i]) == 0) {
+            threshold = i;
+            return;
+        }
+    fprintf(stderr, "flashport: FLASHPORT_LOG=%s is not one of error|warn|info|debug; using warn\n",
+            v);
+}
+
+static int log_threshold(void) {
+    pthread_once(&threshold_once, read_threshold);
     return threshold;
 }
 

@@ -5,7 +5,6 @@
  */
 /* sysconf: POSIX beyond C11. */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +20,9 @@
 
 const fp_host *cs_host;
 
-/* One per opened context: runs on a context are serialised (one queue), which lets them share
- * one scratch area that grows to the largest plan seen. */
+/* One per opened context: the core runs its calls one at a time (fp_backend.h), which lets
+ * them share one scratch area that grows to the largest plan seen. */
 typedef struct cs_device {
-    pthread_mutex_t lock;
     void *scratch;
     size_t scratch_bytes;
 } cs_device;
@@ -76,7 +74,6 @@ static flashport_status device_info(int device, flashport_device_info *out) {
 
 static void dev_close(void *dev) {
     cs_device *d = dev;
-    pthread_mutex_destroy(&d->lock);
     free(d->scratch);
     free(d);
 }
@@ -106,11 +103,9 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         need = t.split ? cs_decode_scratch_bytes(p, &t) : cs_scratch_bytes(&t);
         threads = t.threads;
     }
-    pthread_mutex_lock(&d->lock);
     if (need > d->scratch_bytes) {
         void *grown = aligned_alloc(64, (need + 63) / 64 * 64);
         if (!grown) {
-            pthread_mutex_unlock(&d->lock);
             return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
                                   "run: out of host memory for %zu bytes of scratch (%d threads)",
                                   need, threads);
@@ -125,7 +120,6 @@ static flashport_status run(void *dev, const fp_plan *pl, const fp_problem *p,
         cs_decode(ops, &t, p, args, d->scratch);
     else
         cs_attention(ops, &t, p, args, d->scratch);
-    pthread_mutex_unlock(&d->lock);
     return FLASHPORT_OK;
 }
 
@@ -158,10 +152,6 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     cs_device *d = calloc(1, sizeof *d);
     if (!d)
         return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME, "open: out of host memory");
-    if (pthread_mutex_init(&d->lock, NULL) != 0) {
-        free(d);
-        return cs_host->error(FLASHPORT_ERROR_INTERNAL, CS_NAME, "open: pthread_mutex_init failed");
-    }
     char path[192];
     chosen_path(path, sizeof path);
     const char *why_threads;

@@ -74,7 +74,7 @@ static int cache_dir(char *buf, size_t len) {
     }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
         static int warned; /* once per process: every build would repeat it */
-        if (!warned++)
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
             fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME,
                             "cannot create the program cache folder %s (%s); compiled programs "
                             "are not kept on disk",
@@ -205,9 +205,11 @@ static void store_cached(fp_cl_dev *dev, cl_program program, const char *key) {
         fp_cl_host->log(FP_LOG_WARN, FP_CL_NAME, "the driver gives no program binary to cache");
         return;
     }
-    /* Written under a unique name and renamed, so that concurrent processes never read a
-     * partial file. */
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    /* Written under a name unique to the process and the call, and renamed, so that concurrent
+     * processes and threads (contexts of their own) never read or write a partial file. */
+    static unsigned writes;
+    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(),
+             __atomic_fetch_add(&writes, 1, __ATOMIC_RELAXED));
     FILE *f = fopen(tmp, "wb");
     int ok = 0;
     if (f) {
@@ -242,9 +244,15 @@ static char *build_log(fp_cl_dev *dev, cl_program program) {
     return log;
 }
 
-static flashport_status build_from_source(fp_cl_dev *dev, const char *source, const char *options,
-                                          cl_program *out) {
+static flashport_status build_from_source(fp_cl_dev *dev, const char *source,
+                                          const char *given_options, cl_program *out) {
     const fp_cl_api *cl = dev->cl;
+    /* Test hook (tests/README.md): FLASHPORT_TEST_OPENCL_BUILD_OPTIONS is appended to the
+     * options of every build from source, so that a test can make one fail. */
+    const char *hook = getenv("FLASHPORT_TEST_OPENCL_BUILD_OPTIONS");
+    char options[2048];
+    snprintf(options, sizeof options, "%s%s%s", given_options, hook && hook[0] ? " " : "",
+             hook ? hook : "");
     cl_int err = CL_SUCCESS;
     cl_program program = cl->clCreateProgramWithSource(dev->context, 1, &source, NULL, &err);
     if (!program || err != CL_SUCCESS) return fp_cl_fail(err, "clCreateProgramWithSource");

@@ -66,19 +66,25 @@ static size_t tile_local_bytes(const int64_t *t, const fp_problem *p) {
     return (size_t)floats * sizeof(float) + (size_t)row_offsets * sizeof(int64_t);
 }
 
+/* 1, and why, when a key (every key, or those marked in only[]) is outside its range. */
+static int out_of_range(const int64_t *t, const int *only, char *why, size_t len) {
+    for (int i = 0; i < FP_CL_TILE_KEYS; i++) {
+        int64_t lo = i >= FP_CL_P_QR ? 0 : 1;
+        int64_t hi = i == FP_CL_P_RG ? 255 : i >= FP_CL_P_QR ? 1 : 1024;
+        if ((!only || only[i]) && (t[i] < lo || t[i] > hi)) {
+            snprintf(why, len, "tile %s=%lld is outside %lld..%lld", tile_keys[i], (long long)t[i],
+                     (long long)lo, (long long)hi);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* "" when the shape can run on the device, else why not. */
 static void check_shape(const fp_cl_device_desc *dev, const int64_t *t, const fp_problem *p,
                         char *why, size_t len) {
     why[0] = '\0';
-    for (int i = 0; i < FP_CL_TILE_KEYS; i++) {
-        int64_t lo = i >= FP_CL_P_QR ? 0 : 1;
-        int64_t hi = i == FP_CL_P_RG ? 255 : i >= FP_CL_P_QR ? 1 : 1024;
-        if (t[i] < lo || t[i] > hi) {
-            snprintf(why, len, "tile %s=%lld is outside %lld..%lld", tile_keys[i], (long long)t[i],
-                     (long long)lo, (long long)hi);
-            return;
-        }
-    }
+    if (out_of_range(t, NULL, why, len)) return;
     if (t[FP_CL_P_BR] % t[FP_CL_P_TM] || t[FP_CL_P_BC] % t[FP_CL_P_TN] ||
         t[FP_CL_P_BC] % t[FP_CL_P_VC] || t[FP_CL_P_KC] % 4 || t[FP_CL_P_VC] % 4) {
         snprintf(why, len, "tile shape needs tm | br, tn | bc, vc | bc, and kc, vc multiples of 4");
@@ -212,6 +218,12 @@ static flashport_status tiled_plan(fp_cl_dev *dev, const fp_problem *p, fp_cl_ke
     char why[200];
     if (override && *override && !apply_override(override, t, given, reason, reason_len))
         return FLASHPORT_ERROR_INVALID_ARGUMENT;
+    /* resolve_shape divides by the keys and multiplies them: an overridden key outside its
+     * range is reported before it gets there (kc=0 divided by zero, found by fuzz_tile_env). */
+    if (override && *override && out_of_range(t, given, why, sizeof why)) {
+        snprintf(reason, reason_len, "FLASHPORT_OPENCL_TILE: %s", why);
+        return FLASHPORT_ERROR_UNSUPPORTED;
+    }
     /* The default register cap suits the default tiles only. */
     int shape_given = 0;
     for (int i = 0; i < FP_CL_P_RG; i++) shape_given |= given[i];

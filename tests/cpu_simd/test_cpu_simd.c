@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "flashport.h"
 #include "fp_half.h"
@@ -274,6 +277,55 @@ static int check_plans(flashport_context *ctx) {
     return failures;
 }
 
+/* A row whose every score is -inf (a -inf in Q against positive keys) gets O = 0 and
+ * LSE = -inf, as flashport.h says, and the other rows stay finite: the online softmax once
+ * took 2^(-inf - -inf) = NaN as the rows' weights (found by fuzz_cpu_simd). */
+static int check_all_scores_neg_inf(flashport_context *ctx, const char *path) {
+    enum { NQ = 3, NKV = 5, D = 8 };
+    float q[NQ * D], k[NKV * D], v[NKV * D], o[NQ * D], lse[NQ];
+    for (int i = 0; i < NQ * D; ++i) q[i] = 0.25f * (float)(i % 5) - 0.5f;
+    for (int i = 0; i < NKV * D; ++i) k[i] = 1.0f, v[i] = 0.125f * (float)(i % 7);
+    q[1 * D] = -INFINITY;
+    flashport_problem p;
+    flashport_problem_init(&p, FLASHPORT_F32, 1, 1, 1, NQ, NKV, D, FLASHPORT_LAYOUT_BHND);
+    p.kernel = path;
+    int failures = 0;
+    if (flashport_attention_host(ctx, &p, q, k, v, o, lse) != FLASHPORT_OK) {
+        printf("FAIL all-scores -inf (%s): %s\n", path, flashport_last_error());
+        return 1;
+    }
+    for (int r = 0; r < NQ; ++r)
+        for (int c = 0; c < D; ++c)
+            failures += r == 1 ? o[r * D + c] != 0.0f : !isfinite(o[r * D + c]);
+    failures += !(isinf(lse[1]) && lse[1] < 0) + !isfinite(lse[0]) + !isfinite(lse[2]);
+    printf("%s all-scores -inf row (%s): O row %g.., LSE %g\n", failures ? "FAIL" : "ok  ", path,
+           o[D], lse[1]);
+    return failures;
+}
+
+/* Logits past 2^31 (scale 1e30 on ordinary inputs): equal scores give equal weights, O the
+ * mean of the V rows. The weights were once 2^(st * scale2 - m) fused, the product's rounding
+ * error, which at this size overflows to inf and made O NaN (found by fuzz_cpu_simd). */
+static int check_huge_logits(flashport_context *ctx, const char *path) {
+    enum { NQ = 2, NKV = 4, D = 7 };
+    float q[NQ * D], k[NKV * D], v[NKV * D], o[NQ * D], lse[NQ];
+    for (int i = 0; i < NQ * D; ++i) q[i] = -1.0f - 0.125f * (float)(i % 6);
+    for (int i = 0; i < NKV * D; ++i) k[i] = -4.0f, v[i] = (float)(i / D);
+    flashport_problem p;
+    flashport_problem_init(&p, FLASHPORT_F32, 1, 1, 1, NQ, NKV, D, FLASHPORT_LAYOUT_BHND);
+    p.scale = 1e30f;
+    p.kernel = path;
+    int failures = 0;
+    if (flashport_attention_host(ctx, &p, q, k, v, o, lse) != FLASHPORT_OK) {
+        printf("FAIL huge logits (%s): %s\n", path, flashport_last_error());
+        return 1;
+    }
+    for (int i = 0; i < NQ * D; ++i) failures += !(fabsf(o[i] - 1.5f) <= 1e-5f);
+    failures += !isfinite(lse[0]) + !isfinite(lse[1]);
+    printf("%s huge logits (%s): O %g, LSE %g\n", failures ? "FAIL" : "ok  ", path, o[0], lse[0]);
+    return failures;
+}
+
 /* Whether this CPU and build can run a path, by the compiler's cpuid (which also checks that
  * the OS saves the registers), independently of the backend's own detection. */
 static int path_expected(const char *path, const char **why) {
@@ -283,8 +335,11 @@ static int path_expected(const char *path, const char **why) {
     if (strcmp(path, "avx2") == 0) {
 #if defined(CS_TEST_BUILT_AVX2)
         *why = "CPU lacks AVX2, FMA or F16C";
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        /* clang (14) has no "f16c" for __builtin_cpu_supports: CPUID leaf 1, ECX bit 29, read
+         * with the compiler's cpuid.h; the OS support of YMM state is what "avx2" checks. */
+        unsigned a, b, c = 0, d;
+        const int f16c = __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1);
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
         *why = "this build has no AVX2 kernels";
         return 0;
@@ -361,6 +416,8 @@ int main(int argc, char **argv) {
         failures += run_case(ctx, &cases[i], &t, path);
         free_tensors(&t);
     }
+    failures += check_all_scores_neg_inf(ctx, path);
+    failures += check_huge_logits(ctx, path);
     /* Thread counts other than the default give the same results (work is split by tiles). */
     const char *thread_counts[] = {"1", "3", NULL};
     for (const char **n = thread_counts; *n; ++n) {

@@ -3,8 +3,9 @@
  * planner's reasons and its tuning override, the on-disk program cache (written, reused,
  * rebuilt when damaged, optional when unwritable), device timers and peaks.
  *
- * With the argument "no-platforms" (run with an empty ICD vendor folder) it checks instead that
- * the backend reports itself unavailable with the reason.
+ * With the argument "no-platforms" (run with an empty ICD vendor folder) or "no-devices" (PoCL
+ * told to load no device) it checks instead that the backend reports itself unavailable with
+ * the reason, and that a context is refused with it.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp */
 #include <dirent.h>
@@ -51,23 +52,28 @@ static int cache_files(const char *dir, char *first, size_t len) {
     return n;
 }
 
-static void check_unavailable(void) {
+static void check_unavailable(const char *reason) {
     int index = -1;
     flashport_backend_info info;
     CHECK_STATUS(flashport_backend_find("opencl", &index), FLASHPORT_OK, NULL);
     CHECK_STATUS(flashport_backend_get_info(index, &info), FLASHPORT_OK, NULL);
     CHECK(!info.available);
-    CHECK(strstr(info.reason, "no OpenCL platforms") != NULL);
+    CHECK(strstr(info.reason, reason) != NULL);
     printf("reason: %s\n", info.reason);
     flashport_context *ctx = NULL;
-    CHECK(flashport_context_create("opencl", &ctx) != FLASHPORT_OK);
-    CHECK(message_has("no OpenCL platforms"));
+    CHECK_STATUS(flashport_context_create("opencl", &ctx), FLASHPORT_ERROR_BACKEND_UNAVAILABLE,
+                 reason);
+    CHECK(ctx == NULL);
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "no-platforms") == 0) {
-        check_unavailable();
+        check_unavailable("no OpenCL platforms");
         return check_report("test_opencl_backend no-platforms");
+    }
+    if (argc > 1 && strcmp(argv[1], "no-devices") == 0) {
+        check_unavailable("1 OpenCL platform(s) but no devices");
+        return check_report("test_opencl_backend no-devices");
     }
     char dir[] = "/tmp/flashport-opencl-test-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -147,6 +153,14 @@ int main(int argc, char **argv) {
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "tm | br");
     setenv("FLASHPORT_OPENCL_TILE", "br=1024,bc=1024,tm=1,tn=1,dv=1024", 1);
     CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "work-items");
+    /* Zero and huge keys are out of range before any of them divides or multiplies (kc=0 and
+     * tm=0 divided by zero, found by fuzz_tile_env). */
+    static const char *const out_of_range[] = {"kc=0",  "tm=0", "tn=0", "br=9223372036854775807",
+                                               "dv=-4", "om=0"};
+    for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; i++) {
+        setenv("FLASHPORT_OPENCL_TILE", out_of_range[i], 1);
+        CHECK_STATUS(flashport_plan(ctx, &p, &plan), FLASHPORT_ERROR_UNSUPPORTED, "is outside");
+    }
     unsetenv("FLASHPORT_OPENCL_TILE");
     unsetenv("FLASHPORT_OPENCL_KERNEL");
 

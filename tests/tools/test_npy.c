@@ -202,6 +202,12 @@ static void test_malformed(void) {
     expect_error("short_data.npy", -1, NPY_ERROR_TRUNCATED, "29 of the 32 bytes");
     write_raw("no_data.npy", 1, good, NULL, 0);
     expect_error("no_data.npy", -1, NPY_ERROR_TRUNCATED, "0 of the 32 bytes");
+    /* A header claiming 2^40 elements over 32 bytes of data: refused from the file's size,
+     * before 4 TiB are asked of malloc. */
+    write_raw("huge_shape.npy", 1,
+              "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,)}", data,
+              sizeof data);
+    expect_error("huge_shape.npy", -1, NPY_ERROR_TRUNCATED, "32 of the 4398046511104 bytes");
     float more[9] = {0};
     write_raw("long_data.npy", 1, good, more, sizeof more);
     expect_error("long_data.npy", -1, NPY_ERROR_TRAILING, "longer");

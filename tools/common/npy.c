@@ -262,16 +262,35 @@ static void format_shape(const npy_array *a, char *buf, size_t len) {
 }
 
 npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, size_t msg_len) {
+    if (out) memset(out, 0, sizeof *out);
+    if (msg && msg_len) msg[0] = '\0';
+    if (!path || !out) return fail(NPY_ERROR_IO, msg, msg_len, "(null)", "no path or output given");
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(NPY_ERROR_IO, msg, msg_len, path, "cannot open: %s", strerror(errno));
+    npy_status st = npy_read_stream(f, path, want_rank, out, msg, msg_len);
+    fclose(f);
+    return st;
+}
+
+/* Bytes from the position of f to its end, or -1 when f cannot seek (a pipe). */
+static long bytes_left(FILE *f) {
+    const long here = ftell(f);
+    if (here < 0 || fseek(f, 0, SEEK_END) != 0) return -1;
+    const long end = ftell(f);
+    if (fseek(f, here, SEEK_SET) != 0 || end < here) return -1;
+    return end - here;
+}
+
+npy_status npy_read_stream(FILE *f, const char *name, int want_rank, npy_array *out, char *msg,
+                           size_t msg_len) {
+    const char *path = name ? name : "(stream)";
     npy_array a;
     memset(&a, 0, sizeof a);
     if (out) memset(out, 0, sizeof *out);
     if (msg && msg_len) msg[0] = '\0';
-    if (!path || !out) return fail(NPY_ERROR_IO, msg, msg_len, "(null)", "no path or output given");
+    if (!f || !out) return fail(NPY_ERROR_IO, msg, msg_len, path, "no stream or output given");
     if (!host_is_little_endian())
         return fail(NPY_ERROR_DTYPE, msg, msg_len, path, "this reader needs a little-endian host");
-
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(NPY_ERROR_IO, msg, msg_len, path, "cannot open: %s", strerror(errno));
 
     npy_status st = NPY_OK;
     char *header = NULL;
@@ -331,6 +350,14 @@ npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, 
     }
 
     size_t bytes = a.count * npy_dtype_size(a.dtype);
+    /* A header can claim any shape: a short file is refused before its data is allocated, so
+     * that a few bytes cannot make the reader ask for gigabytes. */
+    long left = bytes_left(f);
+    if (left >= 0 && (size_t)left < bytes) {
+        st = fail(NPY_ERROR_TRUNCATED, msg, msg_len, path,
+                  "data has %ld of the %zu bytes the shape needs", left, bytes);
+        goto done;
+    }
     a.data = malloc(bytes ? bytes : 1);
     if (!a.data) {
         st = fail(NPY_ERROR_NO_MEMORY, msg, msg_len, path, "%zu bytes of data", bytes);
@@ -354,7 +381,6 @@ npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, 
 done:
     free(a.data);
     free(header);
-    fclose(f);
     return st;
 }
 

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define NPY_MAX_RANK 8
 
@@ -47,6 +48,10 @@ size_t npy_dtype_size(npy_dtype t);
 /* Reads path into *out (out->data is malloc'ed; release with npy_free). want_rank < 0 accepts
  * any rank. On failure *out is zeroed and msg (when not NULL) says what is wrong. */
 npy_status npy_read(const char *path, int want_rank, npy_array *out, char *msg, size_t msg_len);
+/* The same from an open stream positioned at the magic string; name is used in messages. The
+ * stream is left open. */
+npy_status npy_read_stream(FILE *f, const char *name, int want_rank, npy_array *out, char *msg,
+                           size_t msg_len);
 
 /* Writes count = prod(shape) elements of dtype from data as a version 1.0 .npy file. */
 npy_status npy_write(const char *path, npy_dtype dtype, int rank, const int64_t *shape,

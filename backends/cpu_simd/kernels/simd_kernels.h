@@ -12,7 +12,7 @@
  *   vf, vi, vmask, vlanes       float and int registers, a per-lane predicate, and a "first n
  *                               lanes" selector for row remainders
  *   vf_zero vf_set1 vf_loadu vf_storeu vf_broadcast vf_add vf_sub vf_mul vf_div vf_max vf_min
- *   (max(a, b) and min(a, b) are b when either is NaN, as on x86) vf_fmadd vf_fmsub vf_round
+ *   (max(a, b) and min(a, b) are b when either is NaN, as on x86) vf_fmadd vf_round
  *   (to nearest even) vf_scale2 (p * 2^n, n integral) vf_abs vf_first
  *   vf_sum (the sum of the lanes) vf_sum4 (the sums of four registers' lanes, stored)
  *   vf_from_f16 vf_from_bf16 vf_to_f16 (SIMD_LANES 16-bit values)
@@ -266,8 +266,11 @@ SIMD_FN(softmax_rows)(float *st, int64_t ldst, int r, int j0, int j1, int c0, in
     vf sum = vf_zero();
     for (int j = j0; j < j1; ++j) {
         float *sj = st + j * ldst + r;
+        /* The plain path rounds the product as the first pass did, so that no weight exceeds
+         * 2^(m - m) = 1: a fused st * scale - m is the product's rounding error, which for
+         * logits past 2^31 exceeds 2^7 and made 2^x infinite (found by fuzz_cpu_simd). */
         vf p = SIMD_FN(exp2)(modified ? vf_sub(vf_loadu(sj), m_sub)
-                                      : vf_fmsub(vf_loadu(sj), scale, m_sub));
+                                      : vf_sub(vf_mul(vf_loadu(sj), scale), m_sub));
         if (masked && (j < c0 || j >= c1))
             p = vf_keep(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), p);
         vf_storeu(sj, p);

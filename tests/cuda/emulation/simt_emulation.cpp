@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <memory>
+#include <new>
 #include <vector>
 
 uint3 fp_emu_block_idx;
@@ -16,7 +18,9 @@ struct emu_thread {
     ucontext_t ctx;
     uint3 idx;
     thread_state state;
-    char *stack;
+    /* Owned, so that the stacks go with `threads` at exit (LeakSanitizer checks after the
+     * static destructors have run). */
+    std::unique_ptr<char[]> stack;
 };
 
 static const int MAX_THREADS = 1024;
@@ -99,14 +103,14 @@ static int run_warp(int w) {
 static int run_block(int n) {
     for (int i = 0; i < n; i++) {
         emu_thread &t = threads[i];
-        if (!t.stack) t.stack = (char *)malloc(STACK_BYTES);
+        if (!t.stack) t.stack.reset(new (std::nothrow) char[STACK_BYTES]);
         if (!t.stack) return 1;
         t.idx.x = (unsigned)i % fp_emu_block_dim.x;
         t.idx.y = (unsigned)i / fp_emu_block_dim.x % fp_emu_block_dim.y;
         t.idx.z = (unsigned)i / (fp_emu_block_dim.x * fp_emu_block_dim.y);
         t.state = RUNNABLE;
         getcontext(&t.ctx);
-        t.ctx.uc_stack.ss_sp = t.stack;
+        t.ctx.uc_stack.ss_sp = t.stack.get();
         t.ctx.uc_stack.ss_size = STACK_BYTES;
         t.ctx.uc_link = NULL;
         makecontext(&t.ctx, thread_entry, 0);
