@@ -15,6 +15,7 @@ constexpr int MIN_KEYS_PER_SPLIT = 128;
 int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kernel_params *params,
              char *why, size_t why_len) {
     if (!fa2_f32::supports_common(p, props, why, why_len)) return 0;
+    if (!fp_split_kv_takes(p, why, why_len)) return 0;
     const int br = fa2_f32::block_rows(p);
     const int splits = fp_split_kv_choose(p, props, br, MIN_KEYS_PER_SPLIT);
     if (splits > 1) params->split_kv = fp_split_kv_share(p, splits, fa2_f32::block_cols(p));

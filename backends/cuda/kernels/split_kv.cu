@@ -8,6 +8,7 @@
  * for any d.
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "common/dtype.cuh"
 #include "common/online_softmax.cuh"
@@ -104,6 +105,15 @@ size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Rows are numbered as the LSE is: [batch, heads_q, seq_q], or [heads_q, total_q] packed. */
 int64_t fp_split_kv_rows(const fp_problem *p) {
     return p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
+}
+
+int fp_split_kv_takes(const fp_problem *p, char *why, size_t why_len) {
+    if (!p->q_varlen) return 1;
+    snprintf(why, why_len,
+             "%s with packed Q: the split merge would write packed rows of no "
+             "sequence, so the unsplit form takes it",
+             fp_feature_name(FP_FEATURE_VARLEN));
+    return 0;
 }
 
 size_t fp_split_kv_ml_offset(const fp_problem *p, int splits) {

@@ -26,6 +26,11 @@
 /* Rows of one split's partials, numbered as the LSE is: B*Hq*Nq, or Hq*total_q for packed Q. */
 int64_t fp_split_kv_rows(const fp_problem *p);
 
+/* 1 when p's rows can be split and merged; else 0 with the reason. Packed Q cannot be yet:
+ * the merge walks every packed row, and rows of no sequence (before cu_seqlens_q[0] or from
+ * cu_seqlens_q[batch] on) must stay untouched, which the merge cannot see without the table. */
+int fp_split_kv_takes(const fp_problem *p, char *why, size_t why_len);
+
 /* Bytes of workspace for `splits` splits of p (0 when splits < 2: nothing to merge). */
 size_t fp_split_kv_workspace(const fp_problem *p, int splits);
 

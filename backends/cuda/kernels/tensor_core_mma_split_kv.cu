@@ -18,6 +18,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
     int config = 0;
     if (!fp_tc_forward_support(p, props, &config, why, why_len)) return 0;
+    if (!fp_split_kv_takes(p, why, why_len)) return 0;
     const int tile = fp_tc_block_keys(p->head_dim, config);
     const int chosen =
         fp_split_kv_choose(p, props, FP_TC_BLOCK_ROWS, FP_TC_MIN_KEY_TILES_PER_SPLIT * tile);

@@ -68,8 +68,8 @@ static inline int fp_decode_common_support(const fp_problem *p, const fp_gpu_dev
  * see (varlen and paged tables live on the device): up to FP_DECODE_MIXED_WAVES waves, so that
  * the blocks of short sequences finish early and the SMs take up the splits of the long ones,
  * as long as the splits stay long enough to repay their start and merge. No split is shorter
- * than FP_DECODE_MIN_TILES_PER_SPLIT tiles of the span. Returns 0 with the
- * reason when the grid would not fit one launch. */
+ * than FP_DECODE_MIN_TILES_PER_SPLIT tiles of the span, and packed Q is not split. Returns 0
+ * with the reason when the grid would not fit one launch. */
 static inline int fp_decode_share(const fp_problem *p, const fp_gpu_device_props *props, int rows,
                                   int tile_keys, int blocks_per_sm, fp_decode_params *d, char *why,
                                   size_t why_len) {
@@ -88,6 +88,7 @@ static inline int fp_decode_share(const fp_problem *p, const fp_gpu_device_props
     }
     const int64_t most = span / (FP_DECODE_MIN_TILES_PER_SPLIT * tile_keys);
     if (splits > most) splits = most;
+    if (p->q_varlen) splits = 1; /* packed Q is not split (fp_split_kv_takes says why) */
     d->splits = splits < 1 ? 1 : (int)splits;
     if (units * d->splits > INT_MAX) {
         snprintf(why, why_len, "batch*heads_kv = %lld is more blocks than one launch takes",
