@@ -45,8 +45,9 @@ class _Attention(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_o):
         q, k, v, o, lse = ctx.saved_tensors[:5]
-        if grad_o.stride() != o.stride():
-            grad_o = torch.empty_like(o).copy_(grad_o)  # the library reads dO by O's strides
+        if grad_o.stride() != o.stride() or grad_o.dtype != o.dtype:
+            # the library reads dO in O's dtype, by O's strides
+            grad_o = torch.empty_like(o).copy_(grad_o)
         dq, dk, dv = _C.backward(_dense(q), _dense(k), _dense(v), o, lse, grad_o,
                                  *ctx.call_options, ctx.deterministic, None, None, None)
         return (dq, dk, dv) + (None,) * 8
