@@ -6,6 +6,7 @@ CPU backends, through the flashport C library.
     o, lse = flashport.attention(q, k, v, return_lse=True)
     flashport.plan(q, k, v)                                 # which kernel would run, and why
     flashport.info()                                        # what flashport-info shows
+    flashport.torch.attention(q, k, v)                      # differentiable, on torch tensors
 
 Arrays are read and written in place through DLPack (no copies); GPU arrays run on the
 caller's current stream (torch's or CuPy's).
@@ -24,6 +25,14 @@ _C.init(_STATUS_CLASSES, (InvalidArgumentError, DtypeError, LayoutError, StrideE
                           DeviceMismatchError), _kind_for)
 
 __version__ = _C.version()
+
+
+def __getattr__(name):
+    # flashport.torch (the autograd function) imports torch, so it loads on first use only.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'flashport' has no attribute %r" % name)
 
 __all__ = ["attention", "plan", "Plan", "backends", "Backend", "info", "Error",
            "InvalidArgumentError", "SizeOverflowError", "UnsupportedError",

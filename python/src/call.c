@@ -4,8 +4,8 @@
  * pages [pages, page_size, H, d] or [pages, H, page_size, d]), and the strides are the arrays'
  * own. Every check the library cannot make on host pointers (shapes that agree, devices, dtypes)
  * is made here, before anything runs or is written. The forward pass fills the slots up to the
- * block table; a backward pass adds its gradients as further slots and runs through
- * fpy_call_repeat with flashport_attention_backward and _backward_host.
+ * block table; a backward pass takes O, the LSE and dO as inputs, adds the gradients as further
+ * slots and runs through fpy_call_repeat with flashport_attention_backward and _backward_host.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
@@ -28,7 +28,11 @@ static const char *const slot_name[FPY_SLOT_COUNT] = {"q",
                                                       "cu_seqlens_q",
                                                       "cu_seqlens_kv",
                                                       "seqlens_kv",
-                                                      "block_table"};
+                                                      "block_table",
+                                                      "grad_out",
+                                                      "dq",
+                                                      "dk",
+                                                      "dv"};
 
 #define HOST_OFF(m) offsetof(flashport_attention_host_args, m)
 #define DEV_OFF(m)  offsetof(flashport_attention_args, m)
@@ -43,7 +47,11 @@ static const size_t host_offset[FPY_SLOT_COUNT] = {HOST_OFF(q),
                                                    HOST_OFF(cu_seqlens_q),
                                                    HOST_OFF(cu_seqlens_kv),
                                                    HOST_OFF(seqlens_kv),
-                                                   HOST_OFF(block_table)};
+                                                   HOST_OFF(block_table),
+                                                   HOST_OFF(d_o),
+                                                   HOST_OFF(d_q),
+                                                   HOST_OFF(d_k),
+                                                   HOST_OFF(d_v)};
 static const size_t device_offset[FPY_SLOT_COUNT] = {DEV_OFF(q),
                                                      DEV_OFF(k),
                                                      DEV_OFF(v),
@@ -55,7 +63,11 @@ static const size_t device_offset[FPY_SLOT_COUNT] = {DEV_OFF(q),
                                                      DEV_OFF(cu_seqlens_q),
                                                      DEV_OFF(cu_seqlens_kv),
                                                      DEV_OFF(seqlens_kv),
-                                                     DEV_OFF(block_table)};
+                                                     DEV_OFF(block_table),
+                                                     DEV_OFF(d_o),
+                                                     DEV_OFF(d_q),
+                                                     DEV_OFF(d_k),
+                                                     DEV_OFF(d_v)};
 
 /* ---- options ---- */
 
@@ -449,6 +461,8 @@ int fpy_call_prepare(fpy_call *c, PyObject *q, PyObject *k, PyObject *v, PyObjec
     }
     c->bhnd = layout[1] == 'h';
     c->q_obj = q;
+    c->k_obj = k;
+    c->v_obj = v;
     if (backend && !backend[0]) backend = NULL;
     if (take_q(c, q)) return -1;
     if (c->place.gpu) {
@@ -473,10 +487,20 @@ int fpy_call_prepare(fpy_call *c, PyObject *q, PyObject *k, PyObject *v, PyObjec
     return read_modifiers(c);
 }
 
-static int check_output(fpy_call *c, fpy_slot slot) {
+/* Strides that address the same elements of `t` (a dimension of one entry has no stride that
+ * matters; the outer one is absent from packed arrays). */
+static int same_strides(const fpy_tensor *t, dims d, flashport_strides a, flashport_strides b) {
+    return (d.outer < 0 || t->shape[d.outer] == 1 || a.batch == b.batch) &&
+           (t->shape[d.head] == 1 || a.head == b.head) && (t->shape[d.seq] == 1 || a.seq == b.seq);
+}
+
+/* Checks O, the LSE, dO, dQ, dK or dV against the descriptor: `written` for an output. O sets
+ * the o strides; dO must follow them, and dQ, dK, dV the strides of q, k and v, as the library
+ * reads each pair by one set of strides. */
+static int check_array(fpy_call *c, fpy_slot slot, int written) {
     const fpy_tensor *t = &c->t[slot];
     const char *name = slot_name[slot];
-    if (t->read_only) {
+    if (written && t->read_only) {
         fpy_raise(FPY_ERR_ARGUMENT, "%s is read-only", name);
         return -1;
     }
@@ -490,14 +514,37 @@ static int check_output(fpy_call *c, fpy_slot slot) {
             if (check_length(t, name, i, c->lse_shape[i], "the LSE's")) return -1;
         return 0;
     }
-    const fpy_tensor *q = &c->t[FPY_Q];
+    const fpy_slot like = slot == FPY_DK ? FPY_K : slot == FPY_DV ? FPY_V : FPY_Q;
+    const fpy_tensor *l = &c->t[like];
+    const char *what = like == FPY_K ? "k's shape" : like == FPY_V ? "v's shape" : "q's shape";
     if (check_dtype(t, name, (int)c->desc.out_dtype, fpy_dtype_name((int)c->desc.out_dtype)) ||
-        check_rank(t, name, q->ndim, "q's shape") || check_head_dim(t, name))
+        check_rank(t, name, l->ndim, what) || check_head_dim(t, name))
         return -1;
-    for (int i = 0; i < q->ndim; i++)
-        if (check_length(t, name, i, q->shape[i], "q's")) return -1;
-    c->desc.o = strides_of(t, dims_of(c->bhnd, c->desc.q_varlen));
-    return 0;
+    for (int i = 0; i < l->ndim; i++)
+        if (check_length(t, name, i, l->shape[i], what)) return -1;
+    const int packed = like == FPY_Q ? c->desc.q_varlen : c->desc.kv_layout == FLASHPORT_KV_VARLEN;
+    const dims dd = dims_of(c->bhnd, packed);
+    const flashport_strides got = strides_of(t, dd);
+    if (slot == FPY_O) {
+        c->desc.o = got;
+        return 0;
+    }
+    const flashport_strides want = slot == FPY_DO   ? c->desc.o
+                                   : slot == FPY_DQ ? c->desc.q
+                                   : slot == FPY_DK ? c->desc.k
+                                                    : c->desc.v;
+    if (same_strides(t, dd, got, want)) return 0;
+    fpy_raise(FPY_ERR_STRIDE, "%s must have the strides of %s (the library reads both by one set)",
+              name, slot == FPY_DO ? "out" : slot_name[like]);
+    return -1;
+}
+
+int fpy_call_input(fpy_call *c, fpy_slot slot, PyObject *given) {
+    if (given == Py_None) {
+        fpy_raise(FPY_ERR_ARGUMENT, "the backward pass needs %s", slot_name[slot]);
+        return -1;
+    }
+    return take(c, slot, given) || check_array(c, slot, 0) ? -1 : 0;
 }
 
 PyObject *fpy_call_output(fpy_call *c, fpy_slot slot, PyObject *given) {
@@ -505,11 +552,12 @@ PyObject *fpy_call_output(fpy_call *c, fpy_slot slot, PyObject *given) {
     const char *type = c->kind->type->tp_name;
     if (given && given != Py_None) {
         arr = Py_NewRef(given);
-    } else if (slot == FPY_O) {
+    } else if (slot != FPY_LSE) {
         if (!c->kind->empty_like)
             return fpy_raise(FPY_ERR_ARGUMENT,
                              "flashport cannot allocate arrays of type %s: pass out=", type);
-        arr = PyObject_CallOneArg(c->kind->empty_like, c->q_obj);
+        PyObject *like = slot == FPY_DK ? c->k_obj : slot == FPY_DV ? c->v_obj : c->q_obj;
+        arr = PyObject_CallOneArg(c->kind->empty_like, like);
     } else {
         if (!c->kind->empty_f32)
             return fpy_raise(FPY_ERR_ARGUMENT,
@@ -522,7 +570,7 @@ PyObject *fpy_call_output(fpy_call *c, fpy_slot slot, PyObject *given) {
         Py_XDECREF(shape);
     }
     if (!arr) return NULL;
-    if (take(c, slot, arr) || check_output(c, slot)) {
+    if (take(c, slot, arr) || check_array(c, slot, 1)) {
         Py_DECREF(arr);
         return NULL;
     }

@@ -126,6 +126,10 @@ typedef enum {
     FPY_CU_KV,
     FPY_SEQLENS_KV,
     FPY_BLOCK_TABLE,
+    FPY_DO, /* the backward pass's: dO in, dQ, dK, dV out */
+    FPY_DQ,
+    FPY_DK,
+    FPY_DV,
     FPY_SLOT_COUNT
 } fpy_slot;
 
@@ -154,8 +158,9 @@ typedef struct fpy_call {
     flashport_attention_desc desc;
     fpy_tensor t[FPY_SLOT_COUNT];
     fpy_place place;
-    fpy_kind *kind;  /* of q: allocates O and the LSE */
-    PyObject *q_obj; /* q itself (borrowed), for the kind's allocators */
+    fpy_kind *kind;          /* of q: allocates O and the LSE */
+    PyObject *q_obj;         /* q itself (borrowed), for the kind's allocators */
+    PyObject *k_obj, *v_obj; /* k and v (borrowed), to allocate dK and dV like them */
     int bhnd;
     int64_t lse_shape[3]; /* [B, Hq, Nq], or [Hq, total_q] with packed Q (lse_rank 2) */
     int lse_rank;
@@ -166,9 +171,12 @@ typedef struct fpy_call {
  * must be called in both cases. */
 int fpy_call_prepare(fpy_call *c, PyObject *q, PyObject *k, PyObject *v, PyObject *const *opts);
 /* Takes an output array for `slot` (given, or NULL to allocate one of q's kind: O like q, the
- * LSE float32 by lse_shape) and checks it against the descriptor; sets the o strides for O.
- * Returns the array (new reference) or NULL with an exception set. */
+ * LSE float32 by lse_shape, dQ, dK, dV like q, k, v) and checks it against the descriptor; sets
+ * the o strides for O. Returns the array (new reference) or NULL with an exception set. */
 PyObject *fpy_call_output(fpy_call *c, fpy_slot slot, PyObject *given);
+/* Takes an input of the backward pass (O, the LSE, dO) and checks it as the output it was (dO
+ * by O's strides); sets the o strides for O, which must come before dO. -1 with an exception. */
+int fpy_call_input(fpy_call *c, fpy_slot slot, PyObject *given);
 /* Runs `device_fn` (buffers wrapped on the place's context) or `host_fn` (host arrays) with the
  * slots in use, `repeat` times (1 for a call; more to time the library call alone, the
  * seconds spent in the calls then stored in *seconds, which may be NULL). -1 with an exception

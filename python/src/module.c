@@ -30,6 +30,43 @@ static PyObject *attention(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
+/* backward(q, k, v, out, lse, grad_out, <FPY_OPT_COUNT options>, deterministic, dq, dk, dv)
+ * -> (dq, dk, dv): the gradients of sum(grad_out * out), written into dq, dk, dv when given
+ * (the strides of q, k, v), else into new arrays like q, k, v. */
+enum {
+    BWD_OPTS = 6,
+    BWD_DETERMINISTIC = BWD_OPTS + FPY_OPT_COUNT,
+    BWD_DQ,
+    BWD_DK,
+    BWD_DV,
+    N_BACKWARD_ARGS
+};
+
+static PyObject *backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (check_nargs(nargs, N_BACKWARD_ARGS, "backward")) return NULL;
+    const int deterministic = PyObject_IsTrue(args[BWD_DETERMINISTIC]);
+    if (deterministic < 0) return NULL;
+    fpy_call c;
+    PyObject *dq = NULL, *dk = NULL, *dv = NULL, *result = NULL;
+    if (fpy_call_prepare(&c, args[0], args[1], args[2], args + BWD_OPTS) == 0 &&
+        fpy_call_input(&c, FPY_O, args[3]) == 0 && fpy_call_input(&c, FPY_LSE, args[4]) == 0 &&
+        fpy_call_input(&c, FPY_DO, args[5]) == 0 &&
+        (dq = fpy_call_output(&c, FPY_DQ, args[BWD_DQ])) &&
+        (dk = fpy_call_output(&c, FPY_DK, args[BWD_DK])) &&
+        (dv = fpy_call_output(&c, FPY_DV, args[BWD_DV]))) {
+        c.desc.deterministic = deterministic;
+        if (fpy_call_repeat(&c, flashport_attention_backward, flashport_attention_backward_host, 1,
+                            NULL) == 0)
+            result = PyTuple_Pack(3, dq, dk, dv);
+    }
+    fpy_call_release(&c);
+    Py_XDECREF(dq);
+    Py_XDECREF(dk);
+    Py_XDECREF(dv);
+    return result;
+}
+
 /* c_call_seconds(repeat, q, k, v, <options>, out): seconds spent in `repeat` library calls on
  * buffers built once, as a C program would make them (bench/python_overhead.py). */
 static PyObject *c_call_seconds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -162,6 +199,9 @@ static PyObject *init(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"attention", (PyCFunction)(void (*)(void))attention, METH_FASTCALL,
      "attention(q, k, v, *options, out, return_lse): see flashport.attention"},
+    {"backward", (PyCFunction)(void (*)(void))backward, METH_FASTCALL,
+     "backward(q, k, v, out, lse, grad_out, *options, deterministic, dq, dk, dv): see "
+     "flashport.torch"},
     {"plan", (PyCFunction)(void (*)(void))plan, METH_FASTCALL,
      "plan(q, k, v, *options): see flashport.plan"},
     {"c_call_seconds", (PyCFunction)(void (*)(void))c_call_seconds, METH_FASTCALL,
