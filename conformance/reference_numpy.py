@@ -94,6 +94,20 @@ def from_bhnd(x, layout):
     return x if layout == "bhnd" else np.transpose(x, (0, 2, 1, 3))
 
 
+def _visible(seq_q, seq_kv, causal, window_left, window_right):
+    """The bottom-right aligned diagonal i + a ([Nq, 1]), the key index j ([1, Nkv]), and which
+    keys each query sees ([Nq, Nkv]), as flashport.h defines them."""
+    diag = np.arange(seq_q)[:, None] + (seq_kv - seq_q)  # i + a
+    j = np.arange(seq_kv)[None, :]
+    right = 0 if causal else window_right
+    visible = np.ones((seq_q, seq_kv), dtype=bool)
+    if window_left >= 0:
+        visible &= j >= diag - window_left
+    if right >= 0:
+        visible &= j <= diag + right
+    return diag, j, visible
+
+
 def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softcap=0.0,
            slopes=None, bias=None, sinks=None):
     """One sequence, every head: q [Hq, Nq, d], k and v [Hkv, Nkv, d] (float64), scale the
@@ -110,8 +124,7 @@ def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softca
         return o, lse  # no key: O = 0, LSE = the sink or -inf
     k = np.repeat(k, heads_q // heads_kv, axis=0)
     v = np.repeat(v, heads_q // heads_kv, axis=0)
-    diag = np.arange(seq_q)[:, None] + (seq_kv - seq_q)  # i + a
-    j = np.arange(seq_kv)[None, :]
+    diag, j, visible = _visible(seq_q, seq_kv, causal, window_left, window_right)
 
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         s = np.einsum("hid,hjd->hij", q, k) * scale
@@ -121,12 +134,6 @@ def attend(q, k, v, scale, causal=False, window_left=-1, window_right=-1, softca
             s = s - np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(diag - j)
         if bias is not None:
             s = s + bias
-    right = 0 if causal else window_right
-    visible = np.ones((seq_q, seq_kv), dtype=bool)
-    if window_left >= 0:
-        visible &= j >= diag - window_left
-    if right >= 0:
-        visible &= j <= diag + right
     s = np.where(visible, s, -np.inf)
     reach = s != -np.inf  # NaN and +inf scores reach the row too
     finite_reach = np.isfinite(s)
@@ -163,8 +170,7 @@ def attend_backward(q, k, v, do, scale, causal=False, window_left=-1, window_rig
                     window_right=window_right, softcap=softcap, slopes=slopes, bias=bias,
                     sinks=sinks)
     kr, vr = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
-    diag = np.arange(seq_q)[:, None] + (seq_kv - seq_q)
-    j = np.arange(seq_kv)[None, :]
+    diag, j, visible = _visible(seq_q, seq_kv, causal, window_left, window_right)
     x = np.einsum("hid,hjd->hij", q, kr) * scale
     slope = np.ones_like(x)
     s = x
@@ -175,12 +181,6 @@ def attend_backward(q, k, v, do, scale, causal=False, window_left=-1, window_rig
         s = s - np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(diag - j)
     if bias is not None:
         s = s + bias
-    right = 0 if causal else window_right
-    visible = np.ones((seq_q, seq_kv), dtype=bool)
-    if window_left >= 0:
-        visible &= j >= diag - window_left
-    if right >= 0:
-        visible &= j <= diag + right
     with np.errstate(invalid="ignore", over="ignore"):
         live = visible & np.isfinite(s) & np.isfinite(lse)[..., None]
         p = np.where(live, np.exp(np.where(live, s - lse[..., None], 0.0)), 0.0)

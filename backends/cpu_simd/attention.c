@@ -11,18 +11,14 @@
 #include "fp_half.h"
 #include "kv_stream.h"
 #include "row_normaliser.h"
+#include "scratch.h"
 #include "sequences.h"
 #include "topology.h"
 
-#define ALIGN_BYTES 64 /* every scratch array starts on a cache line */
 /* The K and V rings together hold at most this: every key a tile visits when they fit (2048
  * keys at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the
  * source rows would be, so the bound only caps the scratch. */
 #define RING_BYTES ((int64_t)2 << 20)
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 static int masked(const fp_problem *p) {
     return p->causal || p->window_left >= 0 || p->window_right >= 0;
@@ -84,29 +80,26 @@ typedef struct scratch_layout {
 static scratch_layout layout_of(const cs_tiling *t) {
     scratch_layout L;
     size_t at = 0;
-#define PLACE(field, n, type)                                                                      \
-    (L.field = at, at += (size_t)round_up((int64_t)(n) * (int64_t)sizeof(type), ALIGN_BYTES))
-    PLACE(q, (int64_t)t->rows * t->dq, float);
-    PLACE(o, (int64_t)t->rows * t->dq, float);
+    L.q = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
+    L.o = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
     /* The rings, with CS_KEY_STEP rows past the end for the zero rows of a block that ends
      * where the ring wraps around. */
-    PLACE(k, (int64_t)(t->ring + CS_KEY_STEP) * t->dq, float);
-    PLACE(v, (int64_t)(t->ring + CS_KEY_STEP) * t->dq, float);
-    PLACE(s, (int64_t)t->rows * t->keys, float);
-    PLACE(bias, (int64_t)t->rows * t->keys, float);
-    PLACE(m, t->rows, float);
-    PLACE(l, t->rows, float);
-    PLACE(alpha, t->rows, float);
-    PLACE(lo, t->rows, int);
-    PLACE(hi, t->rows, int);
-    PLACE(key_lo, t->rows, int64_t);
-    PLACE(key_hi, t->rows, int64_t);
-    PLACE(slope, t->rows, float);
-    PLACE(diag, t->rows, float);
-    PLACE(bias_at, t->rows, int64_t);
-    PLACE(group_lo, t->rows / CS_PV_ROWS, int);
-    PLACE(group_hi, t->rows / CS_PV_ROWS, int);
-#undef PLACE
+    L.k = cs_scratch_place(&at, (int64_t)(t->ring + CS_KEY_STEP) * t->dq, sizeof(float));
+    L.v = cs_scratch_place(&at, (int64_t)(t->ring + CS_KEY_STEP) * t->dq, sizeof(float));
+    L.s = cs_scratch_place(&at, (int64_t)t->rows * t->keys, sizeof(float));
+    L.bias = cs_scratch_place(&at, (int64_t)t->rows * t->keys, sizeof(float));
+    L.m = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.l = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.alpha = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.lo = cs_scratch_place(&at, t->rows, sizeof(int));
+    L.hi = cs_scratch_place(&at, t->rows, sizeof(int));
+    L.key_lo = cs_scratch_place(&at, t->rows, sizeof(int64_t));
+    L.key_hi = cs_scratch_place(&at, t->rows, sizeof(int64_t));
+    L.slope = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.diag = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.bias_at = cs_scratch_place(&at, t->rows, sizeof(int64_t));
+    L.group_lo = cs_scratch_place(&at, t->rows / CS_PV_ROWS, sizeof(int));
+    L.group_hi = cs_scratch_place(&at, t->rows / CS_PV_ROWS, sizeof(int));
     L.total = at;
     return L;
 }

@@ -8,15 +8,11 @@
 #include <omp.h>
 #endif
 
+#include "scratch.h"
 #include "sequences.h"
 
-#define ALIGN_BYTES 64
-#define LOG2E       1.44269504088896340736
-#define LOCKS       64 /* stripes of the fast mode's dQ accumulator */
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+#define LOG2E 1.44269504088896340736
+#define LOCKS 64 /* stripes of the fast mode's dQ accumulator */
 
 void cs_bwd_tiling_choose(const fp_problem *p, int threads, cs_bwd_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
@@ -46,32 +42,29 @@ typedef struct bwd_layout {
 static bwd_layout layout_of(const cs_bwd_tiling *t) {
     bwd_layout L;
     size_t at = 0;
-#define PLACE(field, n, type)                                                                      \
-    (L.field = at, at += (size_t)round_up((int64_t)(n) * (int64_t)sizeof(type), ALIGN_BYTES))
     const int64_t tile = (int64_t)t->keys * t->dq, block = (int64_t)t->rows * t->dq;
-    PLACE(k, tile, float);
-    PLACE(v, tile, float);
-    PLACE(dk, tile, float);
-    PLACE(dv, tile, float);
-    PLACE(q, block, float);
-    PLACE(d_o, block, float);
-    PLACE(qp, block, float);
-    PLACE(dop, block, float);
-    PLACE(st, (int64_t)t->keys * t->rows, float);
-    PLACE(dp, (int64_t)t->keys * t->rows, float);
-    PLACE(bias, (int64_t)t->keys * t->rows, float);
-    PLACE(dqt, block, float);
-    PLACE(lse2, t->rows, float);
-    PLACE(dsum, t->rows, float);
-    PLACE(slope, t->rows, float);
-    PLACE(diag, t->rows, float);
-    PLACE(ones, t->rows, float);
-    PLACE(lo, t->rows, int);
-    PLACE(hi, t->rows, int);
-    PLACE(key_lo, t->rows, int64_t);
-    PLACE(key_hi, t->rows, int64_t);
-    PLACE(bias_at, t->rows, int64_t);
-#undef PLACE
+    L.k = cs_scratch_place(&at, tile, sizeof(float));
+    L.v = cs_scratch_place(&at, tile, sizeof(float));
+    L.dk = cs_scratch_place(&at, tile, sizeof(float));
+    L.dv = cs_scratch_place(&at, tile, sizeof(float));
+    L.q = cs_scratch_place(&at, block, sizeof(float));
+    L.d_o = cs_scratch_place(&at, block, sizeof(float));
+    L.qp = cs_scratch_place(&at, block, sizeof(float));
+    L.dop = cs_scratch_place(&at, block, sizeof(float));
+    L.st = cs_scratch_place(&at, (int64_t)t->keys * t->rows, sizeof(float));
+    L.dp = cs_scratch_place(&at, (int64_t)t->keys * t->rows, sizeof(float));
+    L.bias = cs_scratch_place(&at, (int64_t)t->keys * t->rows, sizeof(float));
+    L.dqt = cs_scratch_place(&at, block, sizeof(float));
+    L.lse2 = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.dsum = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.slope = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.diag = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.ones = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.lo = cs_scratch_place(&at, t->rows, sizeof(int));
+    L.hi = cs_scratch_place(&at, t->rows, sizeof(int));
+    L.key_lo = cs_scratch_place(&at, t->rows, sizeof(int64_t));
+    L.key_hi = cs_scratch_place(&at, t->rows, sizeof(int64_t));
+    L.bias_at = cs_scratch_place(&at, t->rows, sizeof(int64_t));
     L.total = at;
     return L;
 }
@@ -85,15 +78,15 @@ typedef struct bwd_item {
 /* The shared part of the scratch, after the threads' own: the items, D of every row (and, in
  * the fast mode, the dQ accumulator). */
 static size_t shared_items_at(const cs_bwd_tiling *t) {
-    return (size_t)round_up((int64_t)layout_of(t).total * t->threads, ALIGN_BYTES);
+    return (size_t)round_up((int64_t)layout_of(t).total * t->threads, CS_SCRATCH_ALIGN);
 }
 static size_t shared_dsum_at(const cs_bwd_tiling *t) {
     return shared_items_at(t) +
-           (size_t)round_up(t->max_items * (int64_t)sizeof(bwd_item), ALIGN_BYTES);
+           (size_t)round_up(t->max_items * (int64_t)sizeof(bwd_item), CS_SCRATCH_ALIGN);
 }
 static size_t shared_dq_at(const cs_bwd_tiling *t) {
     return shared_dsum_at(t) +
-           (size_t)round_up(t->rows_total * (int64_t)sizeof(float), ALIGN_BYTES);
+           (size_t)round_up(t->rows_total * (int64_t)sizeof(float), CS_SCRATCH_ALIGN);
 }
 
 size_t cs_bwd_scratch_bytes(const cs_bwd_tiling *t) {

@@ -9,10 +9,10 @@
 
 #include "kv_stream.h"
 #include "row_normaliser.h"
+#include "scratch.h"
 #include "sequences.h"
 #include "topology.h"
 
-#define ALIGN_BYTES 64
 /* K and V rows of a key block together, as read (in their dtype, or float32 when converted):
  * the block and the next one, prefetched while this one computes, fit L1 together. */
 #define BLOCK_BYTES (16 << 10)
@@ -32,10 +32,6 @@
 #define TARGET_ITEMS 256
 /* The partial results of all items together stay under this (the split grows instead). */
 #define PARTIAL_BYTES ((int64_t)32 << 20)
-
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 int cs_decode_takes(const fp_problem *p, const char **why) {
     if (p->seq_q > CS_DECODE_MAX_Q) {
@@ -96,25 +92,22 @@ typedef struct layout {
 static layout layout_of(const cs_tiling *t) {
     layout L;
     size_t at = 0;
-#define PLACE(field, n, type)                                                                      \
-    (L.field = at, at += (size_t)round_up((int64_t)(n) * (int64_t)sizeof(type), ALIGN_BYTES))
-    PLACE(q, (int64_t)t->rows * t->dq, float);
-    PLACE(o, (int64_t)t->rows * t->dq, float);
-    PLACE(k, (int64_t)t->keys * t->dq, float);
-    PLACE(v, (int64_t)t->keys * t->dq, float);
-    PLACE(kp, t->keys, const void *);
-    PLACE(vp, t->keys, const void *);
-    PLACE(s, (int64_t)t->keys * t->rows, float);
-    PLACE(m, t->rows, float);
-    PLACE(l, t->rows, float);
-    PLACE(alpha, t->rows, float);
-    PLACE(slope, t->rows, float);
-    PLACE(diag, t->rows, float);
-    PLACE(lo, t->rows, int);
-    PLACE(hi, t->rows, int);
-    PLACE(key_lo, t->rows, int64_t);
-    PLACE(key_hi, t->rows, int64_t);
-#undef PLACE
+    L.q = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
+    L.o = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
+    L.k = cs_scratch_place(&at, (int64_t)t->keys * t->dq, sizeof(float));
+    L.v = cs_scratch_place(&at, (int64_t)t->keys * t->dq, sizeof(float));
+    L.kp = cs_scratch_place(&at, t->keys, sizeof(const void *));
+    L.vp = cs_scratch_place(&at, t->keys, sizeof(const void *));
+    L.s = cs_scratch_place(&at, (int64_t)t->keys * t->rows, sizeof(float));
+    L.m = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.l = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.alpha = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.slope = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.diag = cs_scratch_place(&at, t->rows, sizeof(float));
+    L.lo = cs_scratch_place(&at, t->rows, sizeof(int));
+    L.hi = cs_scratch_place(&at, t->rows, sizeof(int));
+    L.key_lo = cs_scratch_place(&at, t->rows, sizeof(int64_t));
+    L.key_hi = cs_scratch_place(&at, t->rows, sizeof(int64_t));
     L.total = at;
     return L;
 }
