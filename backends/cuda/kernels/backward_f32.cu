@@ -62,15 +62,15 @@ static gpuError_t launch_dim(const fp_gpu_launch *L, const fp_bwd_params &a) {
     if (!p->deterministic) {
         e = fp_raise_smem_limit<fp_bwd_f32_kv_kernel<T, DMAX, true>, smem>();
         if (e != gpuSuccess) return e;
-        fp_bwd_f32_kv_kernel<T, DMAX, true>
-            FP_GPU_LAUNCH(kv_grid, FP_BWD_F32_THREADS, smem, L->stream)(a);
+        fp_bwd_f32_kv_kernel<T, DMAX, true> FP_GPU_LAUNCH(kv_grid, FP_BWD_F32_THREADS, smem,
+                                                          L->stream)(a);
         e = gpuGetLastError();
         return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
     }
     e = fp_raise_smem_limit<fp_bwd_f32_kv_kernel<T, DMAX, false>, smem>();
     if (e != gpuSuccess) return e;
-    fp_bwd_f32_kv_kernel<T, DMAX, false>
-        FP_GPU_LAUNCH(kv_grid, FP_BWD_F32_THREADS, smem, L->stream)(a);
+    fp_bwd_f32_kv_kernel<T, DMAX, false> FP_GPU_LAUNCH(kv_grid, FP_BWD_F32_THREADS, smem,
+                                                       L->stream)(a);
     if ((e = gpuGetLastError()) != gpuSuccess) return e;
     e = fp_raise_smem_limit<fp_bwd_f32_q_kernel<T, DMAX>, smem>();
     if (e != gpuSuccess) return e;

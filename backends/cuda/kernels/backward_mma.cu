@@ -53,8 +53,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  "cp.async)");
         return 0;
     }
-    const size_t smem = p->head_dim == 64 ? fp_bwd_mma_kv_smem<64>::BYTES
-                                          : fp_bwd_mma_kv_smem<128>::BYTES;
+    const size_t smem =
+        p->head_dim == 64 ? fp_bwd_mma_kv_smem<64>::BYTES : fp_bwd_mma_kv_smem<128>::BYTES;
     if (smem > props->smem_per_block_optin) {
         snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
                  props->smem_per_block_optin);
@@ -79,15 +79,15 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
     if (!p->deterministic) {
         e = fp_raise_smem_limit<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>();
         if (e != gpuSuccess) return e;
-        fp_bwd_mma_kv_kernel<T, D, MODS, true>
-            FP_GPU_LAUNCH(kv_grid, FP_BWD_MMA_THREADS, kv_smem, L->stream)(a);
+        fp_bwd_mma_kv_kernel<T, D, MODS, true> FP_GPU_LAUNCH(kv_grid, FP_BWD_MMA_THREADS, kv_smem,
+                                                             L->stream)(a);
         if ((e = gpuGetLastError()) != gpuSuccess) return e;
         return fp_bwd_convert_dq<T>(L, a);
     }
     e = fp_raise_smem_limit<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>();
     if (e != gpuSuccess) return e;
-    fp_bwd_mma_kv_kernel<T, D, MODS, false>
-        FP_GPU_LAUNCH(kv_grid, FP_BWD_MMA_THREADS, kv_smem, L->stream)(a);
+    fp_bwd_mma_kv_kernel<T, D, MODS, false> FP_GPU_LAUNCH(kv_grid, FP_BWD_MMA_THREADS, kv_smem,
+                                                          L->stream)(a);
     if ((e = gpuGetLastError()) != gpuSuccess) return e;
     constexpr size_t q_smem = fp_bwd_mma_q_smem<D>::BYTES;
     e = fp_raise_smem_limit<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>();

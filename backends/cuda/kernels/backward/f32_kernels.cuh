@@ -32,10 +32,10 @@
 
 template <int DMAX> struct fp_bwd_f32_tile {
     static constexpr int BC = FP_BWD_F32_KEYS, BR = FP_BWD_F32_ROWS;
-    static constexpr int LD = DMAX + 1;   /* floats a row of Q, dO, K, V */
-    static constexpr int LDP = BC + 1;    /* floats a row of P and dS */
-    static constexpr int RPT = BR / 4;    /* rows a thread, 4 warps */
-    static constexpr int CPT = DMAX / 4;  /* dK, dV columns a thread */
+    static constexpr int LD = DMAX + 1;    /* floats a row of Q, dO, K, V */
+    static constexpr int LDP = BC + 1;     /* floats a row of P and dS */
+    static constexpr int RPT = BR / 4;     /* rows a thread, 4 warps */
+    static constexpr int CPT = DMAX / 4;   /* dK, dV columns a thread */
     static constexpr int QCPT = DMAX / 32; /* dQ columns a thread */
     static_assert(FP_BWD_F32_THREADS == 128 && BC == 32, "lane = key, 4 warps");
     static constexpr size_t FLOATS = (size_t)2 * BC * LD + 2 * BR * LD + 2 * BR * LDP + 2 * BR;
@@ -68,8 +68,8 @@ __device__ __forceinline__ void fp_bwd_f32_load(float *dst, const T *base, int64
 
 /* LSE (log2 domain) and D of query rows q0 .. q0 + BR - 1 of head h into the tile. */
 __device__ __forceinline__ void fp_bwd_f32_load_rows(float *lse, float *delta,
-                                                     const fp_bwd_params &a, const fp_seq &s,
-                                                     int h, int q0) {
+                                                     const fp_bwd_params &a, const fp_seq &s, int h,
+                                                     int q0) {
     const int i = q0 + (int)threadIdx.x;
     if (threadIdx.x < FP_BWD_F32_ROWS) {
         const bool in = i < s.nq;
@@ -159,8 +159,7 @@ __global__ void __launch_bounds__(FP_BWD_F32_THREADS) fp_bwd_f32_kv_kernel(const
         for (int q0 = rows.lo; q0 < rows.hi; q0 += Tile::BR) {
             const int n_rows = min(Tile::BR, s.nq - q0);
             __syncthreads(); /* the previous tile's readers are done */
-            fp_bwd_f32_load<T, DMAX>(t.q,
-                                     static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
+            fp_bwd_f32_load<T, DMAX>(t.q, static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
                                      a.qs.seq, Tile::BR, n_rows, a.d);
             fp_bwd_f32_load<T, DMAX>(t.d_o,
                                      static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0),
@@ -190,8 +189,7 @@ __global__ void __launch_bounds__(FP_BWD_F32_THREADS) fp_bwd_f32_kv_kernel(const
                     for (int r = 0; r < Tile::RPT; ++r) {
                         const int i = q0 + warp + 4 * r;
                         if (i < s.nq && c < a.d)
-                            atomicAdd(a.dq_acc + fp_lse_index(a.seq, s, h, i) * a.d + c,
-                                      acc[r][0]);
+                            atomicAdd(a.dq_acc + fp_lse_index(a.seq, s, h, i) * a.d + c, acc[r][0]);
                     }
                 }
             }

@@ -32,7 +32,8 @@ __device__ __forceinline__ void fp_bwd_p_ds(const fp_bwd_params &a, int b, int h
                                             float &x_to_p, float &dp_to_ds) {
     float p = 0.0f, grad = 1.0f;
     if (MODS) {
-        if (seen) p = exp2f(fp_bwd_score_log2(a.mods, x_to_p, b, h, i, j, nq, nkv, &grad) - lse_log2);
+        if (seen)
+            p = exp2f(fp_bwd_score_log2(a.mods, x_to_p, b, h, i, j, nq, nkv, &grad) - lse_log2);
     } else {
         p = fp_exp2_approx(seen ? fmaf(x_to_p, a.scale_log2, -lse_log2) : -INFINITY);
     }

@@ -72,12 +72,11 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     const int n_keys = min(BC, s.nkv - k0);
 
     const fp_kv_rows kv0 = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, k0);
-    KVLoader::template load<true, 2>(
-        sK,
-        fp_strided_rows<T, 2>{{static_cast<const T *>(a.k) + kv0.k,
-                               static_cast<const T *>(a.v) + kv0.v},
-                              {a.ks.seq, a.vs.seq}},
-        n_keys, a.d);
+    KVLoader::template load<true, 2>(sK,
+                                     fp_strided_rows<T, 2>{{static_cast<const T *>(a.k) + kv0.k,
+                                                            static_cast<const T *>(a.v) + kv0.v},
+                                                           {a.ks.seq, a.vs.seq}},
+                                     n_keys, a.d);
     const fp_bwd_rows rows = fp_bwd_rows_seeing(a.mods, k0, k0 + n_keys, s.nq, s.nkv);
     const int q_tiles = (rows.hi - rows.lo + BR - 1) / BR;
     const int n_steps = a.group * q_tiles;
@@ -202,9 +201,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
             int64_t acc_row[2];
 #pragma unroll
             for (int i = 0; i < 2; ++i)
-                acc_row[i] = row0 + 8 * i < s.nq
-                                 ? fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d
-                                 : -1;
+                acc_row[i] =
+                    row0 + 8 * i < s.nq ? fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d : -1;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 constexpr int HT = D_TILES / 2;
@@ -213,8 +211,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
 #pragma unroll
                 for (int ks = 0; ks < BC / 16; ++ks) {
                     uint32_t ads[4];
-                    fp_ldmatrix_x4_trans(
-                        ads, sDS_addr + 2u * fp_mma_swizzle_step(ds_lane, 16 * ks, 2 * warp, CPR_S));
+                    fp_ldmatrix_x4_trans(ads, sDS_addr + 2u * fp_mma_swizzle_step(ds_lane, 16 * ks,
+                                                                                  2 * warp, CPR_S));
 #pragma unroll
                     for (int dp = 0; dp < HT / 2; ++dp) {
                         uint32_t bk[4];
@@ -251,8 +249,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
 #pragma unroll
         for (int dt = 0; dt < D_TILES; ++dt) {
             const int col = 8 * dt + 2 * c;
-            *reinterpret_cast<uint32_t *>(gdk + col) = Ops::pack(
-                dk[0][dt][2 * i] * a.mods.scale, dk[0][dt][2 * i + 1] * a.mods.scale);
+            *reinterpret_cast<uint32_t *>(gdk + col) =
+                Ops::pack(dk[0][dt][2 * i] * a.mods.scale, dk[0][dt][2 * i + 1] * a.mods.scale);
             *reinterpret_cast<uint32_t *>(gdv + col) =
                 Ops::pack(dv[0][dt][2 * i], dv[0][dt][2 * i + 1]);
         }

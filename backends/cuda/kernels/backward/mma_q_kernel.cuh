@@ -26,7 +26,8 @@ template <int D> struct fp_bwd_mma_q_smem {
 };
 
 template <typename T, int D, bool MODS>
-__global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2) fp_bwd_mma_q_kernel(const fp_bwd_params a) {
+__global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
+    fp_bwd_mma_q_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BR = FP_BWD_MMA_ROWS, BC = FP_BWD_MMA_KEYS, THREADS = FP_BWD_MMA_THREADS;
     constexpr int CPR = D / 8;
@@ -158,8 +159,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2) fp_bwd_mma_q_kernel(con
         T *const gdq = static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, row0 + 8 * i);
 #pragma unroll
         for (int dt = 0; dt < D_TILES; ++dt)
-            *reinterpret_cast<uint32_t *>(gdq + 8 * dt + 2 * c) = Ops::pack(
-                dq[0][dt][2 * i] * a.mods.scale, dq[0][dt][2 * i + 1] * a.mods.scale);
+            *reinterpret_cast<uint32_t *>(gdq + 8 * dt + 2 * c) =
+                Ops::pack(dq[0][dt][2 * i] * a.mods.scale, dq[0][dt][2 * i + 1] * a.mods.scale);
     }
 #endif
 }

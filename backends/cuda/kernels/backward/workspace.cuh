@@ -18,7 +18,7 @@
 #include "../common/warp_reduce.cuh"
 #include "params.h"
 
-#define FP_BWD_ROW_WARPS 4 /* warps of a preprocessing or conversion block, one row each */
+#define FP_BWD_ROW_WARPS 4  /* warps of a preprocessing or conversion block, one row each */
 #define FP_BWD_ROWS      16 /* rows of a preprocessing or conversion block */
 
 static inline size_t fp_bwd_align(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -70,8 +70,8 @@ template <typename T> __global__ void fp_bwd_preprocess_kernel(const fp_bwd_para
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
-    for (int i = blockIdx.x * FP_BWD_ROWS + warp; i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS);
-         i += FP_BWD_ROW_WARPS) {
+    for (int i = blockIdx.x * FP_BWD_ROWS + warp;
+         i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS); i += FP_BWD_ROW_WARPS) {
         const T *o = static_cast<const T *>(a.o) + fp_q_offset(a.os, s, h, i);
         const T *d_o = static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, i);
         float dot = 0.0f;
@@ -93,8 +93,8 @@ template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_para
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
-    for (int i = blockIdx.x * FP_BWD_ROWS + warp; i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS);
-         i += FP_BWD_ROW_WARPS) {
+    for (int i = blockIdx.x * FP_BWD_ROWS + warp;
+         i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS); i += FP_BWD_ROW_WARPS) {
         const float *acc = a.dq_acc + fp_lse_index(a.seq, s, h, i) * a.d;
         T *dq = static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, i);
         for (int c = lane; c < a.d; c += 32) dq[c] = fp_from_f32<T>(acc[c] * a.mods.scale);
@@ -108,15 +108,15 @@ static inline dim3 fp_bwd_row_grid(const fp_problem *p) {
 
 template <typename T>
 static gpuError_t fp_bwd_preprocess(const fp_gpu_launch *L, const fp_bwd_params &a) {
-    fp_bwd_preprocess_kernel<T>
-        FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0, L->stream)(a);
+    fp_bwd_preprocess_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
+                                              L->stream)(a);
     return gpuGetLastError();
 }
 
 template <typename T>
 static gpuError_t fp_bwd_convert_dq(const fp_gpu_launch *L, const fp_bwd_params &a) {
-    fp_bwd_convert_dq_kernel<T>
-        FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0, L->stream)(a);
+    fp_bwd_convert_dq_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
+                                              L->stream)(a);
     return gpuGetLastError();
 }
 
