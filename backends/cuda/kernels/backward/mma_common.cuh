@@ -17,10 +17,15 @@
 
 #define FP_BWD_MMA_WARPS   4
 #define FP_BWD_MMA_THREADS (32 * FP_BWD_MMA_WARPS)
-/* Key-tile kernel: 16 keys a warp, query tiles of 64 rows. Query-tile kernel: 16 rows a warp,
- * key tiles of 64 keys. */
+/* Key-tile kernel: 16 keys a warp (FP_BWD_MMA_KEYS a block), query tiles of
+ * fp_bwd_mma_kv_rows<D> rows. Query-tile kernel: 16 rows a warp (FP_BWD_MMA_ROWS a block), key
+ * tiles of FP_BWD_MMA_KEYS keys. */
 #define FP_BWD_MMA_KEYS 64
 #define FP_BWD_MMA_ROWS 64
+
+/* Query rows a key-tile step covers: 64 at d = 64; 32 at d = 128, where dK and dV take 128
+ * registers a thread and S^T and dP^T of 64 rows would take 64 more, which ptxas spilled. */
+template <int D> __host__ __device__ constexpr int fp_bwd_mma_kv_rows() { return D > 64 ? 32 : 64; }
 
 /* P and dS of one (query i, key j) from the raw dot product x = q_i . k_j and dP, with the row's
  * LSE (log2 domain) and D. MODS: softcap, ALiBi or bias through fp_bwd_score_log2 (exact);

@@ -2,8 +2,8 @@
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
  * block per (key tile of FP_BWD_MMA_KEYS keys, batch, kv head), four warps of 16 keys each.
  * K and V of the tile stay in shared memory; the block walks every query tile of
- * FP_BWD_MMA_ROWS rows that sees one of its keys, for each query head of the kv head's group in
- * order, through a two-stage cp.async ring (Q, dO, and the rows' LSE and D from the
+ * fp_bwd_mma_kv_rows<D> rows that sees one of its keys, for each query head of the kv head's group
+ * in order, through a two-stage cp.async ring (Q, dO, and the rows' LSE and D from the
  * preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole walk, so
  * GQA sums its group's heads in a fixed order.
  *
@@ -12,10 +12,12 @@
  *   P^T, dS^T elementwise (backward/mma_common.cuh),
  *   dV += P^T dO and dK += dS^T Q        (A: P^T, dS^T straight from the accumulators, as the
  *                                         forward reuses P; B: dO, Q by ldmatrix.trans).
- * DQ_ATOMIC (fast mode): dS^T also goes to shared memory as [key][query], then warp w computes
- * dQ of query rows 16w .. 16w + 15 = dS K over the tile's 64 keys (A: dS by ldmatrix.trans of
- * the transposed store, which hands out exactly the A fragment; B: K by ldmatrix.trans) and adds
- * it to the f32 accumulator with atomics, half the columns at a time to spare registers.
+ * DQ_ATOMIC (fast mode): dS^T also goes to shared memory as [key][query] (rows padded by 16
+ * bytes: the eight rows of an ldmatrix phase, and the lanes of a store, fall in distinct banks),
+ * then each warp computes dQ = dS K over the tile's 64 keys for a 16-row slice of the queries
+ * and a share of the columns (A: dS by ldmatrix.trans of the transposed store, which hands out
+ * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
+ * atomics, at most 64 columns at a time to spare registers.
  * Without it (deterministic mode) mma_q_kernel.cuh computes dQ.
  *
  * Every layout and mask goes through the forward's shared headers (kv_addressing.cuh,
@@ -31,27 +33,34 @@
 #include "mma_common.cuh"
 
 template <int D> struct fp_bwd_mma_kv_smem {
-    static constexpr int BC = FP_BWD_MMA_KEYS, BR = FP_BWD_MMA_ROWS;
+    static constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    static constexpr int DS_LD = BR + 8; /* elements a row of dS^T */
     /* K, V; two stages of Q, dO; dS^T; two stages of LSE and D (f32). */
     static constexpr size_t BYTES =
-        (size_t)2 * (2 * BC * D + 2 * 2 * BR * D + BC * BR) + (size_t)4 * 2 * 2 * BR;
+        (size_t)2 * (2 * BC * D + 2 * 2 * BR * D + BC * DS_LD) + (size_t)4 * 2 * 2 * BR;
 };
 
 template <typename T, int D, bool MODS, bool DQ_ATOMIC>
 __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BC = FP_BWD_MMA_KEYS, BR = FP_BWD_MMA_ROWS, THREADS = FP_BWD_MMA_THREADS;
-    constexpr int CPR = D / 8;         /* 16-byte chunks a row of K, V, Q, dO */
-    constexpr int CPR_S = BR / 8;      /* chunks a row of dS^T */
+    constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    constexpr int THREADS = FP_BWD_MMA_THREADS, WARPS = FP_BWD_MMA_WARPS;
+    constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
+    constexpr int DS_LD = fp_bwd_mma_kv_smem<D>::DS_LD;
     constexpr int Q_TILES = BR / 8;    /* n-tiles of S^T (queries) */
     constexpr int QK_STEPS = D / 16;   /* k-steps of S^T and dP^T */
-    constexpr int D_TILES = D / 8;     /* n-tiles of dK, dV, dQ */
+    constexpr int D_TILES = D / 8;     /* n-tiles of dK, dV */
     constexpr int ROW_STEPS = BR / 16; /* k-steps of dV and dK */
-    static_assert(BC == 16 * FP_BWD_MMA_WARPS && BR == 16 * FP_BWD_MMA_WARPS,
-                  "a warp owns 16 keys, and 16 query rows of dQ");
-    static_assert(THREADS == 2 * BR, "one thread copies each row's LSE or D");
-    static_assert(CPR_S % 8 == 0, "the swizzle needs rows of 8 chunks");
+    /* dQ: 16-row slices of the query tile, each shared by WARPS / SLICES warps by columns, in
+     * passes of at most 64 columns (32 accumulator registers). */
+    constexpr int SLICES = BR / 16;
+    constexpr int WARP_COLS = D * SLICES / WARPS;
+    constexpr int PASSES = WARP_COLS > 64 ? WARP_COLS / 64 : 1;
+    constexpr int PASS_TILES = WARP_COLS / 8 / PASSES;
+    static_assert(BC == 16 * WARPS, "a warp owns 16 keys");
+    static_assert(WARPS % SLICES == 0 && PASS_TILES % 2 == 0, "warps share dQ's slices evenly");
+    static_assert(THREADS >= 2 * BR, "one thread copies each row's LSE or D");
     using Ops = fp_mma_ops<T>;
     using KVLoader = fp_tile_loader<T, BC, D, THREADS>;
     using QLoader = fp_tile_loader<T, BR, D, THREADS>;
@@ -60,7 +69,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     T *const sK = reinterpret_cast<T *>(fp_bwd_mma_smem);
     T *const sStages = sK + 2 * BC * D; /* stage st: Q at sStages + st * 2 BR D, dO after it */
     T *const sDS = sStages + 2 * 2 * BR * D;
-    float *const sRows = reinterpret_cast<float *>(sDS + BC * BR); /* stage st: LSE, then D */
+    float *const sRows = reinterpret_cast<float *>(sDS + BC * DS_LD); /* stage st: LSE, then D */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, c = lane & 3;
@@ -91,11 +100,13 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
                                    static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
                                   {a.qs.seq, a.os.seq}},
             s.nq - q0, a.d);
-        const int r = threadIdx.x % BR;
-        const bool in = q0 + r < s.nq;
-        const float *src = threadIdx.x < BR ? a.lse_log2 : a.delta;
-        fp_cp_async_4(fp_smem_addr(sRows + (n & 1) * 2 * BR + threadIdx.x),
-                      src + (in ? fp_lse_index(a.seq, s, h, q0 + r) : 0), in ? 4 : 0);
+        if (threadIdx.x < 2 * BR) {
+            const int r = threadIdx.x % BR;
+            const bool in = q0 + r < s.nq;
+            const float *src = threadIdx.x < BR ? a.lse_log2 : a.delta;
+            fp_cp_async_4(fp_smem_addr(sRows + (n & 1) * 2 * BR + threadIdx.x),
+                          src + (in ? fp_lse_index(a.seq, s, h, q0 + r) : 0), in ? 4 : 0);
+        }
     };
     if (n_steps > 0) load_step(0);
     fp_cp_async_commit();
@@ -108,7 +119,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     const int kv_lane = fp_mma_swizzle(16 * warp + a_row, a_chunk, CPR);
     const int qt_lane = fp_mma_swizzle(k_row, k_chunk, CPR);
     const int tr_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
-    const int ds_lane = fp_mma_swizzle(k_row, k_chunk, CPR_S);
+    const int ds_lane = k_row * DS_LD + 8 * k_chunk;
+    const int dq_slice = warp % SLICES, dq_col0 = warp / SLICES * WARP_COLS;
     const uint32_t sK_addr = fp_smem_addr(sK), sV_addr = sK_addr + 2u * BC * D;
     const uint32_t sDS_addr = fp_smem_addr(sDS);
     const fp_key_band band = fp_visible_band(a.mods, s.nq, s.nkv);
@@ -188,48 +200,48 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
 
         if (DQ_ATOMIC) {
             /* dS^T[key][query] rounded as dK used it: registers 2i, 2i + 1 are the adjacent
-             * queries 2c, 2c + 1 of key row g + 8i, one 4-byte store into chunk nt. */
+             * queries 8nt + 2c, + 1 of key row g + 8i, one 4-byte store. */
 #pragma unroll
             for (int nt = 0; nt < Q_TILES; ++nt)
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
-                    *reinterpret_cast<uint32_t *>(
-                        sDS + fp_mma_swizzle(16 * warp + g + 8 * i, nt, CPR_S) + 2 * c) =
+                    *reinterpret_cast<uint32_t *>(sDS + (16 * warp + g + 8 * i) * DS_LD + 8 * nt +
+                                                  2 * c) =
                         Ops::pack(dpt[0][nt][2 * i], dpt[0][nt][2 * i + 1]);
             __syncthreads();
-            const int row0 = q0 + 16 * warp + g; /* query rows g and g + 8 of the warp */
+            const int row0 = q0 + 16 * dq_slice + g; /* query rows g and g + 8 of the slice */
             int64_t acc_row[2];
 #pragma unroll
             for (int i = 0; i < 2; ++i)
                 acc_row[i] =
                     row0 + 8 * i < s.nq ? fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d : -1;
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                constexpr int HT = D_TILES / 2;
-                float dq[1][HT][4];
+            for (int pass = 0; pass < PASSES; ++pass) {
+                const int col0 = dq_col0 + pass * PASS_TILES * 8;
+                float dq[1][PASS_TILES][4];
                 fp_mma_zero(dq);
 #pragma unroll
                 for (int ks = 0; ks < BC / 16; ++ks) {
                     uint32_t ads[4];
-                    fp_ldmatrix_x4_trans(ads, sDS_addr + 2u * fp_mma_swizzle_step(ds_lane, 16 * ks,
-                                                                                  2 * warp, CPR_S));
+                    fp_ldmatrix_x4_trans(ads, sDS_addr +
+                                                  2u * (ds_lane + 16 * ks * DS_LD + 16 * dq_slice));
 #pragma unroll
-                    for (int dp = 0; dp < HT / 2; ++dp) {
+                    for (int dp = 0; dp < PASS_TILES / 2; ++dp) {
                         uint32_t bk[4];
                         fp_ldmatrix_x4_trans(
                             bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,
-                                                                   2 * (dp + half * HT / 2), CPR));
+                                                                   col0 / 8 + 2 * dp, CPR));
                         Ops::mma(dq[0][2 * dp], ads, bk[0], bk[1]);
                         Ops::mma(dq[0][2 * dp + 1], ads, bk[2], bk[3]);
                     }
                 }
 #pragma unroll
-                for (int dt = 0; dt < HT; ++dt)
+                for (int dt = 0; dt < PASS_TILES; ++dt)
 #pragma unroll
                     for (int r = 0; r < 4; ++r) {
                         const int64_t at = acc_row[r >> 1];
                         if (at >= 0)
-                            atomicAdd(a.dq_acc + at + 8 * (dt + half * HT) + 2 * c + (r & 1),
+                            atomicAdd(a.dq_acc + at + col0 + 8 * dt + 2 * c + (r & 1),
                                       dq[0][dt][r]);
                     }
             }
