@@ -13,7 +13,6 @@
 #include "backward/f32_kernels.cuh"
 #include "backward/workspace.cuh"
 #include "common/attention_args.cuh"
-#include "common/smem_limit.cuh"
 
 #define FP_BWD_F32_MAX_D 256
 
@@ -57,27 +56,20 @@ static gpuError_t launch_dim(const fp_gpu_launch *L, const fp_bwd_params &a) {
     constexpr size_t smem = fp_bwd_f32_tile<DMAX>::SMEM_BYTES;
     const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_F32_KEYS - 1) / FP_BWD_F32_KEYS),
                        (unsigned)(p->batch * p->heads_kv));
+    const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_F32_ROWS - 1) / FP_BWD_F32_ROWS),
+                      (unsigned)(p->batch * p->heads_q));
     gpuError_t e = fp_bwd_preprocess<T>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
-        e = fp_raise_smem_limit<fp_bwd_f32_kv_kernel<T, DMAX, true>, smem>();
-        if (e != gpuSuccess) return e;
-        fp_bwd_f32_kv_kernel<T, DMAX, true> FP_GPU_LAUNCH(kv_grid, FP_BWD_F32_THREADS, smem,
-                                                          L->stream)(a);
-        e = gpuGetLastError();
+        e = fp_bwd_launch<fp_bwd_f32_kv_kernel<T, DMAX, true>, smem>(kv_grid, FP_BWD_F32_THREADS,
+                                                                     L->stream, a);
         return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
     }
-    e = fp_raise_smem_limit<fp_bwd_f32_kv_kernel<T, DMAX, false>, smem>();
+    e = fp_bwd_launch<fp_bwd_f32_kv_kernel<T, DMAX, false>, smem>(kv_grid, FP_BWD_F32_THREADS,
+                                                                  L->stream, a);
     if (e != gpuSuccess) return e;
-    fp_bwd_f32_kv_kernel<T, DMAX, false> FP_GPU_LAUNCH(kv_grid, FP_BWD_F32_THREADS, smem,
-                                                       L->stream)(a);
-    if ((e = gpuGetLastError()) != gpuSuccess) return e;
-    e = fp_raise_smem_limit<fp_bwd_f32_q_kernel<T, DMAX>, smem>();
-    if (e != gpuSuccess) return e;
-    const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_F32_ROWS - 1) / FP_BWD_F32_ROWS),
-                      (unsigned)(p->batch * p->heads_q));
-    fp_bwd_f32_q_kernel<T, DMAX> FP_GPU_LAUNCH(q_grid, FP_BWD_F32_THREADS, smem, L->stream)(a);
-    return gpuGetLastError();
+    return fp_bwd_launch<fp_bwd_f32_q_kernel<T, DMAX>, smem>(q_grid, FP_BWD_F32_THREADS, L->stream,
+                                                             a);
 }
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {

@@ -19,7 +19,6 @@
 #include "backward/mma_q_kernel.cuh"
 #include "backward/workspace.cuh"
 #include "common/attention_args.cuh"
-#include "common/smem_limit.cuh"
 
 static int chunk_strides(const flashport_strides *s) {
     return s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
@@ -73,29 +72,21 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
     const fp_problem *p = &L->p;
     const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_MMA_KEYS - 1) / FP_BWD_MMA_KEYS),
                        (unsigned)(p->batch * p->heads_kv));
-    constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D>::BYTES;
+    const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
+                      (unsigned)(p->batch * p->heads_q));
+    constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D>::BYTES, q_smem = fp_bwd_mma_q_smem<D>::BYTES;
     gpuError_t e = fp_bwd_preprocess<T>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
-        e = fp_raise_smem_limit<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>();
-        if (e != gpuSuccess) return e;
-        fp_bwd_mma_kv_kernel<T, D, MODS, true> FP_GPU_LAUNCH(kv_grid, FP_BWD_MMA_THREADS, kv_smem,
-                                                             L->stream)(a);
-        if ((e = gpuGetLastError()) != gpuSuccess) return e;
-        return fp_bwd_convert_dq<T>(L, a);
+        e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>(
+            kv_grid, FP_BWD_MMA_THREADS, L->stream, a);
+        return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
     }
-    e = fp_raise_smem_limit<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>();
+    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>(kv_grid, FP_BWD_MMA_THREADS,
+                                                                        L->stream, a);
     if (e != gpuSuccess) return e;
-    fp_bwd_mma_kv_kernel<T, D, MODS, false> FP_GPU_LAUNCH(kv_grid, FP_BWD_MMA_THREADS, kv_smem,
-                                                          L->stream)(a);
-    if ((e = gpuGetLastError()) != gpuSuccess) return e;
-    constexpr size_t q_smem = fp_bwd_mma_q_smem<D>::BYTES;
-    e = fp_raise_smem_limit<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>();
-    if (e != gpuSuccess) return e;
-    const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
-                      (unsigned)(p->batch * p->heads_q));
-    fp_bwd_mma_q_kernel<T, D, MODS> FP_GPU_LAUNCH(q_grid, FP_BWD_MMA_THREADS, q_smem, L->stream)(a);
-    return gpuGetLastError();
+    return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>(q_grid, FP_BWD_MMA_THREADS,
+                                                                  L->stream, a);
 }
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {

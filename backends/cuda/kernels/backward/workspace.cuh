@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "../common/dtype.cuh"
+#include "../common/smem_limit.cuh"
 #include "../common/warp_reduce.cuh"
 #include "params.h"
 
@@ -106,8 +107,11 @@ static inline dim3 fp_bwd_row_grid(const fp_problem *p) {
                 (unsigned)(p->batch * p->heads_q));
 }
 
+/* Both launch nothing for packed Q without rows (seq_q = max_seqlen_q = 0): an empty grid is a
+ * launch error. */
 template <typename T>
 static gpuError_t fp_bwd_preprocess(const fp_gpu_launch *L, const fp_bwd_params &a) {
+    if (L->p.seq_q == 0) return gpuSuccess;
     fp_bwd_preprocess_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
                                               L->stream)(a);
     return gpuGetLastError();
@@ -115,8 +119,21 @@ static gpuError_t fp_bwd_preprocess(const fp_gpu_launch *L, const fp_bwd_params 
 
 template <typename T>
 static gpuError_t fp_bwd_convert_dq(const fp_gpu_launch *L, const fp_bwd_params &a) {
+    if (L->p.seq_q == 0) return gpuSuccess;
     fp_bwd_convert_dq_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
                                               L->stream)(a);
+    return gpuGetLastError();
+}
+
+/* Enqueues KERNEL on grid with SMEM bytes of dynamic shared memory, raising its limit first;
+ * an empty grid (no keys, or packed Q without rows) launches nothing. */
+template <auto KERNEL, size_t SMEM>
+static gpuError_t fp_bwd_launch(dim3 grid, int threads, gpuStream_t stream,
+                                const fp_bwd_params &a) {
+    if (grid.x == 0) return gpuSuccess;
+    const gpuError_t e = fp_raise_smem_limit<KERNEL, SMEM>();
+    if (e != gpuSuccess) return e;
+    KERNEL FP_GPU_LAUNCH(grid, threads, SMEM, stream)(a);
     return gpuGetLastError();
 }
 
