@@ -74,8 +74,19 @@ static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem
     memset(params, 0, sizeof *params);
     why[0] = '\0';
     if (op == FP_OP_FORWARD && (kernels[i]->info.features & FP_FEATURE_BACKWARD)) {
-        snprintf(why, why_len,
-                 "computes only the gradients (flashport_attention_backward), no forward output");
+        /* The problem's features are named too: a forced decline names what it was asked. */
+        const unsigned asked = fp_problem_features(p, FP_OP_FORWARD);
+        size_t used = (size_t)snprintf(why, why_len,
+                                       "computes only the gradients "
+                                       "(flashport_attention_backward), no forward output");
+        const char *sep = " (asked for ";
+        for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
+            if ((asked & bit) && used < why_len) {
+                used +=
+                    (size_t)snprintf(why + used, why_len - used, "%s%s", sep, fp_feature_name(bit));
+                sep = ", ";
+            }
+        if (asked && used < why_len) snprintf(why + used, why_len - used, ")");
         return 0;
     }
     const unsigned missing = fp_problem_features(p, op) & ~kernels[i]->info.features;
