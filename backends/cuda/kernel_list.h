@@ -1,8 +1,8 @@
 /*
  * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X): the ladder (the
  * write-up's eight steps, kernels/ladder/) in its order, then the production kernels
- * (kernels/; the mfma_* entries are the HIP build's matrix-core kernels, backends/hip/kernels/),
- * then the backward variants.
+ * (kernels/; hopper_wgmma is kernels/hopper/, built for sm_90a alone; the mfma_* entries are the
+ * HIP build's matrix-core kernels, backends/hip/kernels/), then the backward variants.
  * The build defines FP_HAVE_KERNEL_<name> for each <name>.cu it compiles, so the list holds
  * exactly the variants that are linked; the planner builds its table from it.
  */
@@ -61,6 +61,11 @@
 #else
 #define FP_KERNEL_IF_decode_mma(X)
 #endif
+#ifdef FP_HAVE_KERNEL_hopper_wgmma
+#define FP_KERNEL_IF_hopper_wgmma(X) X(hopper_wgmma)
+#else
+#define FP_KERNEL_IF_hopper_wgmma(X)
+#endif
 #ifdef FP_HAVE_KERNEL_tensor_core_mma
 #define FP_KERNEL_IF_tensor_core_mma(X) X(tensor_core_mma)
 #else
@@ -118,10 +123,11 @@
             FP_KERNEL_IF_transposed_smem(X) FP_KERNEL_IF_double_buffered(X)                        \
                 FP_KERNEL_IF_wmma_f16(X)
 #define FP_GPU_PRODUCTION_KERNELS(X)                                                               \
-    FP_KERNEL_IF_decode_mma(X) FP_KERNEL_IF_decode(X) FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                       \
-        FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)        \
-            FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)                 \
-                FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
+    FP_KERNEL_IF_decode_mma(X) FP_KERNEL_IF_decode(X) FP_KERNEL_IF_hopper_wgmma(X)                 \
+        FP_KERNEL_IF_tensor_core_mma(X) FP_KERNEL_IF_tensor_core_mma_split_kv(X)                   \
+            FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)    \
+                FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)             \
+                    FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
 /* The backward pass (FP_OP_BACKWARD): these variants compute nothing else. */
 #define FP_GPU_BACKWARD_KERNELS(X) FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_f32(X)
 #define FP_GPU_KERNELS(X)                                                                          \

@@ -4,7 +4,8 @@
  * Automatic choice. A problem of at most 16 query rows per sequence (decode) goes to a decode
  * kernel, which reads K and V once per kv head at memory bandwidth: f16/bf16 with more than one
  * row per kv head (GQA, several queries) to decode_mma on the tensor cores, the rest to decode
- * on the CUDA cores. Otherwise f16/bf16 go to the
+ * on the CUDA cores. Otherwise f16/bf16 go, on compute capability 9.0 where it is built, to the
+ * Hopper kernel (wgmma, TMA; after the split form when the grid is small), then to the
  * matrix-core kernel (tensor cores on CUDA, MFMA on HIP; vendors/ names it), f32 to the 3xTF32
  * tensor-core kernels where they are built and take the problem (f32 accuracy at a multiple of the
  * CUDA-core rate; d > 256 to the wide form, which splits the keys itself on small grids), else to
@@ -39,6 +40,9 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
  * and the wide form for 256 < d <= 1024, which splits the keys itself when the grid is small. */
 #define F32_TENSOR_KERNEL      "tensor_core_tf32x3"
 #define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
+
+/* f16/bf16 on sm_90a (kernels/hopper/), tried first on compute capability 9.0 when built. */
+#define HOPPER_KERNEL "hopper_wgmma"
 
 /* Decode, for problems of at most this many query rows per sequence, when built. */
 #define DECODE_KERNEL      "decode"
@@ -172,8 +176,8 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
     const int f32_tensor = f32 && find_kernel(F32_TENSOR_KERNEL) >= 0;
     const char *tensor_kind = "f32 on tensor cores (3xTF32 split, f32 accuracy)";
     const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
-    const char *order[6 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
-    const char *kinds[6];
+    const char *order[7 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    const char *kinds[7];
     int n_order = 0;
     if (p->seq_q <= DECODE_MAX_QUERIES) {
         const int rows_per_kv_head = (int)(p->heads_q / p->heads_kv * p->seq_q);
@@ -191,12 +195,22 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
         order[n_order++] = F32_WIDE_TENSOR_KERNEL;
     }
     const char *first = small_grid ? split : plain, *second = small_grid ? plain : split;
+    const int hopper = !f32 && props->cc_major == 9 && find_kernel(HOPPER_KERNEL) >= 0;
+    const char *hopper_kind = "f16/bf16 on Hopper (wgmma, TMA, warp specialisation)";
+    if (hopper && !small_grid) {
+        kinds[n_order] = hopper_kind;
+        order[n_order++] = HOPPER_KERNEL;
+    }
     if (f32_tensor && !small_grid) {
         kinds[n_order] = tensor_kind;
         order[n_order++] = F32_TENSOR_KERNEL;
     }
     kinds[n_order] = kind;
     order[n_order++] = first;
+    if (hopper && small_grid) {
+        kinds[n_order] = hopper_kind;
+        order[n_order++] = HOPPER_KERNEL;
+    }
     if (f32_tensor && small_grid) {
         kinds[n_order] = tensor_kind;
         order[n_order++] = F32_TENSOR_KERNEL;

@@ -14,11 +14,25 @@
 #include "fp_half.h"
 
 static const char *const canonical_order[] = {
-    "naive_tiled",  "smem_tiled",       "register_tiled",     "wide_register_tile",
-    "float4_loads", "transposed_smem",  "double_buffered",    "wmma_f16",
-    "decode_mma",   "decode",           "tensor_core_mma",    "tensor_core_mma_split_kv",
-    "fa2_f32",      "fa2_f32_split_kv", "tensor_core_tf32x3", "tensor_core_tf32x3_wide",
-    "backward_mma", "backward_f32",
+    "naive_tiled",
+    "smem_tiled",
+    "register_tiled",
+    "wide_register_tile",
+    "float4_loads",
+    "transposed_smem",
+    "double_buffered",
+    "wmma_f16",
+    "decode_mma",
+    "decode",
+    "hopper_wgmma",
+    "tensor_core_mma",
+    "tensor_core_mma_split_kv",
+    "fa2_f32",
+    "fa2_f32_split_kv",
+    "tensor_core_tf32x3",
+    "tensor_core_tf32x3_wide",
+    "backward_mma",
+    "backward_f32",
 };
 #define N_CANONICAL (int)(sizeof canonical_order / sizeof canonical_order[0])
 

@@ -1,0 +1,301 @@
+/*
+ * FlashAttention-3 style forward for f16 and bf16 on sm_90a: warp-specialised, TMA-fed,
+ * wgmma-computed.
+ *
+ * One block = BR = 128 query rows of one (batch, query head), 3 warpgroups:
+ *   - warpgroup 0, the producer: gives its registers back (setmaxnreg) and one thread issues
+ *     every TMA copy: the Q tile once, then K and V tiles of BC = 128 keys into a ring of STAGES
+ *     stages, each stage with a "K full", a "V full" and an "empty" mbarrier;
+ *   - warpgroups 1 and 2, the consumers: take the registers, own 64 query rows each and walk
+ *     the key tiles: wait for K, S = Q K^T by wgmma from shared memory, online softmax on the
+ *     S accumulators, P converted in registers to wgmma's A operand, wait for V, O += P V by
+ *     wgmma with P from registers and V read transposed, then release the stage.
+ *
+ * Every tile copy lands in the 128-byte swizzled panels of fragment_layout.h; only TMA writes
+ * shared memory and only wgmma reads it (both in the async proxy), and every read waits on the
+ * barrier that the copy completes, so no other fence is needed.
+ *
+ * Masks: the keys a warpgroup's rows see come from common/score_mods.cuh (causal, bottom-right
+ * aligned, and sliding windows): the block visits only the tiles some row sees, a warpgroup
+ * computes only the tiles some of its rows see, and tiles that not all its rows see whole get
+ * a per-score test. Rows past Nq and keys past Nkv arrive as zeros from TMA; the latter are
+ * masked, the former never stored.
+ *
+ * Stage ordering of the ring: a consumer releases stage s for tile t only after it has waited
+ * on the "full" barriers of tile t, which the producer signals only after both consumers
+ * released tile t - STAGES; so no consumer's release can count towards an earlier phase of the
+ * "empty" barrier, even when one warpgroup skips the math of a tile.
+ */
+#ifndef FP_HOPPER_FORWARD_KERNEL_CUH
+#define FP_HOPPER_FORWARD_KERNEL_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../common/kv_addressing.cuh"
+#include "../common/ptx.cuh"
+#include "../common/score_mods.cuh"
+#include "fragment_layout.h"
+#include "tma_mbarrier.cuh"
+#include "wgmma_ops.cuh"
+
+#define FP_HOPPER_BR               128 /* query rows of a block: 64 per consumer warpgroup */
+#define FP_HOPPER_BC               128 /* keys of a tile */
+#define FP_HOPPER_THREADS          384 /* producer + 2 consumer warpgroups */
+#define FP_HOPPER_CONSUMER_THREADS 256
+
+/* What the kernel gets besides its three tensor maps, by value. */
+struct fp_hopper_params {
+    void *o;
+    float *lse; /* NULL: not wanted */
+    flashport_strides os;
+    fp_seq_layout seq;  /* dense Q and K/V (the variant declines the rest) */
+    fp_score_mods mods; /* causal and windows only */
+    int group;          /* query heads per kv head */
+    float scale_log2;   /* scale * log2(e), signed */
+    int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
+};
+
+/* Shared-memory plan of one instance: Q, the K and V rings, the barriers, and the slack that
+ * lets the kernel align the tiles to 1024 bytes itself (the dynamic window's base is only
+ * guaranteed 16-byte aligned). */
+template <int D, int STAGES> struct fp_hopper_smem {
+    static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * 2;
+    static constexpr uint32_t KV_BYTES = FP_HOPPER_BC * D * 2; /* one K or V tile */
+    static constexpr uint32_t K_OFF = Q_BYTES;
+    static constexpr uint32_t V_OFF = K_OFF + STAGES * KV_BYTES;
+    static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
+    /* q_full, then k_full, v_full and empty per stage */
+    static constexpr uint32_t BARS = 1 + 3 * STAGES;
+    static constexpr size_t BYTES = (size_t)BAR_OFF + 8 * BARS + FP_HOPPER_ATOM_BYTES;
+    static_assert(Q_BYTES % FP_HOPPER_ATOM_BYTES == 0 && KV_BYTES % FP_HOPPER_ATOM_BYTES == 0,
+                  "every panel starts on a swizzle atom");
+};
+
+/* One consumer warpgroup's running state: the O accumulators and, for its two rows per
+ * thread, the running maximum (log2 domain) and this thread's share of the row sum. */
+template <int D> struct fp_hopper_rows {
+    float o[D / 2];
+    float m[2], l[2];
+};
+
+/* S (BC keys) of one tile -> P in place, with the online-softmax update of m, l and O. MASK:
+ * test each score against the keys its row sees. */
+template <bool MASK, int D>
+static __device__ __forceinline__ void
+fp_hopper_softmax(float (&s)[FP_HOPPER_BC / 2], fp_hopper_rows<D> &r, float scale_log2, int tid,
+                  int row0, int kb, int key_end, const fp_key_band &band) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < FP_HOPPER_BC / 2; ++i) {
+        float v = s[i] * scale_log2;
+        if (MASK) {
+            const int row = row0 + fp_hopper_acc_row(tid, i);
+            const int key = kb + fp_hopper_acc_col(tid, i);
+            if (key >= key_end || !fp_in_band(band, row, key)) v = -INFINITY;
+        }
+        s[i] = v;
+        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], v);
+    }
+    float alpha[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        /* A row's scores sit in the four lanes of a quad. */
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(r.m[h], mx[h]);
+        /* A row that has seen no key yet keeps m = -inf: subtract 0 so that exp2 gives 0, not
+         * NaN. */
+        base[h] = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[h] = fp_exp2_approx(r.m[h] - base[h]);
+        r.m[h] = m_new;
+        r.l[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int i = 0; i < FP_HOPPER_BC / 2; ++i) {
+        const float p = fp_exp2_approx(s[i] - base[(i / 2) % 2]);
+        s[i] = p;
+        r.l[(i / 2) % 2] += p;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
+}
+
+template <typename T> static __device__ __forceinline__ uint32_t fp_hopper_pack(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__half>(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__nv_bfloat16>(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+template <typename T, int D, int STAGES>
+__global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
+    fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
+                             const __grid_constant__ CUtensorMap k_map,
+                             const __grid_constant__ CUtensorMap v_map, const fp_hopper_params a) {
+    /* wgmma and setmaxnreg exist only in sm_90a code. The build compiles this file for sm_90a
+     * alone; a pass for any other target (nvcc -arch=sm_90a also emits compute_90 PTX) gets a
+     * body that traps instead of computing garbage. */
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();
+#elif defined(__CUDA_ARCH__)
+    using Smem = fp_hopper_smem<D, STAGES>;
+    constexpr int BR = FP_HOPPER_BR, BC = FP_HOPPER_BC, PANELS = D / FP_HOPPER_PANEL_COLS;
+    static_assert(D % FP_HOPPER_PANEL_COLS == 0, "head dim in whole 128-byte panels");
+
+    extern __shared__ unsigned char fp_hopper_smem_raw[];
+    const uint32_t raw = fp_smem_addr(fp_hopper_smem_raw);
+    const uint32_t base = (raw + FP_HOPPER_ATOM_BYTES - 1) & ~(uint32_t)(FP_HOPPER_ATOM_BYTES - 1);
+    const uint32_t sQ = base, sK = base + Smem::K_OFF, sV = base + Smem::V_OFF;
+    const uint32_t q_full = base + Smem::BAR_OFF;
+    auto k_full = [&](int s) { return q_full + 8u * (1 + s); };
+    auto v_full = [&](int s) { return q_full + 8u * (1 + STAGES + s); };
+    auto empty = [&](int s) { return q_full + 8u * (1 + 2 * STAGES + s); };
+
+    const int warpgroup = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        fp_mbarrier_init(q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            fp_mbarrier_init(k_full(s), 1);
+            fp_mbarrier_init(v_full(s), 1);
+            fp_mbarrier_init(empty(s), FP_HOPPER_CONSUMER_THREADS);
+        }
+        fp_mbarrier_init_fence();
+    }
+    __syncthreads();
+
+    const fp_score_mods mods = a.mods;
+    const fp_seq s = fp_sequence(a.seq, blockIdx.y / a.seq.heads_q);
+    const int h = blockIdx.y % a.seq.heads_q, hk = h / a.group;
+    /* Causal blocks near the bottom do the most work: start them first. */
+    const int m_block = mods.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int q0 = m_block * BR;
+    /* The key tiles some row of the block sees. */
+    const fp_span_keys span = fp_visible_span(mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, s.nkv);
+    const int k_begin = span.lo;
+    const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
+
+    if (warpgroup == 0) {
+        fp_setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            fp_tma_prefetch_map(&q_map);
+            fp_tma_prefetch_map(&k_map);
+            fp_tma_prefetch_map(&v_map);
+            fp_mbarrier_arrive_expect_tx(q_full, Smem::Q_BYTES);
+            for (int p = 0; p < PANELS; ++p)
+                fp_tma_load_4d(sQ + p * BR * 128, &q_map, q_full, p * FP_HOPPER_PANEL_COLS, q0, h,
+                               s.b);
+            for (int t = 0; t < n_tiles; ++t) {
+                const int st = t % STAGES;
+                /* Stage st last held tile t - STAGES: wait until both consumers let it go. */
+                if (t >= STAGES) fp_mbarrier_wait(empty(st), ((t / STAGES) - 1) & 1);
+                const int kb = k_begin + t * BC;
+                fp_mbarrier_arrive_expect_tx(k_full(st), Smem::KV_BYTES);
+                for (int p = 0; p < PANELS; ++p)
+                    fp_tma_load_4d(sK + st * Smem::KV_BYTES + p * BC * 128, &k_map, k_full(st),
+                                   p * FP_HOPPER_PANEL_COLS, kb, hk, s.b);
+                fp_mbarrier_arrive_expect_tx(v_full(st), Smem::KV_BYTES);
+                for (int p = 0; p < PANELS; ++p)
+                    fp_tma_load_4d(sV + st * Smem::KV_BYTES + p * BC * 128, &v_map, v_full(st),
+                                   p * FP_HOPPER_PANEL_COLS, kb, hk, s.b);
+            }
+        }
+        return;
+    }
+
+    fp_setmaxnreg_inc<240>();
+    const int tid = threadIdx.x - 128 * warpgroup; /* thread within the warpgroup */
+    const int row0 = q0 + 64 * (warpgroup - 1);    /* first query row of the warpgroup */
+    const bool active = row0 < s.nq;
+    const fp_span_keys wk =
+        fp_visible_span(mods, row0, min(row0 + 63, s.nq - 1), s.nq, s.nkv, s.nkv);
+    const fp_key_band band = fp_visible_band(mods, s.nq, s.nkv);
+    const uint32_t sQ_wg = sQ + (warpgroup - 1) * 64 * 128; /* this warpgroup's 64 rows */
+
+    fp_hopper_rows<D> r;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) r.o[i] = 0.0f;
+    r.m[0] = r.m[1] = -INFINITY;
+    r.l[0] = r.l[1] = 0.0f;
+
+    fp_mbarrier_wait(q_full, 0);
+    for (int t = 0; t < n_tiles; ++t) {
+        const int st = t % STAGES;
+        const uint32_t parity = (t / STAGES) & 1;
+        const int kb = k_begin + t * BC;
+        fp_mbarrier_wait(k_full(st), parity);
+        /* A tile none of this warpgroup's rows sees leaves its state as it is: skip the math
+         * (the waits above and below keep the ring's phases in step). */
+        const bool visible = active && kb < wk.hi && kb + BC > wk.lo;
+        float sacc[BC / 2];
+        if (visible) {
+            const uint32_t k_tile = sK + st * Smem::KV_BYTES;
+            fp_wgmma_fence_operand(sacc);
+            fp_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                fp_wgmma_ss_m64n128k16<T>(sacc, fp_hopper_desc_k_major(sQ_wg, BR, kk),
+                                          fp_hopper_desc_k_major(k_tile, BC, kk), kk > 0);
+            fp_wgmma_commit();
+            fp_wgmma_wait<0>();
+            fp_wgmma_fence_operand(sacc);
+            if (kb < wk.full_lo || kb + BC > wk.full_hi)
+                fp_hopper_softmax<true>(sacc, r, a.scale_log2, tid, row0, kb, s.nkv, band);
+            else
+                fp_hopper_softmax<false>(sacc, r, a.scale_log2, tid, row0, kb, s.nkv, band);
+        }
+        fp_mbarrier_wait(v_full(st), parity);
+        if (visible) {
+            const uint32_t v_tile = sV + st * Smem::KV_BYTES;
+            uint32_t pa[BC / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    pa[kk][j] = fp_hopper_pack<T>(sacc[fp_hopper_p_source(kk, j, 0)],
+                                                  sacc[fp_hopper_p_source(kk, j, 1)]);
+            fp_wgmma_fence_operand(r.o);
+            fp_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; ++kk)
+                fp_wgmma_pv<T, D>::run(r.o, pa[kk], fp_hopper_desc_n_major(v_tile, BC, kk), 1);
+            fp_wgmma_commit();
+            fp_wgmma_wait<0>();
+            fp_wgmma_fence_operand(r.o);
+        }
+        fp_mbarrier_arrive(empty(st));
+    }
+    if (!active) return;
+
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        float row_l = r.l[hh];
+        row_l += __shfl_xor_sync(0xffffffffu, row_l, 1);
+        row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
+        const int row = row0 + fp_hopper_acc_row(tid, 2 * hh);
+        if (row >= s.nq) continue;
+        /* l == 0 only when no key was visible; a NaN l must stay NaN. */
+        const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+        T *go = static_cast<T *>(a.o) + fp_q_offset(a.os, s, h, row);
+#pragma unroll
+        for (int i = 2 * hh; i < D / 2; i += 4) {
+            const int col = fp_hopper_acc_col(tid, i);
+            const float v0 = r.o[i] * inv_l, v1 = r.o[i + 1] * inv_l;
+            if (a.o_pairs) {
+                *reinterpret_cast<uint32_t *>(go + col) = fp_hopper_pack<T>(v0, v1);
+            } else {
+                go[col] = T(v0);
+                go[col + 1] = T(v1);
+            }
+        }
+        if (a.lse && tid % 4 == 0)
+            a.lse[fp_lse_index(a.seq, s, h, row)] =
+                row_l == 0.0f ? -INFINITY : (r.m[hh] + log2f(row_l)) * 0.693147180559945309f;
+    }
+#endif
+}
+
+#endif /* FP_HOPPER_FORWARD_KERNEL_CUH */

@@ -1,0 +1,94 @@
+/*
+ * Host side of the Hopper forward's TMA: the 4-d tiled tensor map of one of Q, K and V, built by
+ * the driver's cuTensorMapEncodeTiled. The module links only the static runtime, so the driver
+ * function is looked up through cudaGetDriverEntryPointByVersion at first use, not linked.
+ *
+ * A map sees the tensor as [batch][heads][rows][head_dim] with the caller's element strides
+ * (dimension 0, the head dim, contiguous) and copies boxes of 64 columns x `box_rows` rows of
+ * one head with 128-byte swizzle (fragment_layout.h). TMA needs the base 16-byte aligned and
+ * every stride of a dimension longer than 1 a positive multiple of 16 bytes below 2^40; a
+ * dimension of length 1 is never stepped, so its stride is replaced by a legal one.
+ */
+#ifndef FP_HOPPER_TENSOR_MAP_H
+#define FP_HOPPER_TENSOR_MAP_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#include <mutex>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../../kernel_table.h"
+#include "fragment_layout.h"
+
+#define FP_HOPPER_STRIDE_LIMIT ((int64_t)1 << 40)
+
+/* 1 when a dimension of `len` with element stride `stride` (2-byte elements) is one TMA can
+ * step; else 0 and the reason, naming the tensor and the stride. */
+static inline int fp_hopper_stride_fits(const char *tensor, const char *dim, int64_t len,
+                                        int64_t stride, char *why, size_t why_len) {
+    if (len <= 1) return 1;
+    if (stride <= 0 || (stride * 2) % 16 != 0 || stride * 2 >= FP_HOPPER_STRIDE_LIMIT) {
+        snprintf(why, why_len,
+                 "TMA needs %s's %s stride to be a positive multiple of 8 elements (16 bytes) "
+                 "below 2^39, got %lld",
+                 tensor, dim, (long long)stride);
+        return 0;
+    }
+    return 1;
+}
+
+static inline int fp_hopper_strides_fit(const char *tensor, const flashport_strides *st,
+                                        int64_t batch, int64_t heads, int64_t rows, char *why,
+                                        size_t why_len) {
+    return fp_hopper_stride_fits(tensor, "sequence", rows, st->seq, why, why_len) &&
+           fp_hopper_stride_fits(tensor, "head", heads, st->head, why, why_len) &&
+           fp_hopper_stride_fits(tensor, "batch", batch, st->batch, why, why_len);
+}
+
+/* The driver's cuTensorMapEncodeTiled, looked up once; NULL when the driver lacks it. */
+static inline PFN_cuTensorMapEncodeTiled_v12000 fp_hopper_encode_fn(void) {
+    static std::once_flag once;
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
+    std::call_once(once, [] {
+        void *ptr = NULL;
+        cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
+                                             cudaEnableDefault, &found) == cudaSuccess &&
+            found == cudaDriverEntryPointSuccess)
+            fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+        else
+            (void)cudaGetLastError(); /* a missing symbol is this variant's problem alone */
+    });
+    return fn;
+}
+
+/* The map of a [batch][heads][rows][head_dim] tensor at base; cudaSuccess, or the error the
+ * launch returns. */
+static inline cudaError_t fp_hopper_encode(CUtensorMap *map, const void *base, flashport_dtype dt,
+                                           const flashport_strides *st, int64_t batch,
+                                           int64_t heads, int64_t rows, int64_t head_dim,
+                                           int box_rows) {
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = fp_hopper_encode_fn();
+    if (!encode) return cudaErrorNotSupported;
+    if ((uintptr_t)base % 16 != 0) return cudaErrorMisalignedAddress;
+    const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)rows, (cuuint64_t)heads,
+                                (cuuint64_t)batch};
+    /* Bytes between consecutive rows, heads and batches; a length-1 dimension gets 16. */
+    const int64_t elem_strides[3] = {st->seq, st->head, st->batch};
+    cuuint64_t strides[3];
+    for (int i = 0; i < 3; ++i)
+        strides[i] = dims[i + 1] <= 1 ? 16u : (cuuint64_t)(elem_strides[i] * 2);
+    const cuuint32_t box[4] = {FP_HOPPER_PANEL_COLS, (cuuint32_t)box_rows, 1, 1};
+    const cuuint32_t elem_step[4] = {1, 1, 1, 1};
+    const CUresult r = encode(
+        map,
+        dt == FLASHPORT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        4, const_cast<void *>(base), dims, strides, box, elem_step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+#endif /* FP_HOPPER_TENSOR_MAP_H */
