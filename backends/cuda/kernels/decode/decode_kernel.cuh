@@ -84,8 +84,8 @@ struct fp_decode_args {
     int tile_keys;           /* splits are whole tiles of this many keys */
     float *part_o, *part_ml; /* splits > 1: the split_kv.h workspace */
     int64_t part_rows;
-    unsigned
-        *tickets; /* splits > 1: one zeroed arrival counter per row chunk (blockIdx / splits) */
+    /* splits > 1: one zeroed arrival counter per row chunk, at blockIdx.x / splits */
+    unsigned *tickets;
 };
 
 /* Shared memory of one block: the ring, reused for the groups' merge once the keys are done. */

@@ -35,6 +35,10 @@ template <int D> struct fp_decode_mma_smem {
     static constexpr int BYTES = BODY + Q + STATS;
 };
 
+/* What the rows that are off read in place of Q: a valid address holding a zero, so that a
+ * thread's Q loads carry no branch and are all in flight at once. */
+static __device__ const uint16_t fp_decode_mma_zero = 0;
+
 template <typename T, int D>
 __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const fp_decode_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -67,7 +71,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
 
     /* Q, swizzled, rows that are off zero (Q's strides need no alignment: element loads). All
      * of a thread's loads are issued before any is stored, so the block waits for one memory
-     * latency, not one per element. */
+     * latency, not one per element as a loop of guarded loads and stores does. */
     constexpr int Q_PASSES = ROWS * D / FP_DECODE_THREADS;
     static_assert(ROWS * D % FP_DECODE_THREADS == 0, "whole passes over Q");
     T qv[Q_PASSES];
@@ -75,8 +79,9 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     for (int i = 0; i < Q_PASSES; i++) {
         const int e = i * FP_DECODE_THREADS + threadIdx.x;
         const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, e / D);
-        qv[i] = x.on ? ((const T *)a.q)[fp_q_offset(a.qs, B.s, x.h, x.i) + e % D]
-                     : Ops::from_float(0.0f);
+        const T *src = x.on ? (const T *)a.q + fp_q_offset(a.qs, B.s, x.h, x.i) + e % D
+                            : (const T *)&fp_decode_mma_zero;
+        qv[i] = *src;
     }
 #pragma unroll
     for (int i = 0; i < Q_PASSES; i++) {
