@@ -297,32 +297,40 @@ __device__ __forceinline__ float fp_decode_block_max(const fp_decode_args &a,
     return m;
 }
 
-/* Starts the copies of keys j0 .. j0 + TILE_KEYS - 1 into k_tile and v_tile; rows at or past
- * k1 are zero-filled without reading. Thread t copies 16-byte vector t % ROW_VECS of every
- * (THREADS / ROW_VECS)-th row, stored in row order, or at the chunk position of
- * mma/fragment_layout.h's swizzle for the tensor-core kernel's ldmatrix reads. */
+/* Starts the copies of keys j0 .. j0 + TILE_KEYS - 1 into k_tile and v_tile (j0 < k1); rows at
+ * or past k1 are zero-filled without reading. Thread t copies 16-byte vector t % ROW_VECS of
+ * every (THREADS / ROW_VECS)-th row, stored in row order, or at the chunk position of
+ * mma/fragment_layout.h's swizzle for the tensor-core kernel's ldmatrix reads. Rows' places are
+ * looked up before their copies, so that a paged cache's block-table reads are in flight
+ * together rather than one before each copy; rows past k1 look up row k1 - 1, a valid place. */
 template <typename T, int D, int TILE_KEYS, bool SWIZZLED>
 __device__ __forceinline__ void fp_decode_issue(const fp_decode_args &a, const fp_seq &s, int hk,
                                                 int j0, int k1, char *k_tile, char *v_tile) {
     constexpr int N = fp_vec16<T>::N, ROW_VECS = D / N;
     constexpr int ROWS_PER_PASS = FP_DECODE_THREADS / ROW_VECS;
+    constexpr int PASSES = TILE_KEYS / ROWS_PER_PASS;
     static_assert(TILE_KEYS % ROWS_PER_PASS == 0, "whole passes");
-    const int part = threadIdx.x % ROW_VECS;
+    /* Places looked up GROUP rows at a time: registers for more would spill at D = 256. */
+    constexpr int GROUP = PASSES < 8 ? PASSES : 8;
+    static_assert(PASSES % GROUP == 0, "whole groups of passes");
+    const int part = threadIdx.x % ROW_VECS, r0 = threadIdx.x / ROW_VECS;
 #pragma unroll
-    for (int pass = 0; pass < TILE_KEYS / ROWS_PER_PASS; pass++) {
-        const int r = threadIdx.x / ROW_VECS + pass * ROWS_PER_PASS;
-        const int j = j0 + r;
-        const int bytes = j < k1 ? 16 : 0;
-        const T *k_src = (const T *)a.k, *v_src = (const T *)a.v;
-        if (j < k1) {
-            const fp_kv_place at = fp_kv_locate(a.seq, s, j);
-            k_src += fp_kv_offset(a.ks, at, hk) + part * N;
-            v_src += fp_kv_offset(a.vs, at, hk) + part * N;
+    for (int g = 0; g < PASSES; g += GROUP) {
+        fp_kv_place at[GROUP];
+#pragma unroll
+        for (int i = 0; i < GROUP; i++)
+            at[i] = fp_kv_locate(a.seq, s, min(j0 + r0 + (g + i) * ROWS_PER_PASS, k1 - 1));
+#pragma unroll
+        for (int i = 0; i < GROUP; i++) {
+            const int r = r0 + (g + i) * ROWS_PER_PASS;
+            const int bytes = j0 + r < k1 ? 16 : 0;
+            const T *k_src = (const T *)a.k + fp_kv_offset(a.ks, at[i], hk) + part * N;
+            const T *v_src = (const T *)a.v + fp_kv_offset(a.vs, at[i], hk) + part * N;
+            const int dst = SWIZZLED ? fp_mma_swizzle(r, part, ROW_VECS) * (int)sizeof(T)
+                                     : (r * ROW_VECS + part) * 16;
+            fp_cp_async_16(fp_smem_addr(k_tile + dst), k_src, bytes);
+            fp_cp_async_16(fp_smem_addr(v_tile + dst), v_src, bytes);
         }
-        const int dst = SWIZZLED ? fp_mma_swizzle(r, part, ROW_VECS) * (int)sizeof(T)
-                                 : (r * ROW_VECS + part) * 16;
-        fp_cp_async_16(fp_smem_addr(k_tile + dst), k_src, bytes);
-        fp_cp_async_16(fp_smem_addr(v_tile + dst), v_src, bytes);
     }
 }
 
