@@ -24,7 +24,6 @@ struct gpu_device {
     fp_gpu_device_props props = {};
     void *workspace; /* grows to the largest plan's need; released on close */
     size_t workspace_bytes;
-    unsigned *tickets; /* FP_GPU_TICKETS counters, zeroed once when allocated; NULL until then */
 };
 
 struct gpu_timer {
@@ -197,7 +196,6 @@ static void dev_close(void *d) {
     device_scope selected_device(dev->index);
     gpu_log_failure(selected_device.error, "SetDevice");
     if (dev->workspace) gpu_log_failure(dev_free(dev, dev->workspace), free_call(dev));
-    if (dev->tickets) gpu_log_failure(dev_free(dev, dev->tickets), free_call(dev));
     if (!dev->borrowed) {
         gpu_log_failure(gpuStreamSynchronize(dev->stream), "StreamSynchronize");
         gpu_log_failure(gpuStreamDestroy(dev->stream), "StreamDestroy");
@@ -274,29 +272,12 @@ static flashport_status ensure_workspace(gpu_device *dev, size_t bytes) {
     return FLASHPORT_OK;
 }
 
-/* The context's arrival counters (kernel_table.h), cleared once on its stream: the kernels that
- * use them leave them zero. */
-static flashport_status ensure_tickets(gpu_device *dev) {
-    if (dev->tickets) return FLASHPORT_OK;
-    const size_t bytes = FP_GPU_TICKETS * sizeof(unsigned);
-    void *t = NULL;
-    GPU_CHECK(dev_malloc(dev, &t, bytes), malloc_call(dev));
-    const gpuError_t e = gpuMemsetAsync(t, 0, bytes, dev->stream);
-    if (e != gpuSuccess) {
-        gpu_log_failure(dev_free(dev, t), free_call(dev));
-        return gpu_failed(e, "MemsetAsync", NULL);
-    }
-    dev->tickets = (unsigned *)t;
-    return FLASHPORT_OK;
-}
-
 static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p, const fp_args *args) {
     gpu_device *dev = (gpu_device *)d;
     const fp_gpu_kernel *k = fp_gpu_kernel_at(pl->variant);
     if (!k) return host->error(FLASHPORT_ERROR_INTERNAL, NAME, "run: no variant %d", pl->variant);
     SELECT(dev);
     flashport_status st = ensure_workspace(dev, pl->workspace_bytes);
-    if (!st) st = ensure_tickets(dev);
     if (st) return st;
 
     fp_gpu_kernel_params params;
@@ -309,7 +290,6 @@ static flashport_status run(void *d, const fp_plan *pl, const fp_problem *p, con
     L.o = args->o;
     L.lse = (float *)args->lse;
     L.workspace = pl->workspace_bytes ? dev->workspace : NULL;
-    L.tickets = dev->tickets;
     L.params = &params;
     L.args = args;
     L.stream = dev->stream;

@@ -62,19 +62,12 @@ typedef union fp_gpu_kernel_params {
 static_assert(sizeof(fp_gpu_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
               "a plan holds the kernel parameters");
 
-/* Arrival counters of a context: FP_GPU_TICKETS of them, zero whenever a launch starts. A kernel
- * whose blocks count their arrivals on them (the decode kernels' in-kernel merge of their
- * splits) returns each one it used to zero before it ends, so no call needs to clear them. One
- * context queues its launches on one stream, so no two launches use them at once. */
-#define FP_GPU_TICKETS 4096
-
 typedef struct fp_gpu_launch {
     fp_problem p;          /* validated, scale != 0 */
     const void *q, *k, *v; /* device pointers */
     void *o;
     float *lse;                         /* NULL: no LSE */
     void *workspace;                    /* plan.workspace_bytes bytes, or NULL when 0 */
-    unsigned *tickets;                  /* FP_GPU_TICKETS zeroed counters of the context */
     const fp_gpu_kernel_params *params; /* what the variant's supports() chose */
     const fp_args *args; /* every buffer of the call (tables, slopes, bias, descales, ...) */
     gpuStream_t stream;

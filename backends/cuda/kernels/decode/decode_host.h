@@ -8,7 +8,6 @@
 
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "../common/attention_args.cuh"
 #include "../common/smem_limit.cuh"
@@ -63,22 +62,6 @@ static inline int fp_decode_common_support(const fp_problem *p, const fp_gpu_dev
     return 1;
 }
 
-/* FLASHPORT_DECODE_SPLITS, for tuning sweeps: a split count to use in place of the computed
- * one, within the same bounds (fp_decode_share). 0 when unset or empty; -1 with the reason when
- * it is not a number from 1 to FP_DECODE_MAX_SPLITS. */
-static inline int fp_decode_splits_from_env(char *why, size_t why_len) {
-    const char *env = getenv("FLASHPORT_DECODE_SPLITS");
-    if (!env || !*env) return 0;
-    char *end = NULL;
-    const long n = strtol(env, &end, 10);
-    if (*end != '\0' || !(env[0] >= '0' && env[0] <= '9') || n < 1 || n > FP_DECODE_MAX_SPLITS) {
-        snprintf(why, why_len, "FLASHPORT_DECODE_SPLITS=%s is not a split count from 1 to %d", env,
-                 FP_DECODE_MAX_SPLITS);
-        return -1;
-    }
-    return (int)n;
-}
-
 /* Rows chunks and splits for blocks of `rows` rows. Sequences of one length (dense K/V): as
  * many blocks as one wave of blocks_per_sm per SM holds, rounded down, since one block more
  * than the GPU holds at once costs a whole second wave. Sequences whose lengths the host cannot
@@ -103,15 +86,9 @@ static inline int fp_decode_share(const fp_problem *p, const fp_gpu_device_props
         if (more > span / FP_DECODE_MIXED_MIN_KEYS) more = span / FP_DECODE_MIXED_MIN_KEYS;
         if (more > splits) splits = more;
     }
-    const int forced = fp_decode_splits_from_env(why, why_len);
-    if (forced < 0) return 0;
-    if (forced > 0) splits = forced;
     const int64_t most = span / (FP_DECODE_MIN_TILES_PER_SPLIT * tile_keys);
     if (splits > most) splits = most;
     if (p->q_varlen) splits = 1; /* packed Q is not split (fp_split_kv_takes says why) */
-    if (splits > FP_DECODE_MAX_SPLITS) splits = FP_DECODE_MAX_SPLITS;
-    /* Each row chunk of a split grid counts its blocks' arrivals on a ticket of its own. */
-    if (units > FP_GPU_TICKETS) splits = 1;
     d->splits = splits < 1 ? 1 : (int)splits;
     if (units * d->splits > INT_MAX) {
         snprintf(why, why_len, "batch*heads_kv = %lld is more blocks than one launch takes",
@@ -159,11 +136,11 @@ static inline fp_decode_args fp_decode_args_make(const fp_gpu_launch *L, int til
     a.part_o = (float *)L->workspace;
     a.part_ml =
         a.splits > 1 ? (float *)((char *)L->workspace + fp_split_kv_ml_offset(p, a.splits)) : NULL;
-    a.tickets = L->tickets;
     return a;
 }
 
-/* Enqueues KERNEL over the decode grid of L: one launch, the merge of the splits included. */
+/* Enqueues KERNEL over the decode grid of L, then the merge of the splits when there are more
+ * than one. */
 template <auto KERNEL, size_t SMEM>
 static inline gpuError_t fp_decode_launch(const fp_gpu_launch *L, int tile_keys) {
     gpuError_t e = fp_raise_smem_limit<KERNEL, SMEM>();
@@ -171,7 +148,9 @@ static inline gpuError_t fp_decode_launch(const fp_gpu_launch *L, int tile_keys)
     const fp_decode_args a = fp_decode_args_make(L, tile_keys);
     const unsigned blocks = (unsigned)(L->p.batch * L->p.heads_kv * a.row_chunks * a.splits);
     KERNEL FP_GPU_LAUNCH(blocks, FP_DECODE_THREADS, SMEM, L->stream)(a);
-    return gpuGetLastError();
+    e = gpuGetLastError();
+    if (e != gpuSuccess || a.splits == 1) return e;
+    return fp_split_kv_merge(L, a.splits);
 }
 
 #endif /* FP_DECODE_HOST_H */

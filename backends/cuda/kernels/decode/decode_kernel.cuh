@@ -13,10 +13,8 @@
  *    with one rescale per tile, and the groups merge through shared memory at the end.
  *  - Splits. Blocks along the keys (splits of whole tiles of the rows' visible span) fill the
  *    GPU when B * Hkv is small; each writes its normalised partial and (m, l) to the workspace
- *    in the split_kv.h layout and takes a ticket of its (sequence, kv head, row chunk); the
- *    block that arrives last merges the partials in split order and writes O and LSE, so no
- *    second kernel runs and the result does not depend on the order of arrival. With one split
- *    the block writes O and LSE itself.
+ *    in the split_kv.h layout, and fp_split_kv_merge combines them. With one split the block
+ *    writes O and LSE itself.
  *
  * Every API v2 feature goes through the shared headers: kv_addressing.cuh for dense, varlen and
  * paged K/V, score_mods.cuh for window, softcap, ALiBi, bias and sinks. FP8 descales multiply
@@ -34,7 +32,6 @@
 #include "../common/online_softmax.cuh"
 #include "../common/ptx.cuh"
 #include "../common/score_mods.cuh"
-#include "../common/warp_reduce.cuh"
 #include "../mma/fragment_layout.h"
 #include "vector16.cuh"
 
@@ -43,8 +40,6 @@
 #define FP_DECODE_STAGES      4
 /* A split of fewer keys than this many tiles spends more on its Q rows and merge than it saves. */
 #define FP_DECODE_MIN_TILES_PER_SPLIT 2
-/* The last block of a row chunk keeps one weight per (split, row) in shared memory. */
-#define FP_DECODE_MAX_SPLITS 256
 
 /* The compile-time shape of one (storage type, head dim) instance. */
 template <typename T, int D> struct fp_decode_shape {
@@ -84,8 +79,6 @@ struct fp_decode_args {
     int tile_keys;           /* splits are whole tiles of this many keys */
     float *part_o, *part_ml; /* splits > 1: the split_kv.h workspace */
     int64_t part_rows;
-    /* splits > 1: one zeroed arrival counter per row chunk, at blockIdx.x / splits */
-    unsigned *tickets;
 };
 
 /* Shared memory of one block: the ring, reused for the groups' merge once the keys are done. */
@@ -183,62 +176,13 @@ __device__ __forceinline__ bool fp_decode_full(const fp_decode_block &B, int j0,
     return j0 >= B.all_lo && j0 + n <= min(B.all_hi, B.k1);
 }
 
-/* The merge of a row chunk's splits by the block that arrived last: per row, weights
- * w_s = l_s 2^(m_s - M) / sum_s l_s 2^(m_s - M) with M = max_s m_s (split_kv.h), kept in
- * weights[s * ROWS + r], then O = sum_s w_s part_o_s summed in split order. One warp per row
- * finds M and the sum; a row no split saw gives O = 0 and LSE = -inf. Partials are read past
- * L1 (__ldcg): other SMs wrote them. */
-template <int ROWS, int D>
-__device__ __forceinline__ void fp_decode_merge_splits(const fp_decode_args &a,
-                                                       const fp_decode_block &B, float *weights) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = warp; r < ROWS; r += FP_DECODE_THREADS / 32) {
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, r);
-        if (!x.on) continue;
-        const int64_t row = fp_lse_index(a.seq, B.s, x.h, x.i);
-        float m = -INFINITY;
-        for (int s = lane; s < a.splits; s += 32)
-            m = fmaxf(m, __ldcg(a.part_ml + 2 * (s * a.part_rows + row)));
-        m = fp_group_max<32>(m);
-        const float base = m == -INFINITY ? 0.0f : m; /* no split saw a key: every l_s is 0 */
-        float total = 0.0f;
-        for (int s = lane; s < a.splits; s += 32) {
-            const float2 ml = __ldcg((const float2 *)a.part_ml + s * a.part_rows + row);
-            const float w = ml.y * exp2f(ml.x - base);
-            weights[s * ROWS + r] = w;
-            total += w;
-        }
-        total = fp_group_sum<32>(total);
-        const float inv = total == 0.0f ? 0.0f : 1.0f / total;
-        for (int s = lane; s < a.splits; s += 32) weights[s * ROWS + r] *= inv;
-        if (a.lse && lane == 0)
-            a.lse[row] = total == 0.0f ? -INFINITY : (m + log2f(total)) * FP_LN2;
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < ROWS * D; idx += FP_DECODE_THREADS) {
-        const int r = idx / D, col = idx % D;
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, r);
-        if (!x.on) continue;
-        const float *po = a.part_o + fp_lse_index(a.seq, B.s, x.h, x.i) * D + col;
-        const int64_t step = a.part_rows * D;
-        float o = 0.0f;
-        /* Unrolled so that several splits' loads are in flight at once. */
-#pragma unroll 8
-        for (int s = 0; s < a.splits; s++)
-            o = fmaf(weights[s * ROWS + r], __ldcg(po + s * step), o);
-        fp_decode_store(a.o, a.out_dtype, fp_q_offset(a.os, B.s, x.h, x.i) + col, o);
-    }
-}
-
 /* The end of a block: GROUPS partial results per row, each scaled to the block's maximum (the
  * groups' and, in split 0, the sink's) and stored at merge[(group * ROWS + row) * D + col],
  * with each group's (m, l) in stat_m, stat_l, are summed and written: as O and LSE with one
- * split, else as the split's partial, and the last split of the row chunk to arrive merges
- * them all (the merge buffer then holds its weights). Split 0 also counts the sink, a key with
- * a zero value. */
+ * split, else as the split's partial. Split 0 also counts the sink, a key with a zero value. */
 template <int GROUPS, int ROWS, int D>
 __device__ __forceinline__ void fp_decode_write(const fp_decode_args &a, const fp_decode_block &B,
-                                                float *merge, const float *stat_m,
+                                                const float *merge, const float *stat_m,
                                                 const float *stat_l) {
     for (int idx = threadIdx.x; idx < ROWS * D; idx += blockDim.x) {
         const int r = idx / D, col = idx % D;
@@ -268,22 +212,6 @@ __device__ __forceinline__ void fp_decode_write(const fp_decode_args &a, const f
             }
         }
     }
-    if (a.splits == 1) return;
-
-    /* Partials visible device-wide before the ticket is taken; the last block resets the
-     * counter for the next launch, since every other block of the chunk has taken its ticket. */
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned *ticket = a.tickets + blockIdx.x / a.splits;
-        last = atomicAdd(ticket, 1u) == (unsigned)a.splits - 1;
-        if (last) atomicExch(ticket, 0u);
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    fp_decode_merge_splits<ROWS, D>(a, B, merge);
 }
 
 /* The block's maximum of row r for scaling its groups: the groups' maxima and, in split 0,
@@ -297,40 +225,32 @@ __device__ __forceinline__ float fp_decode_block_max(const fp_decode_args &a,
     return m;
 }
 
-/* Starts the copies of keys j0 .. j0 + TILE_KEYS - 1 into k_tile and v_tile (j0 < k1); rows at
- * or past k1 are zero-filled without reading. Thread t copies 16-byte vector t % ROW_VECS of
- * every (THREADS / ROW_VECS)-th row, stored in row order, or at the chunk position of
- * mma/fragment_layout.h's swizzle for the tensor-core kernel's ldmatrix reads. Rows' places are
- * looked up before their copies, so that a paged cache's block-table reads are in flight
- * together rather than one before each copy; rows past k1 look up row k1 - 1, a valid place. */
+/* Starts the copies of keys j0 .. j0 + TILE_KEYS - 1 into k_tile and v_tile; rows at or past
+ * k1 are zero-filled without reading. Thread t copies 16-byte vector t % ROW_VECS of every
+ * (THREADS / ROW_VECS)-th row, stored in row order, or at the chunk position of
+ * mma/fragment_layout.h's swizzle for the tensor-core kernel's ldmatrix reads. */
 template <typename T, int D, int TILE_KEYS, bool SWIZZLED>
 __device__ __forceinline__ void fp_decode_issue(const fp_decode_args &a, const fp_seq &s, int hk,
                                                 int j0, int k1, char *k_tile, char *v_tile) {
     constexpr int N = fp_vec16<T>::N, ROW_VECS = D / N;
     constexpr int ROWS_PER_PASS = FP_DECODE_THREADS / ROW_VECS;
-    constexpr int PASSES = TILE_KEYS / ROWS_PER_PASS;
     static_assert(TILE_KEYS % ROWS_PER_PASS == 0, "whole passes");
-    /* Places looked up GROUP rows at a time: registers for more would spill at D = 256. */
-    constexpr int GROUP = PASSES < 8 ? PASSES : 8;
-    static_assert(PASSES % GROUP == 0, "whole groups of passes");
-    const int part = threadIdx.x % ROW_VECS, r0 = threadIdx.x / ROW_VECS;
+    const int part = threadIdx.x % ROW_VECS;
 #pragma unroll
-    for (int g = 0; g < PASSES; g += GROUP) {
-        fp_kv_place at[GROUP];
-#pragma unroll
-        for (int i = 0; i < GROUP; i++)
-            at[i] = fp_kv_locate(a.seq, s, min(j0 + r0 + (g + i) * ROWS_PER_PASS, k1 - 1));
-#pragma unroll
-        for (int i = 0; i < GROUP; i++) {
-            const int r = r0 + (g + i) * ROWS_PER_PASS;
-            const int bytes = j0 + r < k1 ? 16 : 0;
-            const T *k_src = (const T *)a.k + fp_kv_offset(a.ks, at[i], hk) + part * N;
-            const T *v_src = (const T *)a.v + fp_kv_offset(a.vs, at[i], hk) + part * N;
-            const int dst = SWIZZLED ? fp_mma_swizzle(r, part, ROW_VECS) * (int)sizeof(T)
-                                     : (r * ROW_VECS + part) * 16;
-            fp_cp_async_16(fp_smem_addr(k_tile + dst), k_src, bytes);
-            fp_cp_async_16(fp_smem_addr(v_tile + dst), v_src, bytes);
+    for (int pass = 0; pass < TILE_KEYS / ROWS_PER_PASS; pass++) {
+        const int r = threadIdx.x / ROW_VECS + pass * ROWS_PER_PASS;
+        const int j = j0 + r;
+        const int bytes = j < k1 ? 16 : 0;
+        const T *k_src = (const T *)a.k, *v_src = (const T *)a.v;
+        if (j < k1) {
+            const fp_kv_place at = fp_kv_locate(a.seq, s, j);
+            k_src += fp_kv_offset(a.ks, at, hk) + part * N;
+            v_src += fp_kv_offset(a.vs, at, hk) + part * N;
         }
+        const int dst = SWIZZLED ? fp_mma_swizzle(r, part, ROW_VECS) * (int)sizeof(T)
+                                 : (r * ROW_VECS + part) * 16;
+        fp_cp_async_16(fp_smem_addr(k_tile + dst), k_src, bytes);
+        fp_cp_async_16(fp_smem_addr(v_tile + dst), v_src, bytes);
     }
 }
 
@@ -338,8 +258,6 @@ template <typename T, int D, int ROWS>
 __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_decode_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using S = fp_decode_shape<T, D>;
-    static_assert(FP_DECODE_MAX_SPLITS * ROWS * 4 <= fp_decode_smem<T, D, ROWS>::RING,
-                  "the merge's weights fit");
     extern __shared__ __align__(16) char smem[];
     float *stat_m =
         (float *)(smem + fp_decode_smem<T, D, ROWS>::BYTES - fp_decode_smem<T, D, ROWS>::STATS);
@@ -359,19 +277,6 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
         row_lo[r] = x.lo;
         row_hi[r] = x.hi;
         row_on[r] = x.on;
-    }
-
-    /* The ring's first tiles are in flight while Q is read. */
-    const int tiles = (k1 - k0 + S::TILE_KEYS - 1) / S::TILE_KEYS;
-    auto issue = [&](int tile, int slot) {
-        char *k_tile = smem + slot * FP_DECODE_STAGE_BYTES;
-        fp_decode_issue<T, D, S::TILE_KEYS, false>(a, s, hk, k0 + tile * S::TILE_KEYS, k1, k_tile,
-                                                   k_tile + FP_DECODE_STAGE_BYTES / 2);
-    };
-#pragma unroll
-    for (int t = 0; t < FP_DECODE_STAGES - 1; t++) {
-        if (t < tiles) issue(t, t);
-        fp_cp_async_commit();
     }
 
     /* Q rows, dequantised, the lane's columns: vector v of the lane is row vector
@@ -402,6 +307,17 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
         for (int e = 0; e < S::ELEMS; e++) acc[r][e] = 0.0f;
     }
 
+    const int tiles = (k1 - k0 + S::TILE_KEYS - 1) / S::TILE_KEYS;
+    auto issue = [&](int tile, int slot) {
+        char *k_tile = smem + slot * FP_DECODE_STAGE_BYTES;
+        fp_decode_issue<T, D, S::TILE_KEYS, false>(a, s, hk, k0 + tile * S::TILE_KEYS, k1, k_tile,
+                                                   k_tile + FP_DECODE_STAGE_BYTES / 2);
+    };
+#pragma unroll
+    for (int t = 0; t < FP_DECODE_STAGES - 1; t++) {
+        if (t < tiles) issue(t, t);
+        fp_cp_async_commit();
+    }
     const bool plain = !fp_score_mods_any(a.mods);
     for (int t = 0; t < tiles; t++) {
         fp_cp_async_wait<FP_DECODE_STAGES - 2>();

@@ -35,10 +35,6 @@ template <int D> struct fp_decode_mma_smem {
     static constexpr int BYTES = BODY + Q + STATS;
 };
 
-/* What the rows that are off read in place of Q: a valid address holding a zero, so that a
- * thread's Q loads carry no branch and are all in flight at once. */
-static __device__ const uint16_t fp_decode_mma_zero = 0;
-
 template <typename T, int D>
 __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const fp_decode_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -47,7 +43,6 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     constexpr int ROWS = FP_DECODE_MMA_ROWS, CPR = D / 8, QK_STEPS = D / 16, D_TILES = D / 8;
     constexpr int TILE = FP_DECODE_MMA_TILE_KEYS;
     static_assert(FP_DECODE_THREADS == 32 * FP_DECODE_MMA_WARPS, "one warp per 16 keys");
-    static_assert(FP_DECODE_MAX_SPLITS * ROWS * 4 <= M::BODY, "the merge's weights fit");
     extern __shared__ __align__(16) char smem[];
     T *sQ = (T *)(smem + M::BODY);
     float *stat_m = (float *)(smem + M::BODY + M::Q), *stat_l = stat_m + FP_DECODE_MMA_WARPS * ROWS;
@@ -56,37 +51,12 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     const int b = B.s.b, k0 = B.k0, k1 = B.k1;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-    /* The ring's first tiles are in flight while Q is staged. */
-    const int tiles = (k1 - k0 + TILE - 1) / TILE;
-    auto issue = [&](int tile, int slot) {
-        char *k_tile = smem + slot * M::STAGE;
-        fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
-                                          k_tile + M::STAGE / 2);
-    };
-#pragma unroll
-    for (int t = 0; t < M::STAGES - 1; t++) {
-        if (t < tiles) issue(t, t);
-        fp_cp_async_commit();
-    }
-
-    /* Q, swizzled, rows that are off zero (Q's strides need no alignment: element loads). All
-     * of a thread's loads are issued before any is stored, so the block waits for one memory
-     * latency, not one per element as a loop of guarded loads and stores does. */
-    constexpr int Q_PASSES = ROWS * D / FP_DECODE_THREADS;
-    static_assert(ROWS * D % FP_DECODE_THREADS == 0, "whole passes over Q");
-    T qv[Q_PASSES];
-#pragma unroll
-    for (int i = 0; i < Q_PASSES; i++) {
-        const int e = i * FP_DECODE_THREADS + threadIdx.x;
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, e / D);
-        const T *src = x.on ? (const T *)a.q + fp_q_offset(a.qs, B.s, x.h, x.i) + e % D
-                            : (const T *)&fp_decode_mma_zero;
-        qv[i] = *src;
-    }
-#pragma unroll
-    for (int i = 0; i < Q_PASSES; i++) {
-        const int e = i * FP_DECODE_THREADS + threadIdx.x, c = e % D;
-        sQ[fp_mma_swizzle(e / D, c / 8, CPR) + c % 8] = qv[i];
+    /* Q, swizzled, rows that are off zero (Q's strides need no alignment: element loads). */
+    for (int e = threadIdx.x; e < ROWS * D; e += FP_DECODE_THREADS) {
+        const int r = e / D, c = e % D;
+        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, r);
+        sQ[fp_mma_swizzle(r, c / 8, CPR) + c % 8] =
+            x.on ? ((const T *)a.q)[fp_q_offset(a.qs, B.s, x.h, x.i) + c] : Ops::from_float(0.0f);
     }
     /* This lane's accumulator rows, g and g + 8. */
     fp_decode_row mine[2];
@@ -107,6 +77,17 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     float o[1][D_TILES][4], m[1][2], l[1][2];
     fp_mma_softmax_init(m, l, o);
 
+    const int tiles = (k1 - k0 + TILE - 1) / TILE;
+    auto issue = [&](int tile, int slot) {
+        char *k_tile = smem + slot * M::STAGE;
+        fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
+                                          k_tile + M::STAGE / 2);
+    };
+#pragma unroll
+    for (int t = 0; t < M::STAGES - 1; t++) {
+        if (t < tiles) issue(t, t);
+        fp_cp_async_commit();
+    }
     const bool plain = !fp_score_mods_any(a.mods);
     const float scale_log2 = a.mods.scale * FP_LOG2E;
     for (int t = 0; t < tiles; t++) {
