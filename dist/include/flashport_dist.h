@@ -9,15 +9,16 @@
  * K/V block and return to the rank that owns it; dQ stays where Q is.
  *
  * This is a separate library (libflashport-dist) over the public flashport API: the core has no
- * dependency on MPI. Include <mpi.h> before this header to declare the calls that take an
- * MPI communicator.
+ * dependency on MPI or NCCL. Include <mpi.h> (and, for the GPU calls, <nccl.h>) before this
+ * header to declare the calls that take their communicators; the NCCL calls exist in builds
+ * where nccl.h and libnccl were found (flashport_dist_has_nccl).
  *
  * Every call is collective: every rank of the communicator makes it with the same descriptor
  * (only the buffers differ). Inputs are checked on every rank and the checks are shared before
  * any transfer starts, so bad input on one rank (mismatched shard sizes, P not dividing N, a
  * NULL buffer, a problem the backend declines) returns the same status on every rank, each
  * with a message naming the rank and the cause, and no output is written. The library never
- * aborts; a failed transfer is reported as FLASHPORT_ERROR_DEVICE naming the MPI call.
+ * aborts; a failed transfer is reported as FLASHPORT_ERROR_DEVICE naming the MPI or NCCL call.
  */
 #ifndef FLASHPORT_DIST_H
 #define FLASHPORT_DIST_H
@@ -76,6 +77,9 @@ typedef struct flashport_dist_stats {
 /* Message of the last failed flashport_dist call on this thread ("" when none). */
 FLASHPORT_API const char *flashport_dist_last_error(void);
 
+/* 1 when this build has the NCCL calls. */
+FLASHPORT_API int flashport_dist_has_nccl(void);
+
 #if defined(MPI_VERSION)
 /* Forward pass on host arrays, over MPI: ctx is a CPU context (reference or cpu_simd) of this
  * rank. q [n rows, heads_q], k and v [n rows, heads_kv], o like q, by d->layout; lse may be NULL,
@@ -95,6 +99,27 @@ FLASHPORT_API flashport_status flashport_dist_attention_backward_mpi(
     void *d_k, void *d_v, flashport_dist_stats *stats);
 #endif
 
+#if defined(NCCL_MAJOR)
+/* Forward pass on device arrays of one GPU per rank, over NCCL: ctx is a cuda context on
+ * `stream` (flashport_context_create_on_queue("cuda", stream, ...)), where the attention and
+ * the merges run; the transfers run on a stream of the call's own, ordered by events, each next
+ * block's while the current one is attended to. Buffers as in the MPI call, device pointers of
+ * ctx's device, ordered after the work queued on `stream`. The ranks share their checks before
+ * the ring and their status after it (an all-gather on `stream`, waited for), so the call
+ * returns once the ring has run, with the output's conversion queued on `stream`. stats may be
+ * NULL; when given, the call waits for the stream, and wait_ms is the time `stream` stalled on
+ * a transfer (compute_ms the rest of the call). */
+FLASHPORT_API flashport_status flashport_dist_attention_nccl(
+    ncclComm_t comm, cudaStream_t stream, flashport_context *ctx, const flashport_dist_desc *d,
+    const void *q, const void *k, const void *v, void *o, float *lse, flashport_dist_stats *stats);
+
+/* Backward pass on device arrays, over NCCL: as flashport_dist_attention_backward_mpi, with the
+ * streams of flashport_dist_attention_nccl. */
+FLASHPORT_API flashport_status flashport_dist_attention_backward_nccl(
+    ncclComm_t comm, cudaStream_t stream, flashport_context *ctx, const flashport_dist_desc *d,
+    const void *q, const void *k, const void *v, const void *o, const float *lse, const void *d_o,
+    void *d_q, void *d_k, void *d_v, flashport_dist_stats *stats);
+#endif
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,15 @@ void fp_dist_record_fail(fp_dist_record *r, flashport_status status, const char 
     va_end(ap);
 }
 
+void fp_dist_check_buffers(fp_dist_record *r, int n, const void *const *ptrs,
+                           const char *const *names) {
+    for (int i = 0; i < n; i++)
+        if (!ptrs[i]) {
+            fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "%s is NULL", names[i]);
+            return;
+        }
+}
+
 void fp_dist_step_desc(flashport_attention_desc *out, const flashport_dist_desc *d,
                        const fp_dist_step *s) {
     /* The strides are the whole shard's, so that a step's rows are a view into it. */
@@ -208,4 +217,12 @@ double fp_dist_now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+int flashport_dist_has_nccl(void) {
+#ifdef FP_DIST_HAVE_NCCL
+    return 1;
+#else
+    return 0;
+#endif
 }

@@ -29,6 +29,10 @@ void fp_dist_record_init(fp_dist_record *r, const flashport_dist_desc *d);
 void fp_dist_record_fail(fp_dist_record *r, flashport_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Records INVALID_ARGUMENT naming the first NULL among n pointers. */
+void fp_dist_check_buffers(fp_dist_record *r, int n, const void *const *ptrs,
+                           const char *const *names);
+
 /* Checks d on its own and against a communicator of `ranks` ranks, and that ctx can plan every
  * step shape (backward: the backward pass); failures go to r. */
 void fp_dist_check(fp_dist_record *r, const flashport_dist_desc *d, flashport_context *ctx,

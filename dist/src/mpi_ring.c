@@ -98,12 +98,3 @@ void fp_dist_mpi_check(fp_dist_mpi *m, fp_dist_record *r, const flashport_dist_d
     if (code == MPI_SUCCESS) code = MPI_Type_commit(&m->element);
     if (code != MPI_SUCCESS) mpi_fail(m, r, "MPI_Type_commit", code);
 }
-
-void fp_dist_check_buffers(fp_dist_record *r, int n, const void *const *ptrs,
-                           const char *const *names) {
-    for (int i = 0; i < n; i++)
-        if (!ptrs[i]) {
-            fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "%s is NULL", names[i]);
-            return;
-        }
-}

@@ -30,7 +30,4 @@ void fp_dist_mpi_wait(fp_dist_mpi *m, fp_dist_record *r, MPI_Request *req, int n
 /* fp_dist_check, the MPI count limit on a block, and m->element for d's dtype. */
 void fp_dist_mpi_check(fp_dist_mpi *m, fp_dist_record *r, const flashport_dist_desc *d,
                        flashport_context *ctx, int backward);
-/* Records INVALID_ARGUMENT naming the first NULL among n pointers. */
-void fp_dist_check_buffers(fp_dist_record *r, int n, const void *const *ptrs,
-                           const char *const *names);
 #endif /* FP_DIST_MPI_RING_H */
