@@ -32,6 +32,7 @@ static void run_case(flashport_context *ctx, const tcase *c) {
     case_name(c, ranks, name, sizeof name);
     case_ref ref;
     flashport_status st = case_reference(ctx, c, &ref);
+    if (st == FLASHPORT_OK) st = ref.backward;
     if (st != FLASHPORT_OK) {
         fprintf(stderr, "FAIL %s: single-process run: %s\n", name, flashport_last_error());
         failures++;
