@@ -130,13 +130,20 @@ static void check_shape(fp_dist_record *r, const flashport_dist_desc *d, int ran
                             (long long)d->seq_local);
 }
 
-/* The step shapes a rank meets: the diagonal block, and the off-diagonal rectangles. */
+/* Every distinct step shape this rank meets (at most three: the diagonal block and the two
+ * off-diagonal rectangles), planned on ctx. */
 static void check_plans(fp_dist_record *r, const flashport_dist_desc *d, flashport_context *ctx,
-                        int ranks, int backward) {
-    for (int src = 0; src < ranks && src < 3 && r->status == FLASHPORT_OK; src++) {
-        int rank = ranks > 2 ? 1 : 0;
+                        int rank, int ranks, int backward) {
+    fp_dist_step seen[3];
+    int n_seen = 0;
+    for (int src = 0; src < ranks && r->status == FLASHPORT_OK; src++) {
         fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, rank, src, d->seq_local);
-        if (s.skip) continue;
+        int known = s.skip;
+        for (int i = 0; i < n_seen && !known; i++)
+            known = seen[i].q_len == s.q_len && seen[i].kv_len == s.kv_len &&
+                    seen[i].causal == s.causal;
+        if (known) continue;
+        if (n_seen < 3) seen[n_seen++] = s;
         flashport_attention_desc ad;
         fp_dist_step_desc(&ad, d, &s);
         flashport_plan_info info;
@@ -151,14 +158,14 @@ static void check_plans(fp_dist_record *r, const flashport_dist_desc *d, flashpo
 }
 
 void fp_dist_check(fp_dist_record *r, const flashport_dist_desc *d, flashport_context *ctx,
-                   int ranks, int backward) {
+                   int rank, int ranks, int backward) {
     if (!d) {
         fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "the descriptor is NULL");
         return;
     }
     if (!ctx) fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "the context is NULL");
     check_shape(r, d, ranks);
-    if (r->status == FLASHPORT_OK) check_plans(r, d, ctx, ranks, backward);
+    if (r->status == FLASHPORT_OK) check_plans(r, d, ctx, rank, ranks, backward);
 }
 
 static flashport_status settle_shapes(const fp_dist_record *all, int ranks, const char *where) {

@@ -34,9 +34,9 @@ void fp_dist_check_buffers(fp_dist_record *r, int n, const void *const *ptrs,
                            const char *const *names);
 
 /* Checks d on its own and against a communicator of `ranks` ranks, and that ctx can plan every
- * step shape (backward: the backward pass); failures go to r. */
+ * step shape that rank `rank` meets (backward: the backward pass); failures go to r. */
 void fp_dist_check(fp_dist_record *r, const flashport_dist_desc *d, flashport_context *ctx,
-                   int ranks, int backward);
+                   int rank, int ranks, int backward);
 
 /* Given every rank's record, the status of the call, the same on every rank; sets the error
  * under `where`: a shape that differs between ranks first (FLASHPORT_ERROR_MISMATCH, since a

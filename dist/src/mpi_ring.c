@@ -85,7 +85,7 @@ void fp_dist_mpi_wait(fp_dist_mpi *m, fp_dist_record *r, MPI_Request *req, int n
 
 void fp_dist_mpi_check(fp_dist_mpi *m, fp_dist_record *r, const flashport_dist_desc *d,
                        flashport_context *ctx, int backward) {
-    fp_dist_check(r, d, ctx, m->ranks, backward);
+    fp_dist_check(r, d, ctx, m->rank, m->ranks, backward);
     if (r->status != FLASHPORT_OK) return;
     int64_t block = d->batch * d->heads_kv * d->seq_local * d->head_dim;
     if (block > INT_MAX) {

@@ -130,7 +130,7 @@ flashport_status flashport_dist_attention_backward_nccl(
     const char *names[] = {"q", "k", "v", "o", "lse", "d_o", "d_q", "d_k", "d_v"};
     fp_dist_check_buffers(&rec, 9, bufs, names);
     fp_dist_nccl_check_context(&rec, ctx);
-    fp_dist_check(&rec, d, ctx, m.ranks, 1);
+    fp_dist_check(&rec, d, ctx, m.rank, m.ranks, 1);
     backward_work w;
     memset(&w, 0, sizeof w);
     if (rec.status == FLASHPORT_OK) work_alloc(&m, &rec, &w, d);

@@ -96,7 +96,7 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
     const char *names[] = {"q", "k", "v", "o"};
     fp_dist_check_buffers(&rec, 4, bufs, names);
     fp_dist_nccl_check_context(&rec, ctx);
-    fp_dist_check(&rec, d, ctx, m.ranks, 0);
+    fp_dist_check(&rec, d, ctx, m.rank, m.ranks, 0);
     forward_work w;
     memset(&w, 0, sizeof w);
     if (rec.status == FLASHPORT_OK) work_alloc(&m, &rec, &w, d);
