@@ -70,6 +70,7 @@ typedef struct flashport_dist_stats {
     double total_ms;   /* the whole call, checks included */
     double compute_ms; /* attention calls and merges */
     double wait_ms;    /* blocked on a transfer that had not finished */
+    double agree_ms;   /* the ranks' two status exchanges, waiting for the slowest rank included */
     int steps;         /* ring steps (P) */
     int steps_skipped; /* steps whose block is fully masked (causal) */
 } flashport_dist_stats;
@@ -108,7 +109,7 @@ FLASHPORT_API flashport_status flashport_dist_attention_backward_mpi(
  * the ring and their status after it (an all-gather on `stream`, waited for), so the call
  * returns once the ring has run, with the output's conversion queued on `stream`. stats may be
  * NULL; when given, the call waits for the stream, and wait_ms is the time `stream` stalled on
- * a transfer (compute_ms the rest of the call). */
+ * a transfer (compute_ms the rest of the call but the status exchanges). */
 FLASHPORT_API flashport_status flashport_dist_attention_nccl(
     ncclComm_t comm, cudaStream_t stream, flashport_context *ctx, const flashport_dist_desc *d,
     const void *q, const void *k, const void *v, void *o, float *lse, flashport_dist_stats *stats);

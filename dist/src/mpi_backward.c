@@ -108,7 +108,9 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
     backward_work w = {0};
     if (rec.status == FLASHPORT_OK && !work_alloc(&w, d))
         fp_dist_record_fail(&rec, FLASHPORT_ERROR_OUT_OF_MEMORY, "no memory for the ring buffers");
+    double a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
+    double agree_ms = fp_dist_now_ms() - a0;
     if (st != FLASHPORT_OK) {
         work_free(&w);
         fp_dist_mpi_close(&m);
@@ -167,7 +169,9 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
     fp_dist_mpi_wait(&m, &rec, grad_req, 4);
     float **own = w.dkv[P % 2];
 
+    a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
+    agree_ms += fp_dist_now_ms() - a0;
     if (st == FLASHPORT_OK) {
         fp_dist_store_all(d->dtype, w.acc_dq, d_q,
                           d->batch * d->heads_q * d->seq_local * d->head_dim);
@@ -178,6 +182,7 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         stats->total_ms = fp_dist_now_ms() - t0;
         stats->compute_ms = compute_ms;
         stats->wait_ms = m.wait_ms;
+        stats->agree_ms = agree_ms;
         stats->steps = P;
         stats->steps_skipped = skipped;
     }

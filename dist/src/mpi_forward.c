@@ -86,7 +86,9 @@ flashport_status flashport_dist_attention_mpi(MPI_Comm comm, flashport_context *
     forward_work w = {0};
     if (rec.status == FLASHPORT_OK && !work_alloc(&w, d))
         fp_dist_record_fail(&rec, FLASHPORT_ERROR_OUT_OF_MEMORY, "no memory for the ring buffers");
+    double a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
+    double agree_ms = fp_dist_now_ms() - a0;
     if (st != FLASHPORT_OK) {
         work_free(&w);
         fp_dist_mpi_close(&m);
@@ -119,7 +121,9 @@ flashport_status flashport_dist_attention_mpi(MPI_Comm comm, flashport_context *
         }
     }
 
+    a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
+    agree_ms += fp_dist_now_ms() - a0;
     if (st == FLASHPORT_OK) {
         int64_t q_count = d->batch * d->heads_q * d->seq_local * d->head_dim;
         fp_dist_store_all(d->dtype, w.acc_o, o, q_count);
@@ -130,6 +134,7 @@ flashport_status flashport_dist_attention_mpi(MPI_Comm comm, flashport_context *
         stats->total_ms = fp_dist_now_ms() - t0;
         stats->compute_ms = compute_ms;
         stats->wait_ms = m.wait_ms;
+        stats->agree_ms = agree_ms;
         stats->steps = P;
         stats->steps_skipped = skipped;
     }

@@ -134,7 +134,9 @@ flashport_status flashport_dist_attention_backward_nccl(
     backward_work w;
     memset(&w, 0, sizeof w);
     if (rec.status == FLASHPORT_OK) work_alloc(&m, &rec, &w, d);
+    double a0 = fp_dist_now_ms();
     st = fp_dist_nccl_agree(&m, &rec, where);
+    double agree_ms = fp_dist_now_ms() - a0;
     if (st != FLASHPORT_OK) {
         work_free(&m, &w);
         fp_dist_nccl_close(&m);
@@ -199,7 +201,9 @@ flashport_status flashport_dist_attention_backward_nccl(
     float **own = w.dkv[P % 2];
 
     double wait_ms = fp_dist_nccl_wait_ms(&m);
+    a0 = fp_dist_now_ms();
     st = fp_dist_nccl_agree(&m, &rec, where);
+    agree_ms += fp_dist_now_ms() - a0;
     if (st == FLASHPORT_OK) {
         cudaError_t e = fp_dist_dev_store_all(d->dtype, w.acc_dq, d_q, q_count, m.main);
         if (e == cudaSuccess) e = fp_dist_dev_store_all(d->dtype, own[0], d_k, kv_count, m.main);
@@ -213,7 +217,8 @@ flashport_status flashport_dist_attention_backward_nccl(
         cudaStreamSynchronize(m.main);
         stats->total_ms = fp_dist_now_ms() - t0;
         stats->wait_ms = wait_ms;
-        stats->compute_ms = stats->total_ms - wait_ms;
+        stats->agree_ms = agree_ms;
+        stats->compute_ms = stats->total_ms - wait_ms - agree_ms;
         stats->steps = P;
         stats->steps_skipped = skipped;
     }

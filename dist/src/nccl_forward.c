@@ -100,7 +100,9 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
     forward_work w;
     memset(&w, 0, sizeof w);
     if (rec.status == FLASHPORT_OK) work_alloc(&m, &rec, &w, d);
+    double a0 = fp_dist_now_ms();
     st = fp_dist_nccl_agree(&m, &rec, where);
+    double agree_ms = fp_dist_now_ms() - a0;
     if (st != FLASHPORT_OK) {
         work_free(&m, &w);
         fp_dist_nccl_close(&m);
@@ -141,7 +143,9 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
     }
 
     double wait_ms = fp_dist_nccl_wait_ms(&m);
+    a0 = fp_dist_now_ms();
     st = fp_dist_nccl_agree(&m, &rec, where);
+    agree_ms += fp_dist_now_ms() - a0;
     if (st == FLASHPORT_OK) {
         cudaError_t e = fp_dist_dev_store_all(d->dtype, w.acc_o, o, q_count, m.main);
         if (e == cudaSuccess && lse)
@@ -156,7 +160,8 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
         cudaStreamSynchronize(m.main);
         stats->total_ms = fp_dist_now_ms() - t0;
         stats->wait_ms = wait_ms;
-        stats->compute_ms = stats->total_ms - wait_ms;
+        stats->agree_ms = agree_ms;
+        stats->compute_ms = stats->total_ms - wait_ms - agree_ms;
         stats->steps = P;
         stats->steps_skipped = skipped;
     }

@@ -141,7 +141,9 @@ void fp_dist_nccl_wait(fp_dist_nccl *m, fp_dist_record *r, cudaEvent_t done) {
 
 double fp_dist_nccl_wait_ms(fp_dist_nccl *m) {
     double total = 0;
-    if (m->marks_used && cudaStreamSynchronize(m->main) != cudaSuccess) return 0;
+    /* with stats, the ring's work is waited for here, so that the final status exchange
+     * measures the exchange */
+    if (m->marks_cap && cudaStreamSynchronize(m->main) != cudaSuccess) return 0;
     for (int i = 0; i + 1 < m->marks_used; i += 2) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, m->marks[i], m->marks[i + 1]) == cudaSuccess) total += ms;

@@ -34,7 +34,7 @@ void fp_dist_nccl_shift(fp_dist_nccl *m, fp_dist_record *r, int n, const void *c
 void fp_dist_nccl_wait(fp_dist_nccl *m, fp_dist_record *r, cudaEvent_t done);
 /* Records the failure of a CUDA call (a no-op for cudaSuccess); returns 1 when it failed. */
 int fp_dist_cuda_failed(fp_dist_nccl *m, fp_dist_record *r, const char *call, cudaError_t e);
-/* Milliseconds the main stream spent stalled (waits for the stream). */
+/* Milliseconds the main stream spent stalled; with stats asked for, waits for the stream. */
 double fp_dist_nccl_wait_ms(fp_dist_nccl *m);
 
 /* Wraps device memory at ptr + offset as a buffer of ctx (NULL on failure, recorded in r). */

@@ -25,9 +25,9 @@ static const char usage[] =
     "  --warmup W --iters I  (default 1 3)\n"
     "  --json             one JSON object on rank 0's stdout\n"
     "  --help\n"
-    "Reports the slowest rank's median time per iteration and, summed over ranks, the share of\n"
-    "time blocked on transfers (wait) and the rest of the calls (compute: attention, merges,\n"
-    "checks).\n"
+    "Reports the slowest rank's median time per iteration and, summed over ranks, the shares of\n"
+    "time blocked on transfers (wait), in the attention and merges (compute), and in the ranks'\n"
+    "status exchanges (agree: before and after the ring, waiting for the slowest rank).\n"
     "Exit codes: 0 measured, 1 a call failed, 2 usage.\n";
 
 static int parse(int argc, char **argv, bench_options *o) {
@@ -92,7 +92,7 @@ static int open_runner(const bench_options *o, const flashport_dist_desc *d, ben
 #endif
 }
 
-static void report(const bench_options *o, int ranks, double median, const double all[3],
+static void report(const bench_options *o, int ranks, double median, const double all[4],
                    int skipped) {
     const char *dt = flashport_dtype_name(o->dtype);
     const char *backend = o->nccl ? "cuda (nccl)" : o->backend;
@@ -101,19 +101,20 @@ static void report(const bench_options *o, int ranks, double median, const doubl
                "\"dtype\": \"%s\", \"batch\": %lld, \"heads_q\": %lld, \"heads_kv\": %lld, "
                "\"seq\": %lld, \"head_dim\": %lld, \"causal\": %d, \"sharding\": \"%s\", "
                "\"backward\": %d, \"iters\": %d, \"median_ms\": %.3f, \"wait_share\": %.4f, "
-               "\"compute_share\": %.4f, \"rank0_steps_skipped\": %d}\n",
+               "\"compute_share\": %.4f, \"agree_share\": %.4f, \"rank0_steps_skipped\": %d}\n",
                backend, ranks, dt, (long long)o->batch, (long long)o->heads_q,
                (long long)o->heads_kv, (long long)o->seq, (long long)o->dim, o->causal,
-               o->zigzag ? "zigzag" : "contiguous", o->backward, o->iters, median, all[0] / all[2],
-               all[1] / all[2], skipped);
+               o->zigzag ? "zigzag" : "contiguous", o->backward, o->iters, median, all[0] / all[3],
+               all[1] / all[3], all[2] / all[3], skipped);
     else
         printf("%s, %d rank(s), %s, B=%lld H=%lld/%lld N=%lld d=%lld%s%s: %.3f ms per %s "
-               "(slowest rank, median of %d); wait %.1f%%, compute %.1f%% of the ranks' time\n",
+               "(slowest rank, median of %d); wait %.1f%%, compute %.1f%%, status exchanges %.1f%% "
+               "of the ranks' time\n",
                backend, ranks, dt, (long long)o->batch, (long long)o->heads_q,
                (long long)o->heads_kv, (long long)o->seq, (long long)o->dim,
                o->causal ? " causal" : "", o->zigzag ? " zigzag" : "", median,
-               o->backward ? "forward+backward" : "forward", o->iters, 100 * all[0] / all[2],
-               100 * all[1] / all[2]);
+               o->backward ? "forward+backward" : "forward", o->iters, 100 * all[0] / all[3],
+               100 * all[1] / all[3], 100 * all[2] / all[3]);
 }
 
 int main(int argc, char **argv) {
@@ -142,7 +143,7 @@ int main(int argc, char **argv) {
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     int n = o.warmup + o.iters;
     double *total = calloc((size_t)n, sizeof(double));
-    double sums[3] = {0, 0, 0}; /* wait, compute, total over measured iterations */
+    double sums[4] = {0, 0, 0, 0}; /* wait, compute, status exchanges, total */
     int skipped = 0;
     for (int it = 0; it < n && !any; it++) {
         flashport_dist_stats f = {0}, b = {0};
@@ -158,13 +159,14 @@ int main(int argc, char **argv) {
         if (it >= o.warmup) {
             sums[0] += f.wait_ms + b.wait_ms;
             sums[1] += f.compute_ms + b.compute_ms;
-            sums[2] += t;
+            sums[2] += f.agree_ms + b.agree_ms;
+            sums[3] += t;
             skipped = f.steps_skipped;
         }
     }
     if (!any) {
-        double all[3];
-        MPI_Reduce(sums, all, 3, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        double all[4];
+        MPI_Reduce(sums, all, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         qsort(total + o.warmup, (size_t)o.iters, sizeof(double), cmp);
         if (rank == 0) report(&o, ranks, total[o.warmup + o.iters / 2], all, skipped);
     }
