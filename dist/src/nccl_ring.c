@@ -29,10 +29,21 @@ flashport_status fp_dist_nccl_open(fp_dist_nccl *m, ncclComm_t comm, cudaStream_
     if (e != ncclSuccess)
         return fp_dist_fail(FLASHPORT_ERROR_DEVICE, where, "the communicator: %s",
                             ncclGetErrorString(e));
-    cudaError_t c = cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking);
+    /* Allocations and the transfer stream belong to the stream's device; the caller's current
+     * device is restored on close. */
+    int dev = 0;
+    cudaError_t c = cudaStreamGetDevice(stream, &dev);
+    if (c == cudaSuccess) c = cudaGetDevice(&m->caller_device);
+    if (c == cudaSuccess) c = cudaSetDevice(dev);
     if (c != cudaSuccess)
+        return fp_dist_fail(FLASHPORT_ERROR_DEVICE, where, "the stream's device: %s",
+                            cudaGetErrorString(c));
+    c = cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking);
+    if (c != cudaSuccess) {
+        cudaSetDevice(m->caller_device);
         return fp_dist_fail(FLASHPORT_ERROR_DEVICE, where, "cudaStreamCreateWithFlags failed: %s",
                             cudaGetErrorString(c));
+    }
     if (timed) {
         /* a pair per wait: at most two waits per step, and the final one */
         m->marks_cap = 2 * (2 * m->ranks + 1);
@@ -47,6 +58,7 @@ void fp_dist_nccl_close(fp_dist_nccl *m) {
     free(m->marks);
     /* released by the runtime once the queued transfers are done */
     cudaStreamDestroy(m->comm_stream);
+    cudaSetDevice(m->caller_device);
 }
 
 void fp_dist_nccl_check_context(fp_dist_record *r, flashport_context *ctx) {

@@ -13,7 +13,8 @@ typedef struct fp_dist_nccl {
     cudaStream_t main; /* the caller's stream (ctx's) */
     cudaStream_t comm_stream;
     int rank, ranks;
-    int broken; /* a transfer or the runtime failed: no further work is queued */
+    int caller_device; /* restored on close */
+    int broken;        /* a transfer or the runtime failed: no further work is queued */
     /* Stalls of the main stream on a transfer, between event pairs, when stats are asked for. */
     cudaEvent_t *marks;
     int marks_used, marks_cap;
