@@ -31,6 +31,7 @@ static const tcase dist_cases[] = {
     {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 4, 2, 96, 64, 1, FLASHPORT_DIST_CONTIGUOUS},
     {FLASHPORT_BF16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 1, FLASHPORT_DIST_ZIGZAG},
     {FLASHPORT_BF16, FLASHPORT_LAYOUT_BNHD, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS},
+    {FLASHPORT_F16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 1, FLASHPORT_DIST_ZIGZAG},
 };
 enum { DIST_CASES = sizeof dist_cases / sizeof dist_cases[0] };
 
@@ -48,7 +49,9 @@ static float case_rnd(uint64_t *s) {
 }
 
 static float case_get(flashport_dtype dt, const void *p, int64_t i) {
-    return dt == FLASHPORT_BF16 ? fp_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+    if (dt == FLASHPORT_BF16) return fp_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == FLASHPORT_F16) return fp_f16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
 }
 
 /* Element offset of (b, h, row) in a contiguous [B, H, N, d] tensor of either layout. */
@@ -65,6 +68,8 @@ static void *case_tensor(const tcase *c, int64_t heads, uint64_t seed) {
         float v = case_rnd(&seed);
         if (c->dtype == FLASHPORT_BF16)
             ((uint16_t *)p)[i] = fp_f32_to_bf16(v);
+        else if (c->dtype == FLASHPORT_F16)
+            ((uint16_t *)p)[i] = fp_f32_to_f16(v);
         else
             ((float *)p)[i] = v;
     }
