@@ -5,7 +5,10 @@ set(FLASHPORT_DIST_NCCL AUTO CACHE STRING "flashport-dist's NCCL calls (AUTO|ON|
 set_property(CACHE FLASHPORT_DIST_NCCL PROPERTY STRINGS AUTO ON OFF)
 set(nccl_found FALSE)
 set(nccl_why "no CUDA compiler found")
-if(NOT FLASHPORT_DIST_NCCL STREQUAL "OFF")
+if(FLASHPORT_CUDA STREQUAL "OFF" AND FLASHPORT_DIST_NCCL STREQUAL "AUTO")
+  # a build without CUDA asked for none
+  set(nccl_why "FLASHPORT_CUDA=OFF")
+elseif(NOT FLASHPORT_DIST_NCCL STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
