@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what flashport needs on Debian 12 (run as root, or with sudo available), skipping
 # what is already there: the build tools, NumPy for the conformance references, PoCL and the
-# OpenCL loader, hwloc, and Debian's HIP toolchain. The CUDA toolkit is expected to be installed
-# already (nvcc on PATH or in /usr/local/cuda/bin); without it the CUDA module is not built.
+# OpenCL loader, hwloc, Debian's HIP toolchain, and Open MPI (flashport-dist's ring tests). The
+# CUDA toolkit is expected to be installed already (nvcc on PATH or in /usr/local/cuda/bin);
+# without it the CUDA module is not built.
 # --clang adds clang with its sanitizer and libFuzzer runtimes and its OpenMP library, for
 # scripts/sanitize.sh and scripts/fuzz.sh (not needed to build or test).
 set -euo pipefail
@@ -13,7 +14,7 @@ fi
 
 packages=(cmake make gcc g++ pkg-config python3 python3-pip python3-dev python3-venv
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
-          libhwloc-dev hipcc libamdhip64-dev)
+          libhwloc-dev hipcc libamdhip64-dev openmpi-bin libopenmpi-dev)
 [ "${1:-}" = --clang ] && packages+=(clang libclang-rt-14-dev libomp-14-dev)
 
 missing=()
