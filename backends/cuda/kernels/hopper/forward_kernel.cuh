@@ -308,13 +308,15 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         for (int t = 1; t < n_tiles; ++t) {
             /* S of tile t and P V of tile t - 1 in one turn. */
             to_operand();
+            /* Both waits come before the fence: a wait loop between the fence and a wgmma
+             * reading registers makes ptxas insert another fence there. */
             wait_full(k_full(t % STAGES), t);
+            wait_full(v_full((t - 1) % STAGES), t - 1);
             take_turn();
             fp_wgmma_fence_operand(sacc);
             fp_wgmma_fence_operand(r.o);
             fp_wgmma_fence();
             issue_s(t);
-            wait_full(v_full((t - 1) % STAGES), t - 1);
             issue_pv(t - 1);
             pass_turn(true);
             /* The softmax of tile t overlaps the P V of tile t - 1. */
