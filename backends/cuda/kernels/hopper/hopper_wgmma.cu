@@ -8,6 +8,12 @@
  * whether the device can load that code and declines with the reason when it cannot. Q, K and V
  * reach the kernel through TMA tensor maps, which need 16-byte aligned bases and strides (the
  * strides are checked here, the bases at launch).
+ *
+ * Written in CUDA C++ with inline PTX (hopper/wgmma_ops.cuh, hopper/tma_mbarrier.cuh), not on
+ * CUTLASS/CuTe: the kernel needs a dozen instructions, and their layouts are stated once in
+ * hopper/fragment_layout.h and checked on the host (tests/cuda_hopper_layout); CUTLASS would
+ * add a header tree that reaches a fresh machine only through pip (nvidia-cutlass), outside
+ * the CMake build every other kernel of this module uses.
  */
 #include <math.h>
 #include <stdio.h>
