@@ -97,8 +97,9 @@ static void check_head_dim(int d, int BC) {
             K[r * d + c] = value(2, r, c);
             V[r * d + c] = value(3, r, c);
         }
-    /* The kernel's plan: Q, then one K and one V stage, panels of 64 columns. */
-    const uint32_t sQ = 0, sK = (uint32_t)BR * d * 2, sV = sK + (uint32_t)BC * d * 2;
+    /* Q, then one K and one V stage, panels of 64 columns, from a 1024-aligned base that is not
+     * 0, as the kernel's dynamic window gives. */
+    const uint32_t sQ = 2048, sK = sQ + (uint32_t)BR * d * 2, sV = sK + (uint32_t)BC * d * 2;
     memset(smem, 0x7f, sizeof smem);
     for (int p = 0; p < d / 64; ++p) {
         model_tma_box(sQ + (uint32_t)p * BR * 128, Q, d, BR, 64 * p);
@@ -117,8 +118,10 @@ static void check_head_dim(int d, int BC) {
         static double S[WG_ROWS][MAX_BC];
         memset(S, 0, sizeof S);
         for (int kk = 0; kk < d / 16; ++kk) {
-            const uint64_t da = fp_hopper_desc_k_major(sQ_wg, BR, kk);
-            const uint64_t db = fp_hopper_desc_k_major(sK, BC, kk);
+            const uint64_t da =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sQ_wg), fp_hopper_k_major_step(BR, kk));
+            const uint64_t db =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sK), fp_hopper_k_major_step(BC, kk));
             for (int m = 0; m < WG_ROWS; ++m)
                 for (int n = 0; n < BC; ++n)
                     for (int k = 0; k < 16; ++k)
@@ -146,7 +149,8 @@ static void check_head_dim(int d, int BC) {
         static double O[WG_ROWS][MAX_D];
         memset(O, 0, sizeof O);
         for (int kk = 0; kk < BC / 16; ++kk) {
-            const uint64_t db = fp_hopper_desc_n_major(sV, BC, kk);
+            const uint64_t db =
+                fp_hopper_desc_step(fp_hopper_desc_n_major(sV, BC), fp_hopper_n_major_step(kk));
             static double A[WG_ROWS][16];
             for (int t = 0; t < WG_THREADS; ++t)
                 for (int j = 0; j < 4; ++j)

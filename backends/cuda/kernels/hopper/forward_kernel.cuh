@@ -253,19 +253,23 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 
     float sacc[BC / 2];      /* S of the newest tile, then its P in f32 */
     uint32_t pa[BC / 16][4]; /* P of the previous tile as wgmma A operands */
+    /* Each tile's descriptors are built once and stepped by compile-time offsets. */
+    const uint64_t q_desc = fp_hopper_desc_k_major(sQ_wg);
     auto issue_s = [&](int t) {
-        const uint32_t k_tile = sK + (t % STAGES) * Smem::KV_BYTES;
+        const uint64_t k_desc = fp_hopper_desc_k_major(sK + (t % STAGES) * Smem::KV_BYTES);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-            fp_wgmma<T, BC>::ss(sacc, fp_hopper_desc_k_major(sQ_wg, BR, kk),
-                                fp_hopper_desc_k_major(k_tile, BC, kk), kk > 0);
+            fp_wgmma<T, BC>::ss(sacc, fp_hopper_desc_step(q_desc, fp_hopper_k_major_step(BR, kk)),
+                                fp_hopper_desc_step(k_desc, fp_hopper_k_major_step(BC, kk)),
+                                kk > 0);
         fp_wgmma_commit();
     };
     auto issue_pv = [&](int t) {
-        const uint32_t v_tile = sV + (t % STAGES) * Smem::KV_BYTES;
+        const uint64_t v_desc = fp_hopper_desc_n_major(sV + (t % STAGES) * Smem::KV_BYTES, BC);
 #pragma unroll
         for (int kk = 0; kk < BC / 16; ++kk)
-            fp_wgmma<T, D>::rs(r.o, pa[kk], fp_hopper_desc_n_major(v_tile, BC, kk), 1);
+            fp_wgmma<T, D>::rs(r.o, pa[kk], fp_hopper_desc_step(v_desc, fp_hopper_n_major_step(kk)),
+                               1);
         fp_wgmma_commit();
     };
     /* The softmax of tile t, on sacc once its S has landed. */
