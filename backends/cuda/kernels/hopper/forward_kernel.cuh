@@ -25,10 +25,12 @@
  * shared memory and only wgmma reads it (both in the async proxy), and every read waits on the
  * barrier that the copy completes, so no other fence is needed.
  *
- * Masks: the keys rows see come from common/score_mods.cuh (causal, bottom-right aligned, and
- * sliding windows): the block visits only the tiles some row sees, and tiles that not all of a
- * warpgroup's rows see whole get a per-score test. Rows past Nq and keys past Nkv arrive as
- * zeros from TMA; the latter are masked, the former computed but never stored.
+ * Masks and modifiers come from common/score_mods.cuh. The keys rows see (causal, bottom-right
+ * aligned, and sliding windows): the block visits only the tiles some row sees, and tiles that
+ * not all of the block's rows see whole get a per-score test. Softcap, ALiBi and bias run in a
+ * separate instance, every score through them; sinks enter the final division. Rows past Nq and
+ * keys past Nkv arrive as zeros from TMA; the latter are masked, the former computed but never
+ * stored.
  *
  * Stage ordering of the ring: a consumer releases stage s for tile t only after it has waited
  * on the "full" barriers of tile t, which the producer signals only after both consumers
@@ -58,7 +60,7 @@ struct fp_hopper_params {
     float *lse; /* NULL: not wanted */
     flashport_strides os;
     fp_seq_layout seq;  /* dense Q and K/V (the variant declines the rest) */
-    fp_score_mods mods; /* causal and windows only */
+    fp_score_mods mods; /* causal, windows, softcap, ALiBi, bias, sinks */
     int group;          /* query heads per kv head */
     float scale_log2;   /* scale * log2(e), signed */
     int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
@@ -136,6 +138,61 @@ fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r, f
     }
 }
 
+/* Whether the row sees the key: a real row (below Nq), a real key, within the row's band. */
+static __device__ __forceinline__ bool fp_hopper_seen(const fp_key_band &band, int nq, int nkv,
+                                                      int row, int key) {
+    return row < nq && key < nkv && fp_in_band(band, row, key);
+}
+
+/* Adds the bias, read as B, where the row sees the key (no bias is read elsewhere). */
+template <typename B, int BC>
+static __device__ __forceinline__ void
+fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int nq, int nkv,
+                   int tid, int row0, int kb, const fp_key_band &band) {
+    const int64_t at = fp_bias_head_offset(m, b, h);
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) {
+        const int row = row0 + fp_hopper_acc_row(tid, i);
+        const int key = kb + fp_hopper_acc_col(tid, i);
+        if (fp_hopper_seen(band, nq, nkv, row, key)) s[i] += fp_bias_log2_as<B>(m, at, row, key);
+    }
+}
+
+/* The raw dot products of a tile -> log2-domain scores through every modifier of the problem
+ * (common/score_mods.cuh: scale and softcap, ALiBi, bias), one pass per modifier behind one
+ * uniform branch, with every score its row does not see (rows past Nq included) at -inf. Then
+ * the same online-softmax step as the plain tiles, on scale 1. */
+template <int D, int BC>
+static __device__ __forceinline__ void
+fp_hopper_softmax_modified(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r,
+                           const fp_score_mods &m, int b, int h, int nq, int nkv, int tid, int row0,
+                           int kb, const fp_key_band &band) {
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) {
+        const int row = row0 + fp_hopper_acc_row(tid, i);
+        const int key = kb + fp_hopper_acc_col(tid, i);
+        /* The fast softcap: f16/bf16 accuracy. */
+        s[i] = fp_hopper_seen(band, nq, nkv, row, key) ? fp_scaled_log2<true>(m, s[i]) : -INFINITY;
+    }
+    if (m.alibi != FLASHPORT_ALIBI_NONE) {
+        const float slope = fp_alibi_slope_log2(m, b, h);
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i)
+            s[i] += fp_alibi_log2(slope, row0 + fp_hopper_acc_row(tid, i),
+                                  kb + fp_hopper_acc_col(tid, i), nq, nkv);
+    }
+    if (m.bias) switch (m.bias_dtype) {
+        case FLASHPORT_F16:
+            fp_hopper_add_bias<__half, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
+            break;
+        case FLASHPORT_BF16:
+            fp_hopper_add_bias<__nv_bfloat16, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
+            break;
+        default: fp_hopper_add_bias<float, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
+        }
+    fp_hopper_softmax<false, D, BC>(alpha, s, r, 1.0f, tid, row0, kb, nkv, band);
+}
+
 /* Keeps the P operand registers live and in place up to this point: a register-sourced wgmma
  * reads them until the wait that retires it, which the compiler cannot see. */
 template <int N> static __device__ __forceinline__ void fp_hopper_fence_words(uint32_t (&w)[N][4]) {
@@ -155,7 +212,10 @@ template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__nv_bfloat16>(fl
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-template <typename T, int D>
+/* MODS: the problem has softcap, ALiBi, bias or sinks. Without, those fields are folded away
+ * and the instance keeps its registers for the dense path; with, every tile runs the modified
+ * softmax and the sink joins the final division. */
+template <typename T, int D, bool MODS>
 __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
                              const __grid_constant__ CUtensorMap k_map,
@@ -192,7 +252,13 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     }
     __syncthreads();
 
-    const fp_score_mods mods = a.mods;
+    fp_score_mods mods = a.mods;
+    if (!MODS) {
+        mods.softcap = 0.0f;
+        mods.alibi = FLASHPORT_ALIBI_NONE;
+        mods.bias = NULL;
+        mods.sinks = NULL;
+    }
     const fp_seq s = fp_sequence(a.seq, blockIdx.y / a.seq.heads_q);
     const int h = blockIdx.y % a.seq.heads_q, hk = h / a.group;
     /* Causal blocks near the bottom do the most work: start them first. */
@@ -275,6 +341,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     /* The softmax of tile t, on sacc once its S has landed. */
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
+        if (MODS) {
+            fp_hopper_softmax_modified<D, BC>(alpha, sacc, r, mods, s.b, h, s.nq, s.nkv, tid, row0,
+                                              kb, band);
+            return;
+        }
         /* Which tiles need the per-score test is decided for the whole block: a branch that
          * differs between warpgroups while a wgmma is in flight makes ptxas serialise them. */
         if (kb < span.full_lo || kb + BC > span.full_hi)
@@ -356,8 +427,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
         const int row = row0 + fp_hopper_acc_row(tid, 2 * hh);
         if (row >= s.nq) continue;
+        /* The sink joins the denominator as a key with a zero value. */
+        float row_m = r.m[hh];
+        const float keep = mods.sinks ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
         /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-        const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+        const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
         T *go = static_cast<T *>(a.o) + fp_q_offset(a.os, s, h, row);
 #pragma unroll
         for (int i = 2 * hh; i < D / 2; i += 4) {
@@ -372,7 +446,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         }
         if (a.lse && tid % 4 == 0)
             a.lse[fp_lse_index(a.seq, s, h, row)] =
-                row_l == 0.0f ? -INFINITY : (r.m[hh] + log2f(row_l)) * 0.693147180559945309f;
+                row_l == 0.0f ? -INFINITY : (row_m + log2f(row_l)) * 0.693147180559945309f;
     }
 #endif
 }

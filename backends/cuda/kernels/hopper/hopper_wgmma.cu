@@ -1,7 +1,8 @@
 /*
  * Variant hopper_wgmma: the FlashAttention-3 style forward of hopper/forward_kernel.cuh for f16
  * and bf16 on compute capability 9.0 (wgmma, TMA, setmaxnreg), head dims 64, 128 and 256, causal
- * and sliding windows, GQA, Nq != Nkv, LSE.
+ * and sliding windows, softcap, ALiBi, bias and sinks (in instances of their own), GQA,
+ * Nq != Nkv, LSE.
  *
  * This file is compiled for sm_90a only (FLASHPORT_CUDA_HOPPER_ARCHITECTURES), so the module
  * holds its kernels exactly when it holds sm_90a code for them; supports() asks the runtime
@@ -23,18 +24,22 @@
 #include "forward_kernel.cuh"
 #include "tensor_map.h"
 
+/* The modifiers that the kernel takes in its MODS instances (forward_kernel.cuh). */
+#define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS | FP_FEATURE_SINKS)
+
 template <typename T, int D> static const void *kernel_of() {
-    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D>);
+    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, false>);
 }
 
-template <typename T, int D>
+template <typename T, int D, bool MODS>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
     constexpr size_t smem = fp_hopper_smem<D>::BYTES;
-    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D>, smem>();
+    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, MODS>, smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, D><<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
+    fp_hopper_forward_kernel<T, D, MODS>
+        <<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
     return cudaGetLastError();
 }
 
@@ -42,18 +47,21 @@ typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap 
                                          const CUtensorMap &, const fp_hopper_params &, dim3,
                                          cudaStream_t);
 
-/* One head dim's instances: their numbers and entry points by input type (0 f16, 1 bf16). */
+/* One head dim's instances: their numbers and entry points by input type (0 f16, 1 bf16) and,
+ * for the launchers, by whether the problem has modifiers (FP_HOPPER_MODS). */
 struct hopper_instance {
     int d, key_tile;
     size_t smem;
     const void *(*kernel[2])();
-    instance_launcher launch[2];
+    instance_launcher launch[2][2];
 };
 #define FP_HOPPER_INSTANCE(D)                                                                      \
     {                                                                                              \
         D, fp_hopper_tile<D>::BC, fp_hopper_smem<D>::BYTES,                                        \
             {kernel_of<__half, D>, kernel_of<__nv_bfloat16, D>}, {                                 \
-            launch_instance<__half, D>, launch_instance<__nv_bfloat16, D>                          \
+            {launch_instance<__half, D, false>, launch_instance<__half, D, true>}, {               \
+                launch_instance<__nv_bfloat16, D, false>, launch_instance<__nv_bfloat16, D, true>  \
+            }                                                                                      \
         }                                                                                          \
     }
 static const hopper_instance instances[] = {FP_HOPPER_INSTANCE(64), FP_HOPPER_INSTANCE(128),
@@ -139,7 +147,8 @@ static cudaError_t launch(const fp_gpu_launch *L) {
         (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
                     (unsigned)(p->batch * p->heads_q));
-    return in->launch[p->dtype == FLASHPORT_BF16](qm, km, vm, prm, grid, L->stream);
+    const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
+    return in->launch[p->dtype == FLASHPORT_BF16][mods](qm, km, vm, prm, grid, L->stream);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
@@ -147,8 +156,8 @@ extern const fp_gpu_kernel fp_kernel_hopper_wgmma;
 const fp_gpu_kernel fp_kernel_hopper_wgmma = {
     {"hopper_wgmma",
      "FlashAttention-3 style forward on Hopper (wgmma, TMA ring, warp specialisation, "
-     "setmaxnreg), f16/bf16, d = 64, 128 and 256; windows",
-     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW},
+     "setmaxnreg), f16/bf16, d = 64, 128 and 256; windows, softcap, ALiBi, bias, sinks",
+     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW | FP_HOPPER_MODS},
     supports,
     NULL,
     launch,
