@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Times PyTorch's scaled_dot_product_attention on flashport-bench's shapes, for each SDPA
-backend (flash, efficient, cudnn, math) and an unfused matmul baseline (Q K^T, softmax, P V),
+backend (flash, efficient, cudnn, math), an unfused matmul baseline (Q K^T, softmax, P V) and,
+where the fa3-fwd package is installed, FlashAttention-3's forward (--impl fa3),
 optionally running flashport-bench in the same run, and writes flashport-bench's JSON schema
 (one record per shape and implementation) with a side-by-side table of ratios.
 
@@ -25,7 +26,7 @@ import time
 
 SCHEMA = "flashport-bench/1"
 PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve", "cpu-decode"]
-IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused"]
+IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused", "fa3"]
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 IMPL_DESCRIPTIONS = {
     "flash": "torch SDPA, FlashAttention-2 backend",
@@ -33,6 +34,7 @@ IMPL_DESCRIPTIONS = {
     "cudnn": "torch SDPA, cuDNN backend",
     "math": "torch SDPA, math (composite) backend",
     "unfused": "Q K^T, softmax, P V as separate torch operations",
+    "fa3": "FlashAttention-3 (the fa3-fwd package: Hopper, forward only)",
 }
 EXIT_UNAVAILABLE = 3  # as flashport-bench: what the run needs is not there
 
@@ -138,8 +140,9 @@ def parse_args(argv):
     ap.add_argument("--layout", choices=["bhnd", "bnhd"], default="bhnd")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (cpu)")
-    ap.add_argument("--impl", default=",".join(IMPLEMENTATIONS),
-                    help="comma-separated subset of " + ",".join(IMPLEMENTATIONS))
+    ap.add_argument("--impl", default=",".join(i for i in IMPLEMENTATIONS if i != "fa3"),
+                    help="comma-separated subset of " + ",".join(IMPLEMENTATIONS)
+                    + " (default: all but fa3, FlashAttention-3 from the fa3-fwd package)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--queue", type=int, default=1,
@@ -245,7 +248,7 @@ class Torch:
             self.has_enable_gqa = True
         except (TypeError, RuntimeError):
             self.has_enable_gqa = False
-        self.device = a.device
+        self.device, self.backward = a.device, a.backward
         if a.device == "cuda" and not torch.cuda.is_available():
             print("compare_torch.py: torch.cuda is not available (use --device cpu)",
                   file=sys.stderr)
@@ -336,6 +339,8 @@ class Torch:
                 note.append("K/V repeated per query head")
             return unfused, contextlib.nullcontext(), "; ".join(note)
 
+        if impl == "fa3":
+            return self.fa3_callable(s)
         if s.get("window_left", -1) >= 0 or s.get("window_right", -1) >= 0:
             raise NotImplementedError("SDPA has no sliding window")
         if s.get("page_size") or s.get("kv_mixed"):
@@ -364,6 +369,29 @@ class Torch:
                 k, v = expand(k, v)
             return F.scaled_dot_product_attention(q, k, v, **kwargs)
         return fused, self.sdpa_kernel(backend), "; ".join(note)
+
+    def fa3_callable(self, s):
+        """FlashAttention-3's forward from the fa3-fwd package. It takes [B, N, H, d] with the
+        head dimension contiguous (a transposed view of SDPA's layout serves), reads GQA's
+        shared K/V heads itself, and aligns causal masks bottom-right as flashport does."""
+        if self.backward:
+            raise NotImplementedError("the fa3-fwd package has no backward pass")
+        if self.device != "cuda":
+            raise NotImplementedError("FlashAttention-3 runs on Hopper GPUs only")
+        if (s.get("window_left", -1) >= 0 or s.get("window_right", -1) >= 0
+                or s.get("page_size") or s.get("kv_mixed")):
+            raise NotImplementedError("windows and paged batches are not timed with fa3")
+        try:
+            import fa3_fwd_interface
+        except ImportError as e:
+            raise NotImplementedError(f"FlashAttention-3 is not installed "
+                                      f"(pip install fa3-fwd einops): {e}")
+
+        def fa3(q, k, v):
+            r = fa3_fwd_interface.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2),
+                                                  v.transpose(1, 2), causal=s["causal"])
+            return (r[0] if isinstance(r, tuple) else r).transpose(1, 2)
+        return fa3, contextlib.nullcontext(), "fa3-fwd package"
 
     def time(self, fn, sets, warmup, repeat, queue=1):
         t = self.torch
@@ -404,7 +432,8 @@ class Torch:
     def measure(self, impl, s, sets, a):
         t = self.torch
         es = DTYPE_BYTES[s["dtype"]]
-        rec = dict(shape=dict(s), implementation=f"torch:{impl}", backend="torch-sdpa",
+        rec = dict(shape=dict(s), implementation=f"torch:{impl}",
+                   backend="flash-attn-3" if impl == "fa3" else "torch-sdpa",
                    kernel_requested=impl, kernel=impl, precision="native",
                    description=IMPL_DESCRIPTIONS[impl] + (", backward" if a.backward else ""),
                    status="ok", message="", flops=flops(s, a.backward))

@@ -13,7 +13,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$here/scripts/setup.sh"
 # The Python package's tests run in a virtual environment with pytest and PyTorch.
 python=$("$here/scripts/python-env.sh" "$here/build-test/python-env")
-# Tests only compile the GPU modules where there is no GPU: one CUDA target keeps that short.
+# Tests only compile the GPU modules where there is no GPU: one CUDA target and one AMD target
+# keep that short (scripts/main.sh builds every target).
 FLASHPORT_CUDA_ARCHITECTURES=${FLASHPORT_CUDA_ARCHITECTURES:-90-real} \
+FLASHPORT_HIP_TARGETS=${FLASHPORT_HIP_TARGETS:-gfx90a} \
   "$here/scripts/build.sh" "$here/build-test" "-DPython_EXECUTABLE=$python"
 ctest --test-dir "$here/build-test" --output-on-failure -j"$(nproc)" -LE long "$@"

@@ -175,4 +175,38 @@ static int bwd_unowned(const bwd_case *c, int kv, int64_t i) {
     return row >= (kv ? c->cu_kv : c->cu_q)[c->d.batch];
 }
 
+/* Relative L2 error of one gradient over the elements a sequence owns. */
+static inline double bwd_rel_l2(const bwd_case *got, const bwd_case *want, const void *g,
+                                const void *w, int64_t n, int kv) {
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (bwd_unowned(got, kv, i)) continue;
+        const double a = bwd_get(g, got->d.dtype, i), b = bwd_get(w, want->d.dtype, i);
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Whether exactly the elements no sequence owns kept the sentinel. */
+static inline int bwd_sentinels_right(const bwd_case *c) {
+    const void *t[3] = {c->dq, c->dk, c->dv};
+    const int64_t n[3] = {c->n_q, c->n_kv, c->n_kv};
+    for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < n[k]; i++) {
+            const unsigned char *b = (const unsigned char *)t[k] + (size_t)i * c->esize;
+            int sentinel = 1;
+            for (size_t e = 0; e < c->esize; e++) sentinel &= b[e] == BWD_SENTINEL;
+            if (sentinel != bwd_unowned(c, k > 0, i)) return 0;
+        }
+    return 1;
+}
+
+/* Whether two runs wrote the same bits. */
+static inline int bwd_same_bits(const bwd_case *a, const bwd_case *b) {
+    return !memcmp(a->dq, b->dq, (size_t)a->n_q * a->esize) &&
+           !memcmp(a->dk, b->dk, (size_t)a->n_kv * a->esize) &&
+           !memcmp(a->dv, b->dv, (size_t)a->n_kv * a->esize);
+}
+
 #endif /* FP_TEST_BACKWARD_CASE_H */

@@ -125,6 +125,21 @@ static inline unsigned fp_problem_features(const fp_problem *p, fp_op op) {
     return f;
 }
 
+/* Bytes per element (0 for an unknown dtype). Backend modules use this, not the core's
+ * flashport_dtype_size: a module must resolve every symbol by itself, because a host that
+ * loads the core with RTLD_LOCAL (as Python does its extension modules) leaves the core's
+ * exports invisible to the modules the core then opens. */
+static inline size_t fp_dtype_size(flashport_dtype t) {
+    switch (t) {
+    case FLASHPORT_F32: return 4;
+    case FLASHPORT_F16:
+    case FLASHPORT_BF16: return 2;
+    case FLASHPORT_FP8_E4M3:
+    case FLASHPORT_FP8_E5M2: return 1;
+    }
+    return 0;
+}
+
 typedef struct fp_variant {
     const char *name;        /* stable, lowercase, what it does: "double_buffered" */
     const char *description; /* one line */

@@ -17,16 +17,7 @@ FLASHPORT_API const char *flashport_dtype_name(flashport_dtype dtype) {
     return "unknown";
 }
 
-FLASHPORT_API size_t flashport_dtype_size(flashport_dtype dtype) {
-    switch (dtype) {
-    case FLASHPORT_F32: return 4;
-    case FLASHPORT_F16:
-    case FLASHPORT_BF16: return 2;
-    case FLASHPORT_FP8_E4M3:
-    case FLASHPORT_FP8_E5M2: return 1;
-    }
-    return 0;
-}
+FLASHPORT_API size_t flashport_dtype_size(flashport_dtype dtype) { return fp_dtype_size(dtype); }
 
 static flashport_strides contiguous(flashport_layout layout, int64_t heads, int64_t seq,
                                     int64_t d) {

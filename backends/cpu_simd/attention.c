@@ -491,8 +491,8 @@ void cs_attention(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem
         .t = t,
         .p = p,
         .a = args,
-        .in_size = flashport_dtype_size(p->dtype),
-        .out_size = flashport_dtype_size(p->out_dtype),
+        .in_size = fp_dtype_size(p->dtype),
+        .out_size = fp_dtype_size(p->out_dtype),
         .group = p->heads_q / p->heads_kv,
         .L = layout_of(t),
     };

@@ -212,7 +212,7 @@ static void block_rows(const call *c, rows_scratch *rs, const cs_seq *s, int64_t
         }
         return;
     }
-    const size_t es = flashport_dtype_size(p->dtype);
+    const size_t es = fp_dtype_size(p->dtype);
     for (int j = 0; j < n;) {
         int64_t k_at, v_at;
         const int64_t run = min64(cs_kv_rows(p, s, kvh, j0 + j, &k_at, &v_at), n - j);
@@ -268,7 +268,7 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
         }
         for (int r = 0; r < real; ++r) {
             const int64_t h = head_of(c, kvh, r), i = position_of(c, r);
-            ops->load_row(cs_q_row(c->a->q, &p->q, flashport_dtype_size(p->dtype), s, h, i),
+            ops->load_row(cs_q_row(c->a->q, &p->q, fp_dtype_size(p->dtype), s, h, i),
                           p->dtype, p->head_dim, dq,
                           cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, s->b, h, i),
                           rs->q + r * dq);
@@ -355,7 +355,7 @@ static void merge(const call *c, int64_t b, int64_t kvh, float *acc) {
         cs_row_normaliser(top, l, sinks ? sinks[h] : -INFINITY, &mul, &row_lse);
         c->ops->store_row(
             acc, p->head_dim, mul, p->out_dtype,
-            (void *)cs_q_row(c->a->o, &p->o, flashport_dtype_size(p->out_dtype), &s, h, i));
+            (void *)cs_q_row(c->a->o, &p->o, fp_dtype_size(p->out_dtype), &s, h, i));
         if (lse) lse[cs_lse_index(p, &s, h, i)] = row_lse;
     }
 }
@@ -375,7 +375,7 @@ void cs_decode(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p
     c.direct =
         (p->dtype == FLASHPORT_F32 || p->dtype == FLASHPORT_F16 || p->dtype == FLASHPORT_BF16) &&
         p->descale == FLASHPORT_DESCALE_NONE && p->head_dim % ops->decode_step == 0;
-    c.ahead = max64(1, AHEAD_BYTES / (2 * p->head_dim * (int64_t)flashport_dtype_size(p->dtype)));
+    c.ahead = max64(1, AHEAD_BYTES / (2 * p->head_dim * (int64_t)fp_dtype_size(p->dtype)));
     c.mods.scale2 = (float)(p->scale * CS_LOG2E);
     if (p->softcap > 0.0f) {
         c.mods.cap_in = p->scale / p->softcap;

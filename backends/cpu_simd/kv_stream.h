@@ -20,7 +20,7 @@ static inline __attribute__((always_inline)) void cs_prefetch_keys(const fp_prob
                                                                    const fp_args *a,
                                                                    const cs_seq *s, int64_t kvh,
                                                                    int64_t j, int64_t n) {
-    const size_t es = flashport_dtype_size(p->dtype);
+    const size_t es = fp_dtype_size(p->dtype);
     const int64_t bytes = p->head_dim * (int64_t)es;
     for (int64_t key = j; key < j + n;) {
         int64_t k_at, v_at;
@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) void cs_prefetch_keys(const fp_prob
 static inline void cs_convert_kv(const cs_kernel_ops *ops, const fp_problem *p, const fp_args *a,
                                  const cs_seq *s, int64_t kvh, int64_t j0, int64_t n, int64_t dq,
                                  float *k, float *v, int64_t ahead, int64_t end) {
-    const size_t es = flashport_dtype_size(p->dtype);
+    const size_t es = fp_dtype_size(p->dtype);
     for (int64_t j = 0; j < n;) {
         int64_t k_at, v_at;
         const int64_t rest = cs_kv_rows(p, s, kvh, j0 + j, &k_at, &v_at);

@@ -248,8 +248,7 @@ static flashport_status buffer_download(void *d, const void *handle, size_t offs
 }
 
 static flashport_status plan(void *d, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
-    (void)op; /* forward only: the core declines a backward call before planning it */
-    return fp_gpu_plan(&((gpu_device *)d)->props, p, forced, out);
+    return fp_gpu_plan(&((gpu_device *)d)->props, p, op, forced, out);
 }
 
 static flashport_status ensure_workspace(gpu_device *dev, size_t bytes) {

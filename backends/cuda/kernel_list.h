@@ -2,7 +2,7 @@
  * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X): the ladder (the
  * write-up's eight steps, kernels/ladder/) in its order, then the production kernels
  * (kernels/; hopper_wgmma is kernels/hopper/, built for sm_90a alone; the mfma_* entries are the
- * HIP build's matrix-core kernels, backends/hip/kernels/).
+ * HIP build's matrix-core kernels, backends/hip/kernels/), then the backward variants.
  * The build defines FP_HAVE_KERNEL_<name> for each <name>.cu it compiles, so the list holds
  * exactly the variants that are linked; the planner builds its table from it.
  */
@@ -106,6 +106,16 @@
 #else
 #define FP_KERNEL_IF_mfma_flash_split_kv(X)
 #endif
+#ifdef FP_HAVE_KERNEL_backward_mma
+#define FP_KERNEL_IF_backward_mma(X) X(backward_mma)
+#else
+#define FP_KERNEL_IF_backward_mma(X)
+#endif
+#ifdef FP_HAVE_KERNEL_backward_f32
+#define FP_KERNEL_IF_backward_f32(X) X(backward_f32)
+#else
+#define FP_KERNEL_IF_backward_f32(X)
+#endif
 
 #define FP_GPU_LADDER_KERNELS(X)                                                                   \
     FP_KERNEL_IF_naive_tiled(X) FP_KERNEL_IF_smem_tiled(X) FP_KERNEL_IF_register_tiled(X)          \
@@ -118,7 +128,10 @@
             FP_KERNEL_IF_fa2_f32(X) FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)    \
                 FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)             \
                     FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
-#define FP_GPU_KERNELS(X) FP_GPU_LADDER_KERNELS(X) FP_GPU_PRODUCTION_KERNELS(X)
+/* The backward pass (FP_OP_BACKWARD): these variants compute nothing else. */
+#define FP_GPU_BACKWARD_KERNELS(X) FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_f32(X)
+#define FP_GPU_KERNELS(X)                                                                          \
+    FP_GPU_LADDER_KERNELS(X) FP_GPU_PRODUCTION_KERNELS(X) FP_GPU_BACKWARD_KERNELS(X)
 
 #define FP_DECLARE_GPU_KERNEL(name) extern FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_##name;
 FP_GPU_KERNELS(FP_DECLARE_GPU_KERNEL)

@@ -81,6 +81,14 @@ typedef struct fp_gpu_launch {
     (FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS |                 \
      FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED)
 
+/* What the backward variants (kernels/backward_*.cu) declare: the backward pass, which they
+ * alone compute, with every forward feature but paged K/V and FP8 inputs (no training step
+ * differentiates a page pool or FP8 tensors). The sink needs nothing of its own: it is in the
+ * LSE, and gets no gradient. */
+#define FP_GPU_FEATURES_BACKWARD                                                                   \
+    (FP_FEATURE_BACKWARD | FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI |             \
+     FP_FEATURE_BIAS | FP_FEATURE_SINKS | FP_FEATURE_VARLEN)
+
 typedef struct fp_gpu_kernel {
     fp_variant info;
     /* 1 when the variant computes p correctly, with its parameters in *params; else 0 and a

@@ -14,6 +14,10 @@
  * along Nkv. When the preferred variants are not built or decline the problem, the ladder is walked
  * from its fastest step down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never
  * chosen automatically; it runs when asked for by name.
+ *
+ * The backward pass has variants of its own, which compute nothing else: backward_mma on the
+ * tensor cores for f16/bf16 (head dims 64 and 128), backward_f32 on the CUDA cores for f32 and
+ * whatever backward_mma declines.
  */
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +49,10 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 #define DECODE_MMA_KERNEL  "decode_mma"
 #define DECODE_MAX_QUERIES 16
 
+/* The backward pass: the tensor-core variant for f16/bf16, the CUDA-core one for the rest. */
+#define BACKWARD_MMA_KERNEL "backward_mma"
+#define BACKWARD_F32_KERNEL "backward_f32"
+
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
     "register_tiled",  "smem_tiled",      "naive_tiled",
@@ -62,13 +70,30 @@ static int find_kernel(const char *name) {
     return -1;
 }
 
-/* Asks variant i; on yes fills the plan and *params, on no leaves the reason in why. A variant
- * is asked only about problems whose features it implements. */
-static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p, fp_plan *out,
-                       fp_gpu_kernel_params *params, char *why, size_t why_len) {
+/* Asks variant i about operation op; on yes fills the plan and *params, on no leaves the reason
+ * in why. A variant is asked only about problems whose features it implements; the backward
+ * variants (FP_FEATURE_BACKWARD) compute nothing but the backward pass. */
+static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem *p, fp_op op,
+                       fp_plan *out, fp_gpu_kernel_params *params, char *why, size_t why_len) {
     memset(params, 0, sizeof *params);
     why[0] = '\0';
-    const unsigned missing = fp_problem_features(p, FP_OP_FORWARD) & ~kernels[i]->info.features;
+    if (op == FP_OP_FORWARD && (kernels[i]->info.features & FP_FEATURE_BACKWARD)) {
+        /* The problem's features are named too: a forced decline names what it was asked. */
+        const unsigned asked = fp_problem_features(p, FP_OP_FORWARD);
+        size_t used = (size_t)snprintf(why, why_len,
+                                       "computes only the gradients "
+                                       "(flashport_attention_backward), no forward output");
+        const char *sep = " (asked for ";
+        for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
+            if ((asked & bit) && used < why_len) {
+                used +=
+                    (size_t)snprintf(why + used, why_len - used, "%s%s", sep, fp_feature_name(bit));
+                sep = ", ";
+            }
+        if (asked && used < why_len) snprintf(why + used, why_len - used, ")");
+        return 0;
+    }
+    const unsigned missing = fp_problem_features(p, op) & ~kernels[i]->info.features;
     if (missing) {
         snprintf(why, why_len, "does not implement %s", fp_feature_name(missing & -missing));
         return 0;
@@ -89,8 +114,39 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
     (void)n;
 }
 
-flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, int forced,
-                             fp_plan *out) {
+/* The backward pass: f16/bf16 on the tensor cores where that variant takes the shape, else (and
+ * for f32) the f32 CUDA-core variant. */
+static flashport_status plan_backward(const fp_gpu_device_props *props, const fp_problem *p,
+                                      fp_plan *out) {
+    static const char *const order[] = {BACKWARD_MMA_KERNEL, BACKWARD_F32_KERNEL};
+    static const char *const kinds[] = {
+        "f16/bf16 backward on tensor cores (mma.sync m16n8k16)",
+        "backward on CUDA cores in f32",
+    };
+    const char *mode = p->deterministic ? "deterministic: dQ in a pass over query tiles"
+                                        : "fast: dQ accumulated by f32 atomics";
+    char why[192], skipped[192] = "";
+    fp_gpu_kernel_params params;
+    for (int o = p->dtype == FLASHPORT_F32 ? 1 : 0; o < 2; o++) {
+        const int i = find_kernel(order[o]);
+        if (i < 0) {
+            note_skip(skipped, sizeof skipped, order[o], "not built");
+            continue;
+        }
+        if (!try_variant(i, props, p, FP_OP_BACKWARD, out, &params, why, sizeof why)) {
+            note_skip(skipped, sizeof skipped, order[o], why);
+            continue;
+        }
+        snprintf(out->reason, sizeof out->reason, "%s; %s%s%.120s", kinds[o], mode,
+                 skipped[0] ? "; " : "", skipped);
+        return FLASHPORT_OK;
+    }
+    snprintf(out->reason, sizeof out->reason, "every backward variant declined: %s", skipped);
+    return FLASHPORT_ERROR_UNSUPPORTED;
+}
+
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, fp_op op,
+                             int forced, fp_plan *out) {
     char why[192];
     fp_gpu_kernel_params params;
     if (forced >= 0) {
@@ -98,13 +154,14 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
             snprintf(out->reason, sizeof out->reason, "no variant %d in this build", forced);
             return FLASHPORT_ERROR_UNSUPPORTED;
         }
-        if (!try_variant(forced, props, p, out, &params, why, sizeof why)) {
+        if (!try_variant(forced, props, p, op, out, &params, why, sizeof why)) {
             snprintf(out->reason, sizeof out->reason, "%s", why);
             return FLASHPORT_ERROR_UNSUPPORTED;
         }
         snprintf(out->reason, sizeof out->reason, "requested by name");
         return FLASHPORT_OK;
     }
+    if (op == FP_OP_BACKWARD) return plan_backward(props, p, out);
 
     const int f32 = p->dtype == FLASHPORT_F32;
     const int rows = f32 ? FA2_F32_ROWS : FP_MATRIX_KERNEL_ROWS;
@@ -171,7 +228,7 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
             note_skip(skipped, sizeof skipped, order[o], "not built");
             continue;
         }
-        if (!try_variant(i, props, p, out, &params, why, sizeof why)) {
+        if (!try_variant(i, props, p, FP_OP_FORWARD, out, &params, why, sizeof why)) {
             note_skip(skipped, sizeof skipped, order[o], why);
             continue;
         }

@@ -8,10 +8,10 @@
 int fp_gpu_kernel_count(void);
 const fp_gpu_kernel *fp_gpu_kernel_at(int index);
 
-/* Which variant runs p: `forced` >= 0 takes only that one; otherwise the preferred variant for
- * the dtype and grid, falling back along the ladder. FLASHPORT_ERROR_UNSUPPORTED with the
- * reason in out->reason when nothing can. */
-flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, int forced,
-                             fp_plan *out);
+/* Which variant runs operation op of p: `forced` >= 0 takes only that one; otherwise the
+ * preferred variant for the operation, dtype and grid, the forward falling back along the
+ * ladder. FLASHPORT_ERROR_UNSUPPORTED with the reason in out->reason when nothing can. */
+flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem *p, fp_op op,
+                             int forced, fp_plan *out);
 
 #endif /* FP_CUDA_PLANNER_H */

@@ -88,15 +88,15 @@ def test_torch_cuda_errors():
     with pytest.raises(flashport.DeviceMismatchError, match="k is in host memory"):
         flashport.attention(q, q.cpu(), q)
     out = torch.full_like(q, 3.0)
-    # a kernel forced on a feature it does not implement (fa2_f32 has no score modifiers):
-    # named, and nothing written
+    # a kernel forced on a feature it does not implement (the ladder's naive_tiled has no
+    # score modifiers): named, and nothing written
     with pytest.raises(flashport.UnsupportedError, match="softcap"):
-        flashport.attention(q, q, q, softcap=30.0, kernel="fa2_f32", out=out)
+        flashport.attention(q, q, q, softcap=30.0, kernel="naive_tiled", out=out)
     with pytest.raises(flashport.InvalidArgumentError, match="window"):
         flashport.attention(q, q, q, window=(-3, 0), out=out)
     torch.cuda.synchronize()
     assert (out == 3.0).all()
-    p = flashport.plan(q, q, q, softcap=30.0, kernel="fa2_f32")
+    p = flashport.plan(q, q, q, softcap=30.0, kernel="naive_tiled")
     assert p.kernel is None and "softcap" in p.reason
 
 

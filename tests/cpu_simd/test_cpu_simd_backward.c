@@ -19,32 +19,6 @@
 
 #define EXIT_SKIP 77
 
-/* Relative L2 error of one gradient over the elements a sequence owns. */
-static double rel_l2(const bwd_case *got, const bwd_case *want, const void *g, const void *w,
-                     int64_t n, int kv) {
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        if (bwd_unowned(got, kv, i)) continue;
-        const double a = bwd_get(g, got->d.dtype, i), b = bwd_get(w, want->d.dtype, i);
-        num += (a - b) * (a - b);
-        den += b * b;
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
-static int sentinels_right(const bwd_case *c) {
-    const void *t[3] = {c->dq, c->dk, c->dv};
-    const int64_t n[3] = {c->n_q, c->n_kv, c->n_kv};
-    for (int k = 0; k < 3; k++)
-        for (int64_t i = 0; i < n[k]; i++) {
-            const unsigned char *b = (const unsigned char *)t[k] + (size_t)i * c->esize;
-            int sentinel = 1;
-            for (size_t e = 0; e < c->esize; e++) sentinel &= b[e] == BWD_SENTINEL;
-            if (sentinel != bwd_unowned(c, k > 0, i)) return 0;
-        }
-    return 1;
-}
-
 static double tolerance(flashport_dtype t) {
     return t == FLASHPORT_F32 ? 2e-5 : t == FLASHPORT_F16 ? 2e-3 : 1e-2;
 }
@@ -64,9 +38,9 @@ static void check(flashport_context *simd, flashport_context *ref, const bwd_spe
         memcpy(want[k], have[k], (size_t)n[k] * c.esize);
     }
     CHECK_STATUS(bwd_case_backward(simd, &c, kernel), FLASHPORT_OK, NULL);
-    CHECK(sentinels_right(&c));
+    CHECK(bwd_sentinels_right(&c));
     double err[3];
-    for (int k = 0; k < 3; k++) err[k] = rel_l2(&c, &c, have[k], want[k], n[k], k > 0);
+    for (int k = 0; k < 3; k++) err[k] = bwd_rel_l2(&c, &c, have[k], want[k], n[k], k > 0);
     const int ok = err[0] < tolerance(s->dtype) && err[1] < tolerance(s->dtype) &&
                    err[2] < tolerance(s->dtype);
     CHECK(ok);
@@ -125,12 +99,6 @@ static bwd_spec random_spec(unsigned f, int big) {
     return s;
 }
 
-static int same_bits(const bwd_case *a, const bwd_case *b) {
-    return !memcmp(a->dq, b->dq, (size_t)a->n_q * a->esize) &&
-           !memcmp(a->dk, b->dk, (size_t)a->n_kv * a->esize) &&
-           !memcmp(a->dv, b->dv, (size_t)a->n_kv * a->esize);
-}
-
 /* deterministic = 1: the same bits for 1, 2 and 3 threads, run after run. */
 static void determinism(flashport_context *simd, flashport_context *ref, const char *kernel) {
     bwd_spec s = random_spec(F_CAUSAL | F_SOFTCAP | F_VARLEN, 1);
@@ -148,7 +116,7 @@ static void determinism(flashport_context *simd, flashport_context *ref, const c
     for (int i = 0; i < 4; i++) {
         setenv("FLASHPORT_NUM_THREADS", threads[i], 1);
         CHECK(bwd_case_backward(simd, i ? &again : &first, kernel) == FLASHPORT_OK);
-        if (i) identical &= same_bits(&first, &again);
+        if (i) identical &= bwd_same_bits(&first, &again);
     }
     unsetenv("FLASHPORT_NUM_THREADS");
     printf("deterministic: %s bits for 1, 2, 3 and 2 threads again\n",

@@ -31,6 +31,8 @@ static const char *const canonical_order[] = {
     "fa2_f32_split_kv",
     "tensor_core_tf32x3",
     "tensor_core_tf32x3_wide",
+    "backward_mma",
+    "backward_f32",
 };
 #define N_CANONICAL (int)(sizeof canonical_order / sizeof canonical_order[0])
 

@@ -181,23 +181,23 @@ static void check_planner(void) {
     p.scale = 1.0f / 32.0f;
     fp_plan plan = {};
     CHECK(fp_gpu_kernel_count() == 4);
-    CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_OK);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_FORWARD, -1, &plan) == FLASHPORT_OK);
     CHECK(strcmp(fp_gpu_kernel_at(plan.variant)->info.name, "wide_register_tile") == 0);
     CHECK(strstr(plan.reason, "ladder fallback") != NULL);
     CHECK(strstr(plan.reason, "fa2_f32_split_kv: not built") != NULL);
 
     p.dtype = FLASHPORT_BF16;
-    CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_OK);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_FORWARD, -1, &plan) == FLASHPORT_OK);
     CHECK(strstr(plan.reason, "tensor_core_mma_split_kv: not built") != NULL);
 
-    CHECK(fp_gpu_plan(&props, &p, 0, &plan) == FLASHPORT_OK && plan.variant == 0);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_FORWARD, 0, &plan) == FLASHPORT_OK && plan.variant == 0);
     CHECK(strcmp(plan.reason, "requested by name") == 0);
 
     flashport_attention_desc_init(&p, FLASHPORT_F32, 1024, 128, 128, 8, 8, 64,
                                   FLASHPORT_LAYOUT_BHND);
-    CHECK(fp_gpu_plan(&props, &p, 1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_FORWARD, 1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
     CHECK(strstr(plan.reason, "exceeds the grid limit") != NULL);
-    CHECK(fp_gpu_plan(&props, &p, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_FORWARD, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
     CHECK(strstr(plan.reason, "every variant declined") != NULL);
 }
 

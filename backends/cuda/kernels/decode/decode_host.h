@@ -21,7 +21,7 @@
 #define FP_DECODE_MIXED_WAVES    4
 #define FP_DECODE_MIXED_MIN_KEYS 2048
 
-static inline int fp_decode_elem_bytes(flashport_dtype t) { return (int)flashport_dtype_size(t); }
+static inline int fp_decode_elem_bytes(flashport_dtype t) { return (int)fp_dtype_size(t); }
 
 /* Keys the rows of one sequence can see at most: all of them, or a window's width. */
 static inline int64_t fp_decode_visible_span(const fp_problem *p) {

@@ -1,0 +1,58 @@
+/*
+ * What the two tensor-core backward kernels (mma_kv_kernel.cuh, mma_q_kernel.cuh) share: the
+ * tile sizes, P and dS of one accumulator element from its score and dP, and the test for
+ * tiles that need no mask.
+ *
+ * Fragment notation as in mma/fragment_layout.h: lane = 4 g + c; accumulator register r of an
+ * 8-column tile holds row g + 8 (r / 2), column 2c + r % 2.
+ */
+#ifndef FP_BACKWARD_MMA_COMMON_CUH
+#define FP_BACKWARD_MMA_COMMON_CUH
+
+#include <math.h>
+
+#include "../common/ptx.cuh"
+#include "params.h"
+#include "score.cuh"
+
+#define FP_BWD_MMA_WARPS   4
+#define FP_BWD_MMA_THREADS (32 * FP_BWD_MMA_WARPS)
+/* Key-tile kernel: 16 keys a warp (FP_BWD_MMA_KEYS a block), query tiles of
+ * fp_bwd_mma_kv_rows<D> rows. Query-tile kernel: 16 rows a warp (FP_BWD_MMA_ROWS a block), key
+ * tiles of FP_BWD_MMA_KEYS keys. */
+#define FP_BWD_MMA_KEYS 64
+#define FP_BWD_MMA_ROWS 64
+
+/* Query rows a key-tile step covers: 64 at d = 64; 32 at d = 128, where dK and dV take 128
+ * registers a thread and S^T and dP^T of 64 rows would take 64 more, which ptxas spilled. */
+template <int D> __host__ __device__ constexpr int fp_bwd_mma_kv_rows() { return D > 64 ? 32 : 64; }
+
+/* P and dS of one (query i, key j) from the raw dot product x = q_i . k_j and dP, with the row's
+ * LSE (log2 domain) and D. MODS: softcap, ALiBi or bias through fp_bwd_score_log2 (exact);
+ * otherwise scale_log2 * x in one FFMA and ex2.approx, as the forward takes it. `seen`: the row
+ * sees the key and both lie within their sequences. */
+template <bool MODS>
+__device__ __forceinline__ void fp_bwd_p_ds(const fp_bwd_params &a, int b, int h, int nq, int nkv,
+                                            int i, int j, bool seen, float lse_log2, float delta,
+                                            float &x_to_p, float &dp_to_ds) {
+    float p = 0.0f, grad = 1.0f;
+    if (MODS) {
+        if (seen)
+            p = exp2f(fp_bwd_score_log2(a.mods, x_to_p, b, h, i, j, nq, nkv, &grad) - lse_log2);
+    } else {
+        p = fp_exp2_approx(seen ? fmaf(x_to_p, a.scale_log2, -lse_log2) : -INFINITY);
+    }
+    x_to_p = p;
+    dp_to_ds = p * (dp_to_ds - delta) * grad;
+}
+
+/* Whether every query of [q0, q0 + rows) sees every key of [k0, k0 + keys), all within their
+ * sequences: such tiles skip the per-element mask. */
+__device__ __forceinline__ bool fp_bwd_tile_full(const fp_key_band &band, int q0, int rows, int k0,
+                                                 int keys, int nq, int nkv) {
+    return q0 + rows <= nq && k0 + keys <= nkv &&
+           (long long)k0 - (q0 + rows - 1) >= (long long)band.dmin &&
+           (long long)k0 + keys - 1 - q0 <= (long long)band.dmax;
+}
+
+#endif /* FP_BACKWARD_MMA_COMMON_CUH */

@@ -1,0 +1,273 @@
+/*
+ * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
+ * block per (key tile of FP_BWD_MMA_KEYS keys, batch, kv head), four warps of 16 keys each.
+ * K and V of the tile stay in shared memory; the block walks every query tile of
+ * fp_bwd_mma_kv_rows<D> rows that sees one of its keys, for each query head of the kv head's group
+ * in order, through a two-stage cp.async ring (Q, dO, and the rows' LSE and D from the
+ * preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole walk, so
+ * GQA sums its group's heads in a fixed order.
+ *
+ * Per query tile, each warp computes with keys as the rows (M) of mma.sync m16n8k16:
+ *   S^T = K Q^T and dP^T = V dO^T        (A: K, V by ldmatrix; B: Q, dO as in the forward's K),
+ *   P^T, dS^T elementwise (backward/mma_common.cuh),
+ *   dV += P^T dO and dK += dS^T Q        (A: P^T, dS^T straight from the accumulators, as the
+ *                                         forward reuses P; B: dO, Q by ldmatrix.trans).
+ * DQ_ATOMIC (fast mode): dS^T also goes to shared memory as [key][query] (rows padded by 16
+ * bytes: the eight rows of an ldmatrix phase, and the lanes of a store, fall in distinct banks),
+ * then each warp computes dQ = dS K over the tile's 64 keys for a 16-row slice of the queries
+ * and a share of the columns (A: dS by ldmatrix.trans of the transposed store, which hands out
+ * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
+ * atomics, at most 64 columns at a time to spare registers.
+ * Without it (deterministic mode) mma_q_kernel.cuh computes dQ.
+ *
+ * Every layout and mask goes through the forward's shared headers (kv_addressing.cuh,
+ * score_mods.cuh); tiles that every row sees whole skip the mask.
+ */
+#ifndef FP_BACKWARD_MMA_KV_KERNEL_CUH
+#define FP_BACKWARD_MMA_KV_KERNEL_CUH
+
+#include "../common/online_softmax_rows.cuh"
+#include "../mma/fragment_layout.h"
+#include "../mma/mma_ops.cuh"
+#include "../mma/tile_loader.cuh"
+#include "mma_common.cuh"
+
+template <int D> struct fp_bwd_mma_kv_smem {
+    static constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    static constexpr int DS_LD = BR + 8; /* elements a row of dS^T */
+    /* K, V; two stages of Q, dO; dS^T; two stages of LSE and D (f32). */
+    static constexpr size_t BYTES =
+        (size_t)2 * (2 * BC * D + 2 * 2 * BR * D + BC * DS_LD) + (size_t)4 * 2 * 2 * BR;
+};
+
+template <typename T, int D, bool MODS, bool DQ_ATOMIC>
+__global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
+    fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    constexpr int THREADS = FP_BWD_MMA_THREADS, WARPS = FP_BWD_MMA_WARPS;
+    constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
+    constexpr int DS_LD = fp_bwd_mma_kv_smem<D>::DS_LD;
+    constexpr int Q_TILES = BR / 8;    /* n-tiles of S^T (queries) */
+    constexpr int QK_STEPS = D / 16;   /* k-steps of S^T and dP^T */
+    constexpr int D_TILES = D / 8;     /* n-tiles of dK, dV */
+    constexpr int ROW_STEPS = BR / 16; /* k-steps of dV and dK */
+    /* dQ: 16-row slices of the query tile, each shared by WARPS / SLICES warps by columns, in
+     * passes of at most 64 columns (32 accumulator registers). */
+    constexpr int SLICES = BR / 16;
+    constexpr int WARP_COLS = D * SLICES / WARPS;
+    constexpr int PASSES = WARP_COLS > 64 ? WARP_COLS / 64 : 1;
+    constexpr int PASS_TILES = WARP_COLS / 8 / PASSES;
+    static_assert(BC == 16 * WARPS, "a warp owns 16 keys");
+    static_assert(WARPS % SLICES == 0 && PASS_TILES % 2 == 0, "warps share dQ's slices evenly");
+    static_assert(THREADS >= 2 * BR, "one thread copies each row's LSE or D");
+    using Ops = fp_mma_ops<T>;
+    using KVLoader = fp_tile_loader<T, BC, D, THREADS>;
+    using QLoader = fp_tile_loader<T, BR, D, THREADS>;
+
+    extern __shared__ __align__(128) unsigned char fp_bwd_mma_smem[];
+    T *const sK = reinterpret_cast<T *>(fp_bwd_mma_smem);
+    T *const sStages = sK + 2 * BC * D; /* stage st: Q at sStages + st * 2 BR D, dO after it */
+    T *const sDS = sStages + 2 * 2 * BR * D;
+    float *const sRows = reinterpret_cast<float *>(sDS + BC * DS_LD); /* stage st: LSE, then D */
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c = lane & 3;
+    const int heads_kv = a.seq.heads_q / a.group;
+    const int b = blockIdx.y / heads_kv, hk = blockIdx.y % heads_kv;
+    const fp_seq s = fp_sequence(a.seq, b);
+    const int k0 = blockIdx.x * BC;
+    if (k0 >= s.nkv) return; /* the grid covers the longest sequence */
+    const int n_keys = min(BC, s.nkv - k0);
+
+    const fp_kv_rows kv0 = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, k0);
+    KVLoader::template load<true, 2>(sK,
+                                     fp_strided_rows<T, 2>{{static_cast<const T *>(a.k) + kv0.k,
+                                                            static_cast<const T *>(a.v) + kv0.v},
+                                                           {a.ks.seq, a.vs.seq}},
+                                     n_keys, a.d);
+    const fp_bwd_rows rows = fp_bwd_rows_seeing(a.mods, k0, k0 + n_keys, s.nq, s.nkv);
+    const int q_tiles = (rows.hi - rows.lo + BR - 1) / BR;
+    const int n_steps = a.group * q_tiles;
+
+    auto load_step = [&](int n) {
+        const int h = hk * a.group + n / q_tiles;
+        const int q0 = rows.lo + (n % q_tiles) * BR;
+        T *const sQ = sStages + (n & 1) * 2 * BR * D;
+        QLoader::template load<true, 2>(
+            sQ,
+            fp_strided_rows<T, 2>{{static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
+                                   static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
+                                  {a.qs.seq, a.os.seq}},
+            s.nq - q0, a.d);
+        if (threadIdx.x < 2 * BR) {
+            const int r = threadIdx.x % BR;
+            const bool in = q0 + r < s.nq;
+            const float *src = threadIdx.x < BR ? a.lse_log2 : a.delta;
+            fp_cp_async_4(fp_smem_addr(sRows + (n & 1) * 2 * BR + threadIdx.x),
+                          src + (in ? fp_lse_index(a.seq, s, h, q0 + r) : 0), in ? 4 : 0);
+        }
+    };
+    if (n_steps > 0) load_step(0);
+    fp_cp_async_commit();
+
+    /* Per-lane ldmatrix offsets (elements): K and V rows of the warp as A (row-major order);
+     * Q and dO as B of S^T, dP^T (key order, as the forward's K); dO and Q as B of dV, dK and
+     * K as B of dQ (row-major order, .trans); dS^T as A of dQ (key order, .trans). */
+    const int a_row = fp_mma_ldsm_rowmajor_row(lane), a_chunk = fp_mma_ldsm_rowmajor_chunk(lane);
+    const int k_row = fp_mma_ldsm_keys_row(lane), k_chunk = fp_mma_ldsm_keys_chunk(lane);
+    const int kv_lane = fp_mma_swizzle(16 * warp + a_row, a_chunk, CPR);
+    const int qt_lane = fp_mma_swizzle(k_row, k_chunk, CPR);
+    const int tr_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
+    const int ds_lane = k_row * DS_LD + 8 * k_chunk;
+    const int dq_slice = warp % SLICES, dq_col0 = warp / SLICES * WARP_COLS;
+    const uint32_t sK_addr = fp_smem_addr(sK), sV_addr = sK_addr + 2u * BC * D;
+    const uint32_t sDS_addr = fp_smem_addr(sDS);
+    const fp_key_band band = fp_visible_band(a.mods, s.nq, s.nkv);
+    const int key_lo = k0 + 16 * warp + g; /* keys of accumulator rows g and g + 8 */
+
+    float dk[1][D_TILES][4], dv[1][D_TILES][4];
+    fp_mma_zero(dk);
+    fp_mma_zero(dv);
+    for (int n = 0; n < n_steps; ++n) {
+        fp_cp_async_wait<0>();
+        __syncthreads(); /* step n has landed, and every warp is done with step n - 1 */
+        if (n + 1 < n_steps) load_step(n + 1);
+        fp_cp_async_commit();
+        const int h = hk * a.group + n / q_tiles;
+        const int q0 = rows.lo + (n % q_tiles) * BR;
+        const uint32_t sQ_addr = fp_smem_addr(sStages + (n & 1) * 2 * BR * D);
+        const uint32_t sO_addr = sQ_addr + 2u * BR * D;
+        const float *const sLse = sRows + (n & 1) * 2 * BR, *const sDelta = sLse + BR;
+
+        float st[1][Q_TILES][4], dpt[1][Q_TILES][4];
+        fp_mma_zero(st);
+        fp_mma_zero(dpt);
+#pragma unroll
+        for (int kk = 0; kk < QK_STEPS; ++kk) {
+            uint32_t ak[4], av[4];
+            fp_ldmatrix_x4(ak, sK_addr + 2u * fp_mma_swizzle_step(kv_lane, 0, 2 * kk, CPR));
+            fp_ldmatrix_x4(av, sV_addr + 2u * fp_mma_swizzle_step(kv_lane, 0, 2 * kk, CPR));
+#pragma unroll
+            for (int np = 0; np < Q_TILES / 2; ++np) {
+                uint32_t bq[4], bo[4];
+                const int off = fp_mma_swizzle_step(qt_lane, 16 * np, 2 * kk, CPR);
+                fp_ldmatrix_x4(bq, sQ_addr + 2u * off);
+                fp_ldmatrix_x4(bo, sO_addr + 2u * off);
+                Ops::mma(st[0][2 * np], ak, bq[0], bq[1]);
+                Ops::mma(st[0][2 * np + 1], ak, bq[2], bq[3]);
+                Ops::mma(dpt[0][2 * np], av, bo[0], bo[1]);
+                Ops::mma(dpt[0][2 * np + 1], av, bo[2], bo[3]);
+            }
+        }
+
+        const bool full = fp_bwd_tile_full(band, q0, BR, k0, BC, s.nq, s.nkv);
+#pragma unroll
+        for (int nt = 0; nt < Q_TILES; ++nt) {
+            const int ql = 8 * nt + 2 * c;
+            const float2 lse = *reinterpret_cast<const float2 *>(sLse + ql);
+            const float2 delta = *reinterpret_cast<const float2 *>(sDelta + ql);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int i = q0 + ql + (r & 1), j = key_lo + 8 * (r >> 1);
+                const bool seen = full || (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
+                fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, (r & 1) ? lse.y : lse.x,
+                                  (r & 1) ? delta.y : delta.x, st[0][nt][r], dpt[0][nt][r]);
+            }
+        }
+
+#pragma unroll
+        for (int ps = 0; ps < ROW_STEPS; ++ps) {
+            uint32_t ap[4], ads[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int nt = 2 * ps + fp_mma_p_key_tile(r), e = fp_mma_p_acc_reg(r);
+                ap[r] = Ops::pack(st[0][nt][e], st[0][nt][e + 1]);
+                ads[r] = Ops::pack(dpt[0][nt][e], dpt[0][nt][e + 1]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < D_TILES / 2; ++dp) {
+                uint32_t bo[4], bq[4];
+                const int off = fp_mma_swizzle_step(tr_lane, 16 * ps, 2 * dp, CPR);
+                fp_ldmatrix_x4_trans(bo, sO_addr + 2u * off);
+                fp_ldmatrix_x4_trans(bq, sQ_addr + 2u * off);
+                Ops::mma(dv[0][2 * dp], ap, bo[0], bo[1]);
+                Ops::mma(dv[0][2 * dp + 1], ap, bo[2], bo[3]);
+                Ops::mma(dk[0][2 * dp], ads, bq[0], bq[1]);
+                Ops::mma(dk[0][2 * dp + 1], ads, bq[2], bq[3]);
+            }
+        }
+
+        if (DQ_ATOMIC) {
+            /* dS^T[key][query] rounded as dK used it: registers 2i, 2i + 1 are the adjacent
+             * queries 8nt + 2c, + 1 of key row g + 8i, one 4-byte store. */
+#pragma unroll
+            for (int nt = 0; nt < Q_TILES; ++nt)
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    *reinterpret_cast<uint32_t *>(sDS + (16 * warp + g + 8 * i) * DS_LD + 8 * nt +
+                                                  2 * c) =
+                        Ops::pack(dpt[0][nt][2 * i], dpt[0][nt][2 * i + 1]);
+            __syncthreads();
+            const int row0 = q0 + 16 * dq_slice + g; /* query rows g and g + 8 of the slice */
+            int64_t acc_row[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+                acc_row[i] =
+                    row0 + 8 * i < s.nq ? fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d : -1;
+#pragma unroll
+            for (int pass = 0; pass < PASSES; ++pass) {
+                const int col0 = dq_col0 + pass * PASS_TILES * 8;
+                float dq[1][PASS_TILES][4];
+                fp_mma_zero(dq);
+#pragma unroll
+                for (int ks = 0; ks < BC / 16; ++ks) {
+                    uint32_t ads[4];
+                    fp_ldmatrix_x4_trans(ads, sDS_addr +
+                                                  2u * (ds_lane + 16 * ks * DS_LD + 16 * dq_slice));
+#pragma unroll
+                    for (int dp = 0; dp < PASS_TILES / 2; ++dp) {
+                        uint32_t bk[4];
+                        fp_ldmatrix_x4_trans(
+                            bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,
+                                                                   col0 / 8 + 2 * dp, CPR));
+                        Ops::mma(dq[0][2 * dp], ads, bk[0], bk[1]);
+                        Ops::mma(dq[0][2 * dp + 1], ads, bk[2], bk[3]);
+                    }
+                }
+#pragma unroll
+                for (int dt = 0; dt < PASS_TILES; ++dt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int64_t at = acc_row[r >> 1];
+                        if (at >= 0)
+                            atomicAdd(a.dq_acc + at + col0 + 8 * dt + 2 * c + (r & 1),
+                                      dq[0][dt][r]);
+                    }
+            }
+        }
+    }
+    fp_cp_async_wait<0>();
+
+    /* dK = scale dS^T Q and dV, two adjacent columns per 4-byte store (the strides are
+     * multiples of 8 elements and d = D). */
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int j = key_lo + 8 * i;
+        if (j >= s.nkv) continue;
+        const fp_kv_rows out = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, j);
+        T *const gdk = static_cast<T *>(a.d_k) + out.k;
+        T *const gdv = static_cast<T *>(a.d_v) + out.v;
+#pragma unroll
+        for (int dt = 0; dt < D_TILES; ++dt) {
+            const int col = 8 * dt + 2 * c;
+            *reinterpret_cast<uint32_t *>(gdk + col) =
+                Ops::pack(dk[0][dt][2 * i] * a.mods.scale, dk[0][dt][2 * i + 1] * a.mods.scale);
+            *reinterpret_cast<uint32_t *>(gdv + col) =
+                Ops::pack(dv[0][dt][2 * i], dv[0][dt][2 * i + 1]);
+        }
+    }
+#endif
+}
+
+#endif /* FP_BACKWARD_MMA_KV_KERNEL_CUH */

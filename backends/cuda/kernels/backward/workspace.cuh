@@ -1,0 +1,140 @@
+/*
+ * The backward's workspace and the two small kernels around the main ones, shared by every
+ * backward variant:
+ *   - preprocessing, before: D_i = dO_i . O_i and the LSE in the log2 domain per row, and in
+ *     fast mode the f32 dQ accumulator zeroed;
+ *   - conversion, after (fast mode): dQ = scale * accumulator in the output type, written by the
+ *     q strides to the rows of each sequence only.
+ * Layout: lse_log2 [rows], delta [rows], then dq_acc [rows, d] in fast mode, each 256-byte
+ * aligned; rows are numbered as the LSE (fp_lse_index). Nothing is N x N: the workspace is
+ * O(rows * d), like the gradients themselves.
+ */
+#ifndef FP_BACKWARD_WORKSPACE_CUH
+#define FP_BACKWARD_WORKSPACE_CUH
+
+#include <math.h>
+
+#include "../common/dtype.cuh"
+#include "../common/smem_limit.cuh"
+#include "../common/warp_reduce.cuh"
+#include "params.h"
+
+#define FP_BWD_ROW_WARPS 4  /* warps of a preprocessing or conversion block, one row each */
+#define FP_BWD_ROWS      16 /* rows of a preprocessing or conversion block */
+
+static inline size_t fp_bwd_align(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* Rows of the per-row workspace arrays: as many as LSE entries. */
+static inline int64_t fp_bwd_rows(const fp_problem *p) {
+    return p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
+}
+
+static inline size_t fp_bwd_workspace_bytes(const fp_problem *p) {
+    const size_t rows = (size_t)fp_bwd_rows(p);
+    const size_t per_row = 2 * fp_bwd_align(rows * sizeof(float));
+    return per_row + (p->deterministic ? 0 : fp_bwd_align(rows * (size_t)p->head_dim * 4));
+}
+
+static inline fp_bwd_params fp_bwd_params_make(const fp_gpu_launch *L) {
+    const fp_problem *p = &L->p;
+    fp_bwd_params a;
+    a.q = L->q;
+    a.k = L->k;
+    a.v = L->v;
+    a.o = L->o;
+    a.d_o = L->args->d_o;
+    a.d_q = L->args->d_q;
+    a.d_k = L->args->d_k;
+    a.d_v = L->args->d_v;
+    a.lse = L->lse;
+    a.qs = p->q;
+    a.ks = p->k;
+    a.vs = p->v;
+    a.os = p->o;
+    a.seq = fp_seq_layout_make(p, L->args);
+    a.mods = fp_score_mods_make(p, L->args);
+    a.group = (int)(p->heads_q / p->heads_kv);
+    a.d = (int)p->head_dim;
+    a.scale_log2 = p->scale * FP_LOG2E;
+    const size_t rows = (size_t)fp_bwd_rows(p);
+    char *ws = static_cast<char *>(L->workspace);
+    a.lse_log2 = reinterpret_cast<float *>(ws);
+    a.delta = reinterpret_cast<float *>(ws + fp_bwd_align(rows * sizeof(float)));
+    a.dq_acc = p->deterministic
+                   ? NULL
+                   : reinterpret_cast<float *>(ws + 2 * fp_bwd_align(rows * sizeof(float)));
+    return a;
+}
+
+/* One warp a row: grid (ceil(seq_q / FP_BWD_ROWS), batch * heads_q). */
+template <typename T> __global__ void fp_bwd_preprocess_kernel(const fp_bwd_params a) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
+    const fp_seq s = fp_sequence(a.seq, b);
+    for (int i = blockIdx.x * FP_BWD_ROWS + warp;
+         i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS); i += FP_BWD_ROW_WARPS) {
+        const T *o = static_cast<const T *>(a.o) + fp_q_offset(a.os, s, h, i);
+        const T *d_o = static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, i);
+        float dot = 0.0f;
+        for (int c = lane; c < a.d; c += 32) dot += fp_to_f32(o[c]) * fp_to_f32(d_o[c]);
+        dot = fp_group_sum<32>(dot);
+        const int64_t row = fp_lse_index(a.seq, s, h, i);
+        if (lane == 0) {
+            const float lse = a.lse[row];
+            a.delta[row] = dot;
+            a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * FP_LOG2E;
+        }
+        if (a.dq_acc)
+            for (int c = lane; c < a.d; c += 32) a.dq_acc[row * a.d + c] = 0.0f;
+    }
+}
+
+/* Fast mode's last step, on the preprocessing grid. */
+template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_params a) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
+    const fp_seq s = fp_sequence(a.seq, b);
+    for (int i = blockIdx.x * FP_BWD_ROWS + warp;
+         i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS); i += FP_BWD_ROW_WARPS) {
+        const float *acc = a.dq_acc + fp_lse_index(a.seq, s, h, i) * a.d;
+        T *dq = static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, i);
+        for (int c = lane; c < a.d; c += 32) dq[c] = fp_from_f32<T>(acc[c] * a.mods.scale);
+    }
+}
+
+static inline dim3 fp_bwd_row_grid(const fp_problem *p) {
+    return dim3((unsigned)((p->seq_q + FP_BWD_ROWS - 1) / FP_BWD_ROWS),
+                (unsigned)(p->batch * p->heads_q));
+}
+
+/* Both launch nothing for packed Q without rows (seq_q = max_seqlen_q = 0): an empty grid is a
+ * launch error. */
+template <typename T>
+static gpuError_t fp_bwd_preprocess(const fp_gpu_launch *L, const fp_bwd_params &a) {
+    if (L->p.seq_q == 0) return gpuSuccess;
+    fp_bwd_preprocess_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
+                                              L->stream)(a);
+    return gpuGetLastError();
+}
+
+template <typename T>
+static gpuError_t fp_bwd_convert_dq(const fp_gpu_launch *L, const fp_bwd_params &a) {
+    if (L->p.seq_q == 0) return gpuSuccess;
+    fp_bwd_convert_dq_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
+                                              L->stream)(a);
+    return gpuGetLastError();
+}
+
+/* Enqueues KERNEL on grid with SMEM bytes of dynamic shared memory, raising its limit first;
+ * an empty grid (no keys, or packed Q without rows) launches nothing. */
+template <auto KERNEL, size_t SMEM>
+static gpuError_t fp_bwd_launch(dim3 grid, int threads, gpuStream_t stream,
+                                const fp_bwd_params &a) {
+    if (grid.x == 0) return gpuSuccess;
+    const gpuError_t e = fp_raise_smem_limit<KERNEL, SMEM>();
+    if (e != gpuSuccess) return e;
+    KERNEL FP_GPU_LAUNCH(grid, threads, SMEM, stream)(a);
+    return gpuGetLastError();
+}
+
+#endif /* FP_BACKWARD_WORKSPACE_CUH */

@@ -1,0 +1,120 @@
+/*
+ * Variant backward_mma: FlashAttention-2 backward for f16 and bf16 on the tensor cores
+ * (mma.sync m16n8k16, ldmatrix, cp.async), head dims 64 and 128, with every feature of the
+ * forward but paged K/V and FP8.
+ *
+ * Launches: preprocessing (backward/workspace.cuh: D, the LSE in the log2 domain, the f32 dQ
+ * accumulator zeroed), then the key-tile kernel (backward/mma_kv_kernel.cuh: dK and dV, and in
+ * fast mode dQ by f32 atomics) and the dQ conversion; in deterministic mode the key-tile kernel
+ * leaves dQ to the query-tile kernel (backward/mma_q_kernel.cuh), which recomputes P and dS.
+ *
+ * Instances per input type and head dim: with or without score modifiers (softcap, ALiBi, bias:
+ * exact per-element scores), and for the key-tile kernel with or without the dQ atomics. Masks,
+ * windows, varlen and GQA are run-time values of every instance. Rows move by cp.async only, so
+ * Q, K, V, O and the gradients need strides in whole 16-byte chunks.
+ */
+#include <stdio.h>
+
+#include "backward/mma_kv_kernel.cuh"
+#include "backward/mma_q_kernel.cuh"
+#include "backward/workspace.cuh"
+#include "common/attention_args.cuh"
+
+static int chunk_strides(const flashport_strides *s) {
+    return s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
+
+static int supports(const fp_problem *p, const fp_gpu_device_props *props,
+                    fp_gpu_kernel_params *params, char *why, size_t why_len) {
+    (void)params;
+    if (props->cc_major < 8) {
+        snprintf(why, why_len,
+                 "needs compute capability 8.0+ (mma.sync, cp.async), device is %d.%d",
+                 props->cc_major, props->cc_minor);
+        return 0;
+    }
+    if (p->dtype != FLASHPORT_F16 && p->dtype != FLASHPORT_BF16) {
+        snprintf(why, why_len, "tensor-core path takes f16 or bf16 inputs, not f32");
+        return 0;
+    }
+    if (p->head_dim != 64 && p->head_dim != 128) {
+        snprintf(why, why_len, "head_dim %lld: built for head dims 64 and 128 only",
+                 (long long)p->head_dim);
+        return 0;
+    }
+    if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
+    if (!chunk_strides(&p->q) || !chunk_strides(&p->k) || !chunk_strides(&p->v) ||
+        !chunk_strides(&p->o)) {
+        snprintf(why, why_len,
+                 "Q, K, V and O strides must be multiples of 8 elements (16-byte rows for "
+                 "cp.async)");
+        return 0;
+    }
+    const size_t smem =
+        p->head_dim == 64 ? fp_bwd_mma_kv_smem<64>::BYTES : fp_bwd_mma_kv_smem<128>::BYTES;
+    if (smem > props->smem_per_block_optin) {
+        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
+                 props->smem_per_block_optin);
+        return 0;
+    }
+    return 1;
+}
+
+static size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
+    (void)params;
+    return fp_bwd_workspace_bytes(p);
+}
+
+template <typename T, int D, bool MODS>
+static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &a) {
+    const fp_problem *p = &L->p;
+    const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_MMA_KEYS - 1) / FP_BWD_MMA_KEYS),
+                       (unsigned)(p->batch * p->heads_kv));
+    const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
+                      (unsigned)(p->batch * p->heads_q));
+    constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D>::BYTES, q_smem = fp_bwd_mma_q_smem<D>::BYTES;
+    gpuError_t e = fp_bwd_preprocess<T>(L, a);
+    if (e != gpuSuccess) return e;
+    if (!p->deterministic) {
+        e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>(
+            kv_grid, FP_BWD_MMA_THREADS, L->stream, a);
+        return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
+    }
+    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>(kv_grid, FP_BWD_MMA_THREADS,
+                                                                        L->stream, a);
+    if (e != gpuSuccess) return e;
+    return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>(q_grid, FP_BWD_MMA_THREADS,
+                                                                  L->stream, a);
+}
+
+template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
+    const fp_bwd_params a = fp_bwd_params_make(L);
+    const bool mods = a.mods.softcap > 0.0f || a.mods.alibi != FLASHPORT_ALIBI_NONE || a.mods.bias;
+    if (L->p.head_dim == 64)
+        return mods ? launch_instances<T, 64, true>(L, a) : launch_instances<T, 64, false>(L, a);
+    return mods ? launch_instances<T, 128, true>(L, a) : launch_instances<T, 128, false>(L, a);
+}
+
+static gpuError_t launch(const fp_gpu_launch *L) {
+    const fp_args *g = L->args;
+    /* supports() checked the strides; only the pointers can be checked here. */
+    if (!aligned16(L->q) || !aligned16(L->k) || !aligned16(L->v) || !aligned16(L->o) ||
+        !aligned16(g->d_o) || !aligned16(g->d_q) || !aligned16(g->d_k) || !aligned16(g->d_v))
+        return gpuErrorMisalignedAddress;
+    return L->p.dtype == FLASHPORT_BF16 ? launch_type<__nv_bfloat16>(L) : launch_type<__half>(L);
+}
+
+/* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
+extern const fp_gpu_kernel fp_kernel_backward_mma;
+const fp_gpu_kernel fp_kernel_backward_mma = {
+    {"backward_mma",
+     "FlashAttention-2 backward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), "
+     "f16/bf16, d = 64 or 128; varlen K/V, windows, softcap, ALiBi, bias, sinks; fast (dQ by "
+     "f32 atomics) or deterministic",
+     FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
+    supports,
+    workspace,
+    launch,
+};

@@ -1,0 +1,196 @@
+/*
+ * The cuda module's backward variants (backward_mma, backward_f32) against the reference
+ * backend's backward in the same process, from the reference's O and LSE: every combination of
+ * window (causal included), softcap, ALiBi, bias, sinks and packed sequences on random problems
+ * (GQA, rows that see no key, partial tiles at both ends, both layouts, both modes), with the
+ * dtypes and head dims each variant takes. Every element of dQ, dK and dV is compared within the
+ * conformance tolerances, and packed rows of no sequence must keep their sentinel. The
+ * deterministic mode must give the same bits run after run; the planner must pick backward_mma
+ * for f16/bf16 at d = 64 and 128 and backward_f32 for f32, and neither variant may plan a
+ * forward pass.
+ *
+ * Without a usable GPU it exits 77 (ctest: skipped) with the runtime's reason.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+
+#include "backward_case.h"
+#include "check.h"
+
+#define EXIT_SKIP 77
+
+static double tolerance(flashport_dtype t) {
+    return t == FLASHPORT_F32 ? 1e-4 : t == FLASHPORT_F16 ? 2e-3 : 2e-2;
+}
+
+/* One problem: the reference's and the variant's gradients from the reference's O and LSE. */
+static void check(flashport_context *gpu, flashport_context *ref, const bwd_spec *s,
+                  const char *kernel, const char *what) {
+    bwd_case c;
+    bwd_case_make(&c, s);
+    CHECK_STATUS(bwd_case_forward(ref, &c), FLASHPORT_OK, NULL);
+    CHECK_STATUS(bwd_case_backward(ref, &c, NULL), FLASHPORT_OK, NULL);
+    void *want[3];
+    const int64_t n[3] = {c.n_q, c.n_kv, c.n_kv};
+    void *have[3] = {c.dq, c.dk, c.dv};
+    for (int k = 0; k < 3; k++) {
+        want[k] = malloc((size_t)n[k] * c.esize);
+        memcpy(want[k], have[k], (size_t)n[k] * c.esize);
+    }
+    CHECK_STATUS(bwd_case_backward(gpu, &c, kernel), FLASHPORT_OK, NULL);
+    CHECK(bwd_sentinels_right(&c));
+    double err[3];
+    for (int k = 0; k < 3; k++) err[k] = bwd_rel_l2(&c, &c, have[k], want[k], n[k], k > 0);
+    const double tol = tolerance(s->dtype);
+    const int ok = err[0] < tol && err[1] < tol && err[2] < tol;
+    CHECK(ok);
+    if (!ok || what)
+        printf("%s %s %-26s %s B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld d=%lld causal=%d "
+               "window=%lld/%lld softcap=%g alibi=%d bias=%d sinks=%d varlen=%d det=%d: dQ %.1e "
+               "dK %.1e dV %.1e\n",
+               ok ? "ok  " : "FAIL", kernel, what ? what : "random", flashport_dtype_name(s->dtype),
+               (long long)s->batch, (long long)s->heads_q, (long long)s->heads_kv,
+               (long long)s->seq_q, (long long)s->seq_kv, (long long)s->head_dim, s->causal,
+               (long long)s->window_left, (long long)s->window_right, s->softcap, (int)s->alibi,
+               s->bias, s->sinks, s->varlen, s->deterministic, err[0], err[1], err[2]);
+    for (int k = 0; k < 3; k++) free(want[k]);
+    bwd_case_free(&c);
+}
+
+enum {
+    F_WINDOW = 1,
+    F_CAUSAL = 2,
+    F_SOFTCAP = 4,
+    F_ALIBI = 8,
+    F_BIAS = 16,
+    F_SINKS = 32,
+    F_VARLEN = 64,
+    F_ALL = 127
+};
+
+/* A random problem with features f for variant `mma` (1: backward_mma's dtypes and head dims);
+ * big: several key and query tiles. */
+static bwd_spec random_spec(unsigned f, int mma, int big) {
+    static const int64_t dims[] = {8, 13, 40, 64, 72, 128, 200};
+    static const flashport_dtype dts[] = {FLASHPORT_F32, FLASHPORT_F16, FLASHPORT_BF16};
+    bwd_spec s;
+    memset(&s, 0, sizeof s);
+    s.dtype = mma ? dts[bwd_pick(1, 2)] : dts[bwd_pick(0, 2)];
+    s.batch = bwd_pick(1, 3);
+    s.heads_kv = bwd_pick(1, 2);
+    s.heads_q = s.heads_kv * bwd_pick(1, 3);
+    s.head_dim = mma ? 64 * bwd_pick(1, 2) : dims[bwd_pick(0, 6)];
+    s.seq_q = big ? bwd_pick(60, 200) : bwd_pick(1, 30);
+    s.seq_kv = big ? bwd_pick(70, 260) : bwd_pick(1, 60);
+    s.layout = bwd_pick(0, 1) ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND;
+    s.window_left = s.window_right = -1;
+    s.causal = (f & F_CAUSAL) != 0;
+    if (f & F_WINDOW) {
+        s.window_left = bwd_pick(0, s.seq_kv);
+        if (!s.causal) s.window_right = bwd_pick(-1, 8);
+    }
+    s.softcap = f & F_SOFTCAP ? (float)bwd_uniform(1.0, 30.0) : 0.0f;
+    s.alibi = f & F_ALIBI
+                  ? (bwd_pick(0, 1) ? FLASHPORT_ALIBI_PER_HEAD : FLASHPORT_ALIBI_PER_BATCH_HEAD)
+                  : FLASHPORT_ALIBI_NONE;
+    s.bias = (f & F_BIAS) != 0;
+    s.masked = s.bias && bwd_pick(0, 1);
+    s.sinks = (f & F_SINKS) != 0;
+    s.varlen = (f & F_VARLEN) != 0;
+    s.scale = bwd_pick(0, 3) == 0 ? (float)bwd_uniform(-0.5, 0.5) : 0.0f;
+    s.deterministic = (int)bwd_pick(0, 1);
+    return s;
+}
+
+/* deterministic = 1: the same bits on a second run (GQA, causal, packed sequences). */
+static void determinism(flashport_context *gpu, flashport_context *ref, const char *kernel,
+                        int mma) {
+    bwd_spec s = random_spec(F_CAUSAL | F_SOFTCAP | F_VARLEN, mma, 1);
+    s.deterministic = 1, s.batch = 2, s.heads_q = 4, s.heads_kv = 2, s.seq_q = 300;
+    s.seq_kv = 330;
+    bwd_case first, again;
+    const uint64_t seed = bwd_rng;
+    bwd_case_make(&first, &s);
+    bwd_rng = seed;
+    bwd_case_make(&again, &s);
+    CHECK(bwd_case_forward(ref, &first) == FLASHPORT_OK);
+    CHECK(bwd_case_forward(ref, &again) == FLASHPORT_OK);
+    int identical = 1;
+    CHECK(bwd_case_backward(gpu, &first, kernel) == FLASHPORT_OK);
+    for (int i = 0; i < 3; i++) {
+        CHECK(bwd_case_backward(gpu, &again, kernel) == FLASHPORT_OK);
+        identical &= bwd_same_bits(&first, &again);
+    }
+    printf("%s deterministic: %s bits on four runs\n", kernel,
+           identical ? "the same" : "DIFFERENT");
+    CHECK(identical);
+    bwd_case_free(&first);
+    bwd_case_free(&again);
+}
+
+/* The planner's backward choice, and no forward pass on a backward variant. */
+static void planner(flashport_context *gpu) {
+    static const struct {
+        flashport_dtype dtype;
+        int64_t d;
+        const char *kernel;
+    } want[] = {{FLASHPORT_BF16, 128, "backward_mma"},
+                {FLASHPORT_F16, 64, "backward_mma"},
+                {FLASHPORT_BF16, 96, "backward_f32"},
+                {FLASHPORT_F32, 128, "backward_f32"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        flashport_attention_desc d;
+        flashport_attention_desc_init(&d, want[i].dtype, 2, 8, 2, 1024, 1024, want[i].d,
+                                      FLASHPORT_LAYOUT_BNHD);
+        flashport_plan_info info;
+        CHECK(flashport_attention_backward_plan(gpu, &d, &info) == FLASHPORT_OK);
+        CHECK(strcmp(info.kernel, want[i].kernel) == 0);
+        d.kernel = want[i].kernel;
+        CHECK_STATUS(flashport_attention_plan(gpu, &d, &info), FLASHPORT_ERROR_UNSUPPORTED,
+                     "computes only the gradients");
+    }
+}
+
+int main(void) {
+    unsetenv("FLASHPORT_KERNEL");
+    int idx;
+    flashport_backend_info bi;
+    memset(&bi, 0, sizeof bi);
+    if (flashport_backend_find("cuda", &idx) != FLASHPORT_OK ||
+        flashport_backend_get_info(idx, &bi) != FLASHPORT_OK || !bi.available) {
+        printf("SKIP: cuda unavailable: %s\n", bi.reason);
+        return EXIT_SKIP;
+    }
+    flashport_context *gpu = NULL, *ref = NULL;
+    if (flashport_context_create("cuda", &gpu) != FLASHPORT_OK ||
+        flashport_context_create("reference", &ref) != FLASHPORT_OK) {
+        printf("FAIL: cannot open the backends: %s\n", flashport_last_error());
+        return 1;
+    }
+    planner(gpu);
+    static const char *const kernels[] = {"backward_mma", "backward_f32"};
+    for (int v = 0; v < 2; v++) {
+        int cases = 0;
+        for (unsigned f = 0; f <= F_ALL; ++f)
+            for (int round = 0; round < (f % 4 == 0 ? 3 : 2); ++round, ++cases) {
+                bwd_spec s = random_spec(f, v == 0, round == 2);
+                check(gpu, ref, &s, kernels[v], NULL);
+            }
+        printf("%s: %d random cases (every combination of 7 features)\n", kernels[v], cases);
+        for (int det = 0; det <= 1; ++det) {
+            bwd_spec s = random_spec(F_BIAS | F_CAUSAL, v == 0, 1);
+            s.masked = 1, s.deterministic = det;
+            check(gpu, ref, &s, kernels[v], "bias masks whole rows");
+            s = random_spec(F_CAUSAL | F_SINKS, v == 0, 1);
+            s.seq_q = 200, s.seq_kv = 120, s.deterministic = det;
+            check(gpu, ref, &s, kernels[v], "causal, rows without keys");
+            s = random_spec(F_WINDOW | F_ALIBI | F_SOFTCAP | F_VARLEN, v == 0, 1);
+            s.deterministic = det;
+            check(gpu, ref, &s, kernels[v], "every modifier, packed");
+        }
+        determinism(gpu, ref, kernels[v], v == 0);
+    }
+    flashport_context_destroy(ref);
+    flashport_context_destroy(gpu);
+    return check_report("test_cuda_backward");
+}
