@@ -14,8 +14,8 @@
  *     16w + l/4 (+8 for a_2, a_3, a_6, a_7), columns 2(l%4) + (0, 1) (+8 for a_4..a_7).
  *
  * One consumer warpgroup's S = Q K^T and O = P V are replayed on small integers (exact in
- * double) through the kernel's descriptors and its S-to-P register map, for both head dims
- * and both warpgroups of the block, and compared with plain products.
+ * double) through the kernel's descriptors and its S-to-P register map, for every head dim
+ * (with its key tile) and both warpgroups of the block, and compared with plain products.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -24,12 +24,12 @@
 #include "fragment_layout.h"
 #include "layout_model.h"
 
-enum { BR = 128, BC = 128, WG_ROWS = 64, WG_THREADS = 128, MAX_D = 128 };
+enum { BR = 128, MAX_BC = 128, WG_ROWS = 64, WG_THREADS = 128, MAX_D = 256 };
 
 /* ---- model of TMA and wgmma ------------------------------------------------------------ */
 
 /* Shared memory as 16-bit cells, addressed in bytes; tiles sit 1024-aligned from 0. */
-static int smem[(BR + 2 * BC) * MAX_D + 4096];
+static int smem[(BR + 2 * MAX_BC) * MAX_D + 4096];
 
 /* TMA: box of 64 columns x rows, from matrix `m` (rows x cols, row-major), columns
  * [col0, col0 + 64), to byte address dst. */
@@ -86,9 +86,10 @@ static int model_a_col(int t, int e) { return 2 * (t % 4) + e % 2 + (e >= 4 ? 8 
 
 /* ---- the check ------------------------------------------------------------------------- */
 
-static int Q[BR * MAX_D], K[BC * MAX_D], V[BC * MAX_D];
+static int Q[BR * MAX_D], K[MAX_BC * MAX_D], V[MAX_BC * MAX_D];
 
-static void check_head_dim(int d) {
+/* Head dim d with key tiles of BC keys, as the kernel instance of d is built. */
+static void check_head_dim(int d, int BC) {
     for (int r = 0; r < BR; ++r)
         for (int c = 0; c < d; ++c) Q[r * d + c] = value(1, r, c);
     for (int r = 0; r < BC; ++r)
@@ -96,8 +97,9 @@ static void check_head_dim(int d) {
             K[r * d + c] = value(2, r, c);
             V[r * d + c] = value(3, r, c);
         }
-    /* The kernel's plan: Q, then one K and one V stage, panels of 64 columns. */
-    const uint32_t sQ = 0, sK = (uint32_t)BR * d * 2, sV = sK + (uint32_t)BC * d * 2;
+    /* Q, then one K and one V stage, panels of 64 columns, from a 1024-aligned base that is not
+     * 0, as the kernel's dynamic window gives. */
+    const uint32_t sQ = 2048, sK = sQ + (uint32_t)BR * d * 2, sV = sK + (uint32_t)BC * d * 2;
     memset(smem, 0x7f, sizeof smem);
     for (int p = 0; p < d / 64; ++p) {
         model_tma_box(sQ + (uint32_t)p * BR * 128, Q, d, BR, 64 * p);
@@ -113,11 +115,13 @@ static void check_head_dim(int d) {
     for (int wg = 0; wg < 2; ++wg) {
         const uint32_t sQ_wg = sQ + (uint32_t)wg * WG_ROWS * 128;
         /* S = Q K^T through the descriptors, k-step by k-step. */
-        static double S[WG_ROWS][BC];
+        static double S[WG_ROWS][MAX_BC];
         memset(S, 0, sizeof S);
         for (int kk = 0; kk < d / 16; ++kk) {
-            const uint64_t da = fp_hopper_desc_k_major(sQ_wg, BR, kk);
-            const uint64_t db = fp_hopper_desc_k_major(sK, BC, kk);
+            const uint64_t da =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sQ_wg), fp_hopper_k_major_step(BR, kk));
+            const uint64_t db =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sK), fp_hopper_k_major_step(BC, kk));
             for (int m = 0; m < WG_ROWS; ++m)
                 for (int n = 0; n < BC; ++n)
                     for (int k = 0; k < 16; ++k)
@@ -133,7 +137,7 @@ static void check_head_dim(int d) {
                        want);
             }
         /* The accumulator fragment, and the kernel's map of it onto P's A operand: P = S here. */
-        static double acc[WG_THREADS][BC / 2];
+        static double acc[WG_THREADS][MAX_BC / 2];
         for (int t = 0; t < WG_THREADS; ++t)
             for (int i = 0; i < BC / 2; ++i) {
                 EXPECT(fp_hopper_acc_row(t, i) == model_acc_row(t, i) &&
@@ -145,7 +149,8 @@ static void check_head_dim(int d) {
         static double O[WG_ROWS][MAX_D];
         memset(O, 0, sizeof O);
         for (int kk = 0; kk < BC / 16; ++kk) {
-            const uint64_t db = fp_hopper_desc_n_major(sV, BC, kk);
+            const uint64_t db =
+                fp_hopper_desc_step(fp_hopper_desc_n_major(sV, BC), fp_hopper_n_major_step(kk));
             static double A[WG_ROWS][16];
             for (int t = 0; t < WG_THREADS; ++t)
                 for (int j = 0; j < 4; ++j)
@@ -172,8 +177,9 @@ static void check_head_dim(int d) {
 }
 
 int main(void) {
-    check_head_dim(64);
-    check_head_dim(128);
+    check_head_dim(64, 128);
+    check_head_dim(128, 128);
+    check_head_dim(256, 64);
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

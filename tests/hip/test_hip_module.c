@@ -15,7 +15,8 @@
 #include "check.h"
 #include "fp_half.h"
 
-static const char *const cuda_only[] = {"wmma_f16", "tensor_core_mma", "tensor_core_mma_split_kv"};
+static const char *const cuda_only[] = {"wmma_f16", "tensor_core_mma", "tensor_core_mma_split_kv",
+                                        "hopper_wgmma"};
 
 static int kernel_index(const char *name) {
     flashport_kernel_info ki;

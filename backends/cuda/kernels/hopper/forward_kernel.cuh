@@ -4,27 +4,38 @@
  *
  * One block = BR = 128 query rows of one (batch, query head), 3 warpgroups:
  *   - warpgroup 0, the producer: gives its registers back (setmaxnreg) and one thread issues
- *     every TMA copy: the Q tile once, then K and V tiles of BC = 128 keys into a ring of STAGES
+ *     every TMA copy: the Q tile once, then K and V tiles of BC keys into a ring of STAGES
  *     stages, each stage with a "K full", a "V full" and an "empty" mbarrier;
  *   - warpgroups 1 and 2, the consumers: take the registers, own 64 query rows each and walk
- *     the key tiles: wait for K, S = Q K^T by wgmma from shared memory, online softmax on the
- *     S accumulators, P converted in registers to wgmma's A operand, wait for V, O += P V by
- *     wgmma with P from registers and V read transposed, then release the stage.
+ *     the block's key tiles: S = Q K^T by wgmma from shared memory, online softmax on the S
+ *     accumulators, P converted in registers to wgmma's A operand, O += P V by wgmma with P from
+ *     registers and V read transposed, then release the stage.
+ *
+ * Overlap, as FlashAttention-3 does it:
+ *   - within a warpgroup, S of tile t is issued together with P V of tile t - 1, and the
+ *     softmax of tile t runs while that P V is still on the tensor cores; O is rescaled for
+ *     tile t only after the P V of tile t - 1 has landed;
+ *   - between the two warpgroups (ping-pong), named barriers 1 and 2 hand the right to issue
+ *     GEMMs back and forth, so one warpgroup's softmax runs while the other's GEMMs do.
+ *     Both warpgroups walk the same tiles (a tile one of them does not see is fully masked for
+ *     it), so their turns pair up exactly; warpgroup 1 opens with a hand-over to warpgroup 0
+ *     and skips its last one, which leaves both barriers balanced at exit.
  *
  * Every tile copy lands in the 128-byte swizzled panels of fragment_layout.h; only TMA writes
  * shared memory and only wgmma reads it (both in the async proxy), and every read waits on the
  * barrier that the copy completes, so no other fence is needed.
  *
- * Masks: the keys a warpgroup's rows see come from common/score_mods.cuh (causal, bottom-right
- * aligned, and sliding windows): the block visits only the tiles some row sees, a warpgroup
- * computes only the tiles some of its rows see, and tiles that not all its rows see whole get
- * a per-score test. Rows past Nq and keys past Nkv arrive as zeros from TMA; the latter are
- * masked, the former never stored.
+ * Masks and modifiers come from common/score_mods.cuh. The keys rows see (causal, bottom-right
+ * aligned, and sliding windows): the block visits only the tiles some row sees, and tiles that
+ * not all of the block's rows see whole get a per-score test. Softcap, ALiBi and bias run in a
+ * separate instance, every score through them; sinks enter the final division. Rows past Nq and
+ * keys past Nkv arrive as zeros from TMA; the latter are masked, the former computed but never
+ * stored.
  *
  * Stage ordering of the ring: a consumer releases stage s for tile t only after it has waited
  * on the "full" barriers of tile t, which the producer signals only after both consumers
  * released tile t - STAGES; so no consumer's release can count towards an earlier phase of the
- * "empty" barrier, even when one warpgroup skips the math of a tile.
+ * "empty" barrier.
  */
 #ifndef FP_HOPPER_FORWARD_KERNEL_CUH
 #define FP_HOPPER_FORWARD_KERNEL_CUH
@@ -40,7 +51,6 @@
 #include "wgmma_ops.cuh"
 
 #define FP_HOPPER_BR               128 /* query rows of a block: 64 per consumer warpgroup */
-#define FP_HOPPER_BC               128 /* keys of a tile */
 #define FP_HOPPER_THREADS          384 /* producer + 2 consumer warpgroups */
 #define FP_HOPPER_CONSUMER_THREADS 256
 
@@ -50,18 +60,26 @@ struct fp_hopper_params {
     float *lse; /* NULL: not wanted */
     flashport_strides os;
     fp_seq_layout seq;  /* dense Q and K/V (the variant declines the rest) */
-    fp_score_mods mods; /* causal and windows only */
+    fp_score_mods mods; /* causal, windows, softcap, ALiBi, bias, sinks */
     int group;          /* query heads per kv head */
     float scale_log2;   /* scale * log2(e), signed */
     int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
 };
 
+/* Per head dim: keys of a tile (BC) and ring depth, what fits beside Q in the 227 KB a block
+ * may use and, at d = 256, beside O's 128 accumulators a thread in registers. */
+template <int D> struct fp_hopper_tile;
+template <> struct fp_hopper_tile<64> { static constexpr int BC = 128, STAGES = 3; };
+template <> struct fp_hopper_tile<128> { static constexpr int BC = 128, STAGES = 2; };
+template <> struct fp_hopper_tile<256> { static constexpr int BC = 64, STAGES = 2; };
+
 /* Shared-memory plan of one instance: Q, the K and V rings, the barriers, and the slack that
  * lets the kernel align the tiles to 1024 bytes itself (the dynamic window's base is only
  * guaranteed 16-byte aligned). */
-template <int D, int STAGES> struct fp_hopper_smem {
+template <int D> struct fp_hopper_smem {
+    static constexpr int STAGES = fp_hopper_tile<D>::STAGES;
     static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * 2;
-    static constexpr uint32_t KV_BYTES = FP_HOPPER_BC * D * 2; /* one K or V tile */
+    static constexpr uint32_t KV_BYTES = fp_hopper_tile<D>::BC * D * 2; /* one K or V tile */
     static constexpr uint32_t K_OFF = Q_BYTES;
     static constexpr uint32_t V_OFF = K_OFF + STAGES * KV_BYTES;
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
@@ -79,15 +97,16 @@ template <int D> struct fp_hopper_rows {
     float m[2], l[2];
 };
 
-/* S (BC keys) of one tile -> P in place, with the online-softmax update of m, l and O. MASK:
- * test each score against the keys its row sees. */
-template <bool MASK, int D>
+/* S (BC keys) of one tile -> P in place, with the online-softmax update of m and l; alpha gets
+ * the factor by which O must be rescaled for each of the thread's two rows. MASK: test each
+ * score against the keys its row sees. */
+template <bool MASK, int D, int BC>
 static __device__ __forceinline__ void
-fp_hopper_softmax(float (&s)[FP_HOPPER_BC / 2], fp_hopper_rows<D> &r, float scale_log2, int tid,
-                  int row0, int kb, int key_end, const fp_key_band &band) {
+fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r, float scale_log2,
+                  int tid, int row0, int kb, int key_end, const fp_key_band &band) {
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < FP_HOPPER_BC / 2; ++i) {
+    for (int i = 0; i < BC / 2; ++i) {
         float v = s[i] * scale_log2;
         if (MASK) {
             const int row = row0 + fp_hopper_acc_row(tid, i);
@@ -97,7 +116,7 @@ fp_hopper_softmax(float (&s)[FP_HOPPER_BC / 2], fp_hopper_rows<D> &r, float scal
         s[i] = v;
         mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], v);
     }
-    float alpha[2], base[2];
+    float base[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         /* A row's scores sit in the four lanes of a quad. */
@@ -112,13 +131,75 @@ fp_hopper_softmax(float (&s)[FP_HOPPER_BC / 2], fp_hopper_rows<D> &r, float scal
         r.l[h] *= alpha[h];
     }
 #pragma unroll
-    for (int i = 0; i < FP_HOPPER_BC / 2; ++i) {
+    for (int i = 0; i < BC / 2; ++i) {
         const float p = fp_exp2_approx(s[i] - base[(i / 2) % 2]);
         s[i] = p;
         r.l[(i / 2) % 2] += p;
     }
+}
+
+/* Whether the row sees the key: a real row (below Nq), a real key, within the row's band. */
+static __device__ __forceinline__ bool fp_hopper_seen(const fp_key_band &band, int nq, int nkv,
+                                                      int row, int key) {
+    return row < nq && key < nkv && fp_in_band(band, row, key);
+}
+
+/* Adds the bias, read as B, where the row sees the key (no bias is read elsewhere). */
+template <typename B, int BC>
+static __device__ __forceinline__ void
+fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int nq, int nkv,
+                   int tid, int row0, int kb, const fp_key_band &band) {
+    const int64_t at = fp_bias_head_offset(m, b, h);
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
+    for (int i = 0; i < BC / 2; ++i) {
+        const int row = row0 + fp_hopper_acc_row(tid, i);
+        const int key = kb + fp_hopper_acc_col(tid, i);
+        if (fp_hopper_seen(band, nq, nkv, row, key)) s[i] += fp_bias_log2_as<B>(m, at, row, key);
+    }
+}
+
+/* The raw dot products of a tile -> log2-domain scores through every modifier of the problem
+ * (common/score_mods.cuh: scale and softcap, ALiBi, bias), one pass per modifier behind one
+ * uniform branch, with every score its row does not see (rows past Nq included) at -inf. Then
+ * the same online-softmax step as the plain tiles, on scale 1. */
+template <int D, int BC>
+static __device__ __forceinline__ void
+fp_hopper_softmax_modified(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r,
+                           const fp_score_mods &m, int b, int h, int nq, int nkv, int tid, int row0,
+                           int kb, const fp_key_band &band) {
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) {
+        const int row = row0 + fp_hopper_acc_row(tid, i);
+        const int key = kb + fp_hopper_acc_col(tid, i);
+        /* The fast softcap: f16/bf16 accuracy. */
+        s[i] = fp_hopper_seen(band, nq, nkv, row, key) ? fp_scaled_log2<true>(m, s[i]) : -INFINITY;
+    }
+    if (m.alibi != FLASHPORT_ALIBI_NONE) {
+        const float slope = fp_alibi_slope_log2(m, b, h);
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i)
+            s[i] += fp_alibi_log2(slope, row0 + fp_hopper_acc_row(tid, i),
+                                  kb + fp_hopper_acc_col(tid, i), nq, nkv);
+    }
+    if (m.bias) switch (m.bias_dtype) {
+        case FLASHPORT_F16:
+            fp_hopper_add_bias<__half, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
+            break;
+        case FLASHPORT_BF16:
+            fp_hopper_add_bias<__nv_bfloat16, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
+            break;
+        default: fp_hopper_add_bias<float, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
+        }
+    fp_hopper_softmax<false, D, BC>(alpha, s, r, 1.0f, tid, row0, kb, nkv, band);
+}
+
+/* Keeps the P operand registers live and in place up to this point: a register-sourced wgmma
+ * reads them until the wait that retires it, which the compiler cannot see. */
+template <int N> static __device__ __forceinline__ void fp_hopper_fence_words(uint32_t (&w)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(w[i][j])::"memory");
 }
 
 template <typename T> static __device__ __forceinline__ uint32_t fp_hopper_pack(float lo, float hi);
@@ -131,7 +212,10 @@ template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__nv_bfloat16>(fl
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-template <typename T, int D, int STAGES>
+/* MODS: the problem has softcap, ALiBi, bias or sinks. Without, those fields are folded away
+ * and the instance keeps its registers for the dense path; with, every tile runs the modified
+ * softmax and the sink joins the final division. */
+template <typename T, int D, bool MODS>
 __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
                              const __grid_constant__ CUtensorMap k_map,
@@ -142,8 +226,9 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #elif defined(__CUDA_ARCH__)
-    using Smem = fp_hopper_smem<D, STAGES>;
-    constexpr int BR = FP_HOPPER_BR, BC = FP_HOPPER_BC, PANELS = D / FP_HOPPER_PANEL_COLS;
+    using Smem = fp_hopper_smem<D>;
+    constexpr int BR = FP_HOPPER_BR, BC = fp_hopper_tile<D>::BC, STAGES = Smem::STAGES;
+    constexpr int PANELS = D / FP_HOPPER_PANEL_COLS;
     static_assert(D % FP_HOPPER_PANEL_COLS == 0, "head dim in whole 128-byte panels");
 
     extern __shared__ unsigned char fp_hopper_smem_raw[];
@@ -167,7 +252,13 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     }
     __syncthreads();
 
-    const fp_score_mods mods = a.mods;
+    fp_score_mods mods = a.mods;
+    if (!MODS) {
+        mods.softcap = 0.0f;
+        mods.alibi = FLASHPORT_ALIBI_NONE;
+        mods.bias = NULL;
+        mods.sinks = NULL;
+    }
     const fp_seq s = fp_sequence(a.seq, blockIdx.y / a.seq.heads_q);
     const int h = blockIdx.y % a.seq.heads_q, hk = h / a.group;
     /* Causal blocks near the bottom do the most work: start them first. */
@@ -207,13 +298,18 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     }
 
     fp_setmaxnreg_inc<240>();
+    const int wg = warpgroup - 1;                  /* consumer 0 or 1 */
     const int tid = threadIdx.x - 128 * warpgroup; /* thread within the warpgroup */
-    const int row0 = q0 + 64 * (warpgroup - 1);    /* first query row of the warpgroup */
-    const bool active = row0 < s.nq;
-    const fp_span_keys wk =
-        fp_visible_span(mods, row0, min(row0 + 63, s.nq - 1), s.nq, s.nkv, s.nkv);
+    const int row0 = q0 + 64 * wg;                 /* first query row of the warpgroup */
     const fp_key_band band = fp_visible_band(mods, s.nq, s.nkv);
-    const uint32_t sQ_wg = sQ + (warpgroup - 1) * 64 * 128; /* this warpgroup's 64 rows */
+    const uint32_t sQ_wg = sQ + wg * 64 * 128; /* this warpgroup's 64 rows */
+    /* Ping-pong: wait for this warpgroup's turn to issue GEMMs, hand it to the other (when
+     * `pass` holds; predicated rather than branched on, for the same reason as above). Rows
+     * past Nq (zeros from TMA) still run every tile, so that the turns pair up. */
+    auto take_turn = [&] { fp_named_barrier_sync(1 + wg, FP_HOPPER_CONSUMER_THREADS); };
+    auto pass_turn = [&](bool pass) {
+        fp_named_barrier_arrive_if(pass, 2 - wg, FP_HOPPER_CONSUMER_THREADS);
+    };
 
     fp_hopper_rows<D> r;
 #pragma unroll
@@ -221,54 +317,108 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     r.m[0] = r.m[1] = -INFINITY;
     r.l[0] = r.l[1] = 0.0f;
 
-    fp_mbarrier_wait(q_full, 0);
-    for (int t = 0; t < n_tiles; ++t) {
-        const int st = t % STAGES;
-        const uint32_t parity = (t / STAGES) & 1;
+    float sacc[BC / 2];      /* S of the newest tile, then its P in f32 */
+    uint32_t pa[BC / 16][4]; /* P of the previous tile as wgmma A operands */
+    /* Each tile's descriptors are built once and stepped by compile-time offsets. */
+    const uint64_t q_desc = fp_hopper_desc_k_major(sQ_wg);
+    auto issue_s = [&](int t) {
+        const uint64_t k_desc = fp_hopper_desc_k_major(sK + (t % STAGES) * Smem::KV_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            fp_wgmma<T, BC>::ss(sacc, fp_hopper_desc_step(q_desc, fp_hopper_k_major_step(BR, kk)),
+                                fp_hopper_desc_step(k_desc, fp_hopper_k_major_step(BC, kk)),
+                                kk > 0);
+        fp_wgmma_commit();
+    };
+    auto issue_pv = [&](int t) {
+        const uint64_t v_desc = fp_hopper_desc_n_major(sV + (t % STAGES) * Smem::KV_BYTES, BC);
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; ++kk)
+            fp_wgmma<T, D>::rs(r.o, pa[kk], fp_hopper_desc_step(v_desc, fp_hopper_n_major_step(kk)),
+                               1);
+        fp_wgmma_commit();
+    };
+    /* The softmax of tile t, on sacc once its S has landed. */
+    auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
-        fp_mbarrier_wait(k_full(st), parity);
-        /* A tile none of this warpgroup's rows sees leaves its state as it is: skip the math
-         * (the waits above and below keep the ring's phases in step). */
-        const bool visible = active && kb < wk.hi && kb + BC > wk.lo;
-        float sacc[BC / 2];
-        if (visible) {
-            const uint32_t k_tile = sK + st * Smem::KV_BYTES;
-            fp_wgmma_fence_operand(sacc);
-            fp_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-                fp_wgmma_ss_m64n128k16<T>(sacc, fp_hopper_desc_k_major(sQ_wg, BR, kk),
-                                          fp_hopper_desc_k_major(k_tile, BC, kk), kk > 0);
-            fp_wgmma_commit();
-            fp_wgmma_wait<0>();
-            fp_wgmma_fence_operand(sacc);
-            if (kb < wk.full_lo || kb + BC > wk.full_hi)
-                fp_hopper_softmax<true>(sacc, r, a.scale_log2, tid, row0, kb, s.nkv, band);
-            else
-                fp_hopper_softmax<false>(sacc, r, a.scale_log2, tid, row0, kb, s.nkv, band);
+        if (MODS) {
+            fp_hopper_softmax_modified<D, BC>(alpha, sacc, r, mods, s.b, h, s.nq, s.nkv, tid, row0,
+                                              kb, band);
+            return;
         }
-        fp_mbarrier_wait(v_full(st), parity);
-        if (visible) {
-            const uint32_t v_tile = sV + st * Smem::KV_BYTES;
-            uint32_t pa[BC / 16][4];
+        /* Which tiles need the per-score test is decided for the whole block: a branch that
+         * differs between warpgroups while a wgmma is in flight makes ptxas serialise them. */
+        if (kb < span.full_lo || kb + BC > span.full_hi)
+            fp_hopper_softmax<true, D, BC>(alpha, sacc, r, a.scale_log2, tid, row0, kb, s.nkv,
+                                           band);
+        else
+            fp_hopper_softmax<false, D, BC>(alpha, sacc, r, a.scale_log2, tid, row0, kb, s.nkv,
+                                            band);
+    };
+    auto to_operand = [&] {
 #pragma unroll
-            for (int kk = 0; kk < BC / 16; ++kk)
+        for (int kk = 0; kk < BC / 16; ++kk)
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    pa[kk][j] = fp_hopper_pack<T>(sacc[fp_hopper_p_source(kk, j, 0)],
-                                                  sacc[fp_hopper_p_source(kk, j, 1)]);
+            for (int j = 0; j < 4; ++j)
+                pa[kk][j] = fp_hopper_pack<T>(sacc[fp_hopper_p_source(kk, j, 0)],
+                                              sacc[fp_hopper_p_source(kk, j, 1)]);
+    };
+    /* Tile t's copy into its stage has landed (bar: that stage's "full" barrier). */
+    auto wait_full = [&](uint32_t bar, int t) { fp_mbarrier_wait(bar, (t / STAGES) & 1); };
+
+    fp_mbarrier_wait(q_full, 0);
+    if (n_tiles > 0) {
+        pass_turn(wg == 1); /* consumer 0 issues first */
+        float alpha[2];
+        /* Tile 0: S alone. */
+        wait_full(k_full(0), 0);
+        take_turn();
+        fp_wgmma_fence_operand(sacc);
+        fp_wgmma_fence();
+        issue_s(0);
+        pass_turn(true);
+        fp_wgmma_wait<0>();
+        fp_wgmma_fence_operand(sacc);
+        softmax(0, alpha); /* O is still zero: no rescale */
+        for (int t = 1; t < n_tiles; ++t) {
+            /* S of tile t and P V of tile t - 1 in one turn. */
+            to_operand();
+            /* Both waits come before the fence: a wait loop between the fence and a wgmma
+             * reading registers makes ptxas insert another fence there. */
+            wait_full(k_full(t % STAGES), t);
+            wait_full(v_full((t - 1) % STAGES), t - 1);
+            take_turn();
+            fp_wgmma_fence_operand(sacc);
             fp_wgmma_fence_operand(r.o);
             fp_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; ++kk)
-                fp_wgmma_pv<T, D>::run(r.o, pa[kk], fp_hopper_desc_n_major(v_tile, BC, kk), 1);
-            fp_wgmma_commit();
+            issue_s(t);
+            issue_pv(t - 1);
+            pass_turn(true);
+            /* The softmax of tile t overlaps the P V of tile t - 1. */
+            fp_wgmma_wait<1>();
+            fp_wgmma_fence_operand(sacc);
+            softmax(t, alpha);
             fp_wgmma_wait<0>();
             fp_wgmma_fence_operand(r.o);
+            fp_hopper_fence_words(pa); /* the P V read pa until here */
+            fp_mbarrier_arrive(empty((t - 1) % STAGES));
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
         }
-        fp_mbarrier_arrive(empty(st));
+        /* P V of the last tile; consumer 1 keeps its last hand-over (see above). */
+        to_operand();
+        wait_full(v_full((n_tiles - 1) % STAGES), n_tiles - 1);
+        take_turn();
+        fp_wgmma_fence_operand(r.o);
+        fp_wgmma_fence();
+        issue_pv(n_tiles - 1);
+        pass_turn(wg == 0);
+        fp_wgmma_wait<0>();
+        fp_wgmma_fence_operand(r.o);
+        fp_hopper_fence_words(pa);
+        fp_mbarrier_arrive(empty((n_tiles - 1) % STAGES));
     }
-    if (!active) return;
+    if (row0 >= s.nq) return;
 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -277,8 +427,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
         const int row = row0 + fp_hopper_acc_row(tid, 2 * hh);
         if (row >= s.nq) continue;
+        /* The sink joins the denominator as a key with a zero value. */
+        float row_m = r.m[hh];
+        const float keep = mods.sinks ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
         /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-        const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
+        const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
         T *go = static_cast<T *>(a.o) + fp_q_offset(a.os, s, h, row);
 #pragma unroll
         for (int i = 2 * hh; i < D / 2; i += 4) {
@@ -293,7 +446,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         }
         if (a.lse && tid % 4 == 0)
             a.lse[fp_lse_index(a.seq, s, h, row)] =
-                row_l == 0.0f ? -INFINITY : (r.m[hh] + log2f(row_l)) * 0.693147180559945309f;
+                row_l == 0.0f ? -INFINITY : (row_m + log2f(row_l)) * 0.693147180559945309f;
     }
 #endif
 }

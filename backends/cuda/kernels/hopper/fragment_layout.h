@@ -16,8 +16,9 @@
  * 49-51, layout 1 = 128-byte swizzle in 62-63.
  *   - K-major operand (Q as A and K as B of S = Q K^T; rows M or N, columns K): the k-step kk
  *     (columns [16kk, 16kk + 16), 32 bytes) starts in panel kk / 4 at byte 32 (kk % 4) of its
- *     first row; the hardware adds the row offsets and then applies the swizzle to the whole
- *     address, so the advance inside an atom is a plain add. SBO = 1024 (8-row groups); LBO is
+ *     first row (rows: the panel height, the whole tile's rows even where an operand is a
+ *     64-row slice of it); the hardware adds the row offsets and then applies the swizzle to the
+ * whole address, so the advance inside an atom is a plain add. SBO = 1024 (8-row groups); LBO is
  *     unused for swizzled K-major layouts and encoded as 1.
  *   - N-major operand (V as B of O = P V; rows K = keys, columns N = head dim): the k-step kk
  *     (keys [16kk, 16kk + 16)) starts at row 16kk of panel 0; SBO = 1024 (next 8 keys), LBO =
@@ -59,17 +60,27 @@ FP_HOPPER_HD uint64_t fp_hopper_desc(uint32_t smem_addr, uint32_t lbo, uint32_t 
            ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (FP_HOPPER_LAYOUT_SW128 << 62);
 }
 
-/* Descriptor of k-step kk of a K-major tile at tile_addr with `rows` rows. */
-FP_HOPPER_HD uint64_t fp_hopper_desc_k_major(uint32_t tile_addr, int rows, int kk) {
-    return fp_hopper_desc(tile_addr + (uint32_t)(kk / 4) * (uint32_t)rows * 128u +
-                              (uint32_t)(kk % 4) * 32u,
-                          16u, FP_HOPPER_ATOM_BYTES);
+/* Descriptor of a K-major tile at tile_addr (its k-step 0), and the bytes from there to the
+ * start of k-step kk in a tile of `rows` rows. */
+FP_HOPPER_HD uint64_t fp_hopper_desc_k_major(uint32_t tile_addr) {
+    return fp_hopper_desc(tile_addr, 16u, FP_HOPPER_ATOM_BYTES);
+}
+FP_HOPPER_HD uint32_t fp_hopper_k_major_step(int rows, int kk) {
+    return (uint32_t)(kk / 4) * (uint32_t)rows * 128u + (uint32_t)(kk % 4) * 32u;
 }
 
-/* Descriptor of k-step kk of an N-major tile at tile_addr with `rows` (= K) rows. */
-FP_HOPPER_HD uint64_t fp_hopper_desc_n_major(uint32_t tile_addr, int rows, int kk) {
-    return fp_hopper_desc(tile_addr + (uint32_t)kk * 16u * 128u, (uint32_t)rows * 128u,
-                          FP_HOPPER_ATOM_BYTES);
+/* Descriptor of an N-major tile at tile_addr with `rows` (= K) rows (its k-step 0), and the
+ * bytes from there to the start of k-step kk. */
+FP_HOPPER_HD uint64_t fp_hopper_desc_n_major(uint32_t tile_addr, int rows) {
+    return fp_hopper_desc(tile_addr, (uint32_t)rows * 128u, FP_HOPPER_ATOM_BYTES);
+}
+FP_HOPPER_HD uint32_t fp_hopper_n_major_step(int kk) { return (uint32_t)kk * 16u * 128u; }
+
+/* The descriptor `bytes` further on: an add to the start-address field alone, so that the
+ * kernels build a tile's descriptor once and step it with constants. Valid while the address
+ * stays inside shared memory's 256 KB window (the field cannot carry into the next one). */
+FP_HOPPER_HD uint64_t fp_hopper_desc_step(uint64_t desc, uint32_t bytes) {
+    return desc + (bytes >> 4);
 }
 
 /* Accumulator register i of warpgroup thread t: its row (0..63) and column. */

@@ -1,13 +1,20 @@
 /*
  * Variant hopper_wgmma: the FlashAttention-3 style forward of hopper/forward_kernel.cuh for f16
- * and bf16 on compute capability 9.0 (wgmma, TMA, setmaxnreg), head dims 64 and 128, causal
- * and sliding windows, GQA, Nq != Nkv, LSE.
+ * and bf16 on compute capability 9.0 (wgmma, TMA, setmaxnreg), head dims 64, 128 and 256, causal
+ * and sliding windows, softcap, ALiBi, bias and sinks (in instances of their own), GQA,
+ * Nq != Nkv, LSE.
  *
  * This file is compiled for sm_90a only (FLASHPORT_CUDA_HOPPER_ARCHITECTURES), so the module
  * holds its kernels exactly when it holds sm_90a code for them; supports() asks the runtime
  * whether the device can load that code and declines with the reason when it cannot. Q, K and V
  * reach the kernel through TMA tensor maps, which need 16-byte aligned bases and strides (the
  * strides are checked here, the bases at launch).
+ *
+ * Written in CUDA C++ with inline PTX (hopper/wgmma_ops.cuh, hopper/tma_mbarrier.cuh), not on
+ * CUTLASS/CuTe: the kernel needs a dozen instructions, and their layouts are stated once in
+ * hopper/fragment_layout.h and checked on the host (tests/cuda_hopper_layout); CUTLASS would
+ * add a header tree that reaches a fresh machine only through pip (nvidia-cutlass), outside
+ * the CMake build every other kernel of this module uses.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,32 +24,55 @@
 #include "forward_kernel.cuh"
 #include "tensor_map.h"
 
-/* Ring depth per head dim: what fits next to Q in the 227 KB a block may use. */
-template <int D> struct fp_hopper_stages;
-template <> struct fp_hopper_stages<64> { static constexpr int value = 3; };
-template <> struct fp_hopper_stages<128> { static constexpr int value = 2; };
+/* The modifiers that the kernel takes in its MODS instances (forward_kernel.cuh). */
+#define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS | FP_FEATURE_SINKS)
 
 template <typename T, int D> static const void *kernel_of() {
-    return reinterpret_cast<const void *>(
-        fp_hopper_forward_kernel<T, D, fp_hopper_stages<D>::value>);
+    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, false>);
 }
 
-template <typename T, int D>
+template <typename T, int D, bool MODS>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr int STAGES = fp_hopper_stages<D>::value;
-    constexpr size_t smem = fp_hopper_smem<D, STAGES>::BYTES;
-    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, STAGES>, smem>();
+    constexpr size_t smem = fp_hopper_smem<D>::BYTES;
+    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, MODS>, smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, D, STAGES>
+    fp_hopper_forward_kernel<T, D, MODS>
         <<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
     return cudaGetLastError();
 }
 
-static size_t smem_bytes(int64_t d) {
-    return d == 64 ? fp_hopper_smem<64, fp_hopper_stages<64>::value>::BYTES
-                   : fp_hopper_smem<128, fp_hopper_stages<128>::value>::BYTES;
+typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap &,
+                                         const CUtensorMap &, const fp_hopper_params &, dim3,
+                                         cudaStream_t);
+
+/* One head dim's instances: their numbers and entry points by input type (0 f16, 1 bf16) and,
+ * for the launchers, by whether the problem has modifiers (FP_HOPPER_MODS). */
+struct hopper_instance {
+    int d, key_tile;
+    size_t smem;
+    const void *(*kernel[2])();
+    instance_launcher launch[2][2];
+};
+#define FP_HOPPER_INSTANCE(D)                                                                      \
+    {                                                                                              \
+        D, fp_hopper_tile<D>::BC, fp_hopper_smem<D>::BYTES,                                        \
+            {kernel_of<__half, D>, kernel_of<__nv_bfloat16, D>}, {                                 \
+            {launch_instance<__half, D, false>, launch_instance<__half, D, true>}, {               \
+                launch_instance<__nv_bfloat16, D, false>, launch_instance<__nv_bfloat16, D, true>  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+static const hopper_instance instances[] = {FP_HOPPER_INSTANCE(64), FP_HOPPER_INSTANCE(128),
+                                            FP_HOPPER_INSTANCE(256)};
+#undef FP_HOPPER_INSTANCE
+
+/* The instance of head dim d; NULL when none is built. */
+static const hopper_instance *find_instance(int64_t d) {
+    for (const hopper_instance &in : instances)
+        if (in.d == d) return &in;
+    return NULL;
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
@@ -58,8 +88,10 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "takes f16 or bf16 inputs only");
         return 0;
     }
-    if (p->head_dim != 64 && p->head_dim != 128) {
-        snprintf(why, why_len, "head_dim %lld: only 64 and 128 are built", (long long)p->head_dim);
+    const hopper_instance *in = find_instance(p->head_dim);
+    if (!in) {
+        snprintf(why, why_len, "head_dim %lld: only 64, 128 and 256 are built",
+                 (long long)p->head_dim);
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
@@ -67,9 +99,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("K", &p->k, p->batch, p->heads_kv, p->seq_kv, why, why_len) ||
         !fp_hopper_strides_fit("V", &p->v, p->batch, p->heads_kv, p->seq_kv, why, why_len))
         return 0;
-    if (smem_bytes(p->head_dim) > props->smem_per_block_optin) {
+    if (in->smem > props->smem_per_block_optin) {
         snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu",
-                 smem_bytes(p->head_dim), props->smem_per_block_optin);
+                 in->smem, props->smem_per_block_optin);
         return 0;
     }
     if (!fp_hopper_encode_fn()) {
@@ -78,11 +110,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     }
     /* The module holds sm_90a code for this kernel or none: ask whether the device loads it. */
     cudaFuncAttributes attr;
-    const void *kernel =
-        p->dtype == FLASHPORT_BF16
-            ? (p->head_dim == 64 ? kernel_of<__nv_bfloat16, 64>() : kernel_of<__nv_bfloat16, 128>())
-            : (p->head_dim == 64 ? kernel_of<__half, 64>() : kernel_of<__half, 128>());
-    const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+    const cudaError_t err = cudaFuncGetAttributes(&attr, in->kernel[p->dtype == FLASHPORT_BF16]());
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         snprintf(why, why_len, "no loadable sm_90a code for this device: %s",
@@ -94,15 +122,17 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
 
 static cudaError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
+    const hopper_instance *in = find_instance(p->head_dim);
+    if (!in) return cudaErrorInvalidValue;
     CUtensorMap qm, km, vm;
     cudaError_t err = fp_hopper_encode(&qm, L->q, p->dtype, &p->q, p->batch, p->heads_q, p->seq_q,
                                        p->head_dim, FP_HOPPER_BR);
     if (err == cudaSuccess)
         err = fp_hopper_encode(&km, L->k, p->dtype, &p->k, p->batch, p->heads_kv, p->seq_kv,
-                               p->head_dim, FP_HOPPER_BC);
+                               p->head_dim, in->key_tile);
     if (err == cudaSuccess)
         err = fp_hopper_encode(&vm, L->v, p->dtype, &p->v, p->batch, p->heads_kv, p->seq_kv,
-                               p->head_dim, FP_HOPPER_BC);
+                               p->head_dim, in->key_tile);
     if (err != cudaSuccess) return err;
 
     fp_hopper_params prm;
@@ -117,12 +147,8 @@ static cudaError_t launch(const fp_gpu_launch *L) {
         (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
                     (unsigned)(p->batch * p->heads_q));
-    const bool bf16 = p->dtype == FLASHPORT_BF16;
-    if (p->head_dim == 64)
-        return bf16 ? launch_instance<__nv_bfloat16, 64>(qm, km, vm, prm, grid, L->stream)
-                    : launch_instance<__half, 64>(qm, km, vm, prm, grid, L->stream);
-    return bf16 ? launch_instance<__nv_bfloat16, 128>(qm, km, vm, prm, grid, L->stream)
-                : launch_instance<__half, 128>(qm, km, vm, prm, grid, L->stream);
+    const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
+    return in->launch[p->dtype == FLASHPORT_BF16][mods](qm, km, vm, prm, grid, L->stream);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
@@ -130,8 +156,8 @@ extern const fp_gpu_kernel fp_kernel_hopper_wgmma;
 const fp_gpu_kernel fp_kernel_hopper_wgmma = {
     {"hopper_wgmma",
      "FlashAttention-3 style forward on Hopper (wgmma, TMA ring, warp specialisation, "
-     "setmaxnreg), f16/bf16, d = 64 and 128; windows",
-     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW},
+     "setmaxnreg), f16/bf16, d = 64, 128 and 256; windows, softcap, ALiBi, bias, sinks",
+     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW | FP_HOPPER_MODS},
     supports,
     NULL,
     launch,

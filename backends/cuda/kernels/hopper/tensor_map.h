@@ -7,7 +7,8 @@
  * (dimension 0, the head dim, contiguous) and copies boxes of 64 columns x `box_rows` rows of
  * one head with 128-byte swizzle (fragment_layout.h). TMA needs the base 16-byte aligned and
  * every stride of a dimension longer than 1 a positive multiple of 16 bytes below 2^40; a
- * dimension of length 1 is never stepped, so its stride is replaced by a legal one.
+ * dimension of length 1 is never stepped, so its stride is replaced by a legal one. The head
+ * dims built (64, 128, 256) make a row a multiple of 16 bytes.
  */
 #ifndef FP_HOPPER_TENSOR_MAP_H
 #define FP_HOPPER_TENSOR_MAP_H
@@ -75,11 +76,15 @@ static inline cudaError_t fp_hopper_encode(CUtensorMap *map, const void *base, f
     if ((uintptr_t)base % 16 != 0) return cudaErrorMisalignedAddress;
     const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)rows, (cuuint64_t)heads,
                                 (cuuint64_t)batch};
-    /* Bytes between consecutive rows, heads and batches; a length-1 dimension gets 16. */
+    /* Bytes between consecutive rows, heads and batches. A length-1 dimension is never
+     * stepped; it gets the stride of the dimension inside it (a row's bytes for the rows), a
+     * legal value whatever order the driver may ask the strides to grow in. */
     const int64_t elem_strides[3] = {st->seq, st->head, st->batch};
     cuuint64_t strides[3];
     for (int i = 0; i < 3; ++i)
-        strides[i] = dims[i + 1] <= 1 ? 16u : (cuuint64_t)(elem_strides[i] * 2);
+        strides[i] = dims[i + 1] > 1 ? (cuuint64_t)(elem_strides[i] * 2)
+                     : i == 0        ? (cuuint64_t)(head_dim * 2)
+                                     : strides[i - 1];
     const cuuint32_t box[4] = {FP_HOPPER_PANEL_COLS, (cuuint32_t)box_rows, 1, 1};
     const cuuint32_t elem_step[4] = {1, 1, 1, 1};
     const CUresult r = encode(

@@ -1,7 +1,8 @@
 /*
- * Thin wrappers over the sm_90 asynchronous-copy machinery (PTX ISA, "mbarrier" and
- * "cp.async.bulk.tensor"): shared-memory barriers that count both arriving threads and the
- * bytes a TMA copy has still to deliver, and the 4-d tiled TMA load that signals one of them.
+ * Thin wrappers over the sm_90 asynchronous-copy machinery and the barriers around it (PTX
+ * ISA, "mbarrier", "cp.async.bulk.tensor", "bar"): shared-memory barriers that count both
+ * arriving threads and the bytes a TMA copy has still to deliver, the 4-d tiled TMA load that
+ * signals one of them, and the named barriers that order warpgroups.
  *
  * Phases: a barrier completes a phase when its expected arrivals have arrived and its
  * transaction count is back to zero; a waiter names the parity of the phase it waits for
@@ -62,6 +63,21 @@ fp_tma_load_4d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c
 /* Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use. */
 static __device__ __forceinline__ void fp_tma_prefetch_map(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+/* Named barriers (bar.sync / bar.arrive with an id and a thread count, both multiples of a
+ * warp): sync waits until `threads` threads have reached barrier `id`, arrive counts this
+ * thread's warp without waiting. Id 0 is __syncthreads'. */
+static __device__ __forceinline__ void fp_named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/* Arrives only where `arrive` holds, by a predicate rather than a branch. */
+static __device__ __forceinline__ void fp_named_barrier_arrive_if(bool arrive, int id,
+                                                                  int threads) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p bar.arrive %1, %2;\n}\n" ::"r"((int)arrive),
+        "r"(id), "r"(threads)
+        : "memory");
 }
 
 #endif /* FP_HOPPER_TMA_MBARRIER_CUH */

@@ -1,11 +1,13 @@
 /*
  * Thin wrappers over the sm_90a warpgroup matrix instructions (PTX ISA, "wgmma.mma_async"):
  * the fence / commit / wait that order them, and the shapes the Hopper forward issues, each on
- * f16 or bf16 operands with f32 accumulation:
+ * f16 or bf16 operands with f32 accumulation (fp_wgmma<T, N>, N the product's columns):
  *
- *   - m64n128k16 with A and B from shared memory (S = Q K^T: both K-major, no transpose);
- *   - m64n64k16 and m64n128k16 with A from registers and B from shared memory transposed
- *     (O += P V: P from the S accumulators, V stored key-major, i.e. N-major for the product).
+ *   - ss: m64nNk16 with A and B from shared memory (S = Q K^T: both K-major, no transpose),
+ *     N = the key tile (64 or 128);
+ *   - rs: m64nNk16 with A from registers and B from shared memory transposed (O += P V: P from
+ *     the S accumulators, V stored key-major, i.e. N-major for the product), N = the head dim
+ *     (64, 128 or 256).
  *
  * The accumulators are "+f" operands, so the compiler keeps each in one register from the
  * wgmma that writes it to the wait that publishes it; fp_wgmma_fence_operand stops it from
@@ -71,72 +73,117 @@ template <> struct fp_wgmma_type<__nv_bfloat16> { static constexpr bool BF16 = t
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
         "+f"(d[63])
+#define FP_WGMMA_ACC128                                                                            \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
+    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
+    "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "   \
+    "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "   \
+    "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "     \
+    "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "   \
+    "%123, %124, %125, %126, %127}"
+#define FP_WGMMA_OUT128(d)                                                                         \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), \
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), \
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), \
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), \
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), \
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),          \
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),        \
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),        \
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),        \
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-/* d (+)= A B for m64n128k16, A and B K-major in shared memory (descriptors a and b);
- * accumulate = 0 overwrites d. */
-template <typename T>
-static __device__ __forceinline__ void fp_wgmma_ss_m64n128k16(float (&d)[64], uint64_t a,
-                                                              uint64_t b, int accumulate) {
+/* d (+)= A B, accumulate = 0 overwriting d. ss: A and B K-major in shared memory (descriptors
+ * a and b). rs: A from registers (the A fragment of fragment_layout.h, two elements a
+ * register), B N-major in shared memory (descriptor b; the last immediate transposes it). */
+template <typename T, int N> struct fp_wgmma;
+
+template <typename T> struct fp_wgmma<T, 64> {
+    static __device__ __forceinline__ void ss(float (&d)[32], uint64_t a, uint64_t b,
+                                              int accumulate) {
 #define FP_WGMMA_SS(TY)                                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FP_WGMMA_ACC64       \
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
-                 : FP_WGMMA_OUT64(d)                                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FP_WGMMA_ACC32        \
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
+                 : FP_WGMMA_OUT32(d)                                                               \
                  : "l"(a), "l"(b), "r"(accumulate))
-    if constexpr (fp_wgmma_type<T>::BF16)
-        FP_WGMMA_SS("bf16");
-    else
-        FP_WGMMA_SS("f16");
+        if constexpr (fp_wgmma_type<T>::BF16)
+            FP_WGMMA_SS("bf16");
+        else
+            FP_WGMMA_SS("f16");
 #undef FP_WGMMA_SS
-}
-
-/* d (+)= A B for m64nNk16 (N = 64 or 128), A from registers (the A fragment of
- * fragment_layout.h, two elements a register), B N-major in shared memory (transposed: the
- * last immediate); accumulate = 0 overwrites d. */
-template <typename T>
-static __device__ __forceinline__ void fp_wgmma_rs_m64n64k16(float (&d)[32], const uint32_t (&a)[4],
-                                                             uint64_t b, int accumulate) {
+    }
+    static __device__ __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
+                                              int accumulate) {
 #define FP_WGMMA_RS(TY)                                                                            \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FP_WGMMA_ACC32        \
                  ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                   \
                  : FP_WGMMA_OUT32(d)                                                               \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
-    if constexpr (fp_wgmma_type<T>::BF16)
-        FP_WGMMA_RS("bf16");
-    else
-        FP_WGMMA_RS("f16");
+        if constexpr (fp_wgmma_type<T>::BF16)
+            FP_WGMMA_RS("bf16");
+        else
+            FP_WGMMA_RS("f16");
 #undef FP_WGMMA_RS
-}
+    }
+};
 
-template <typename T>
-static __device__ __forceinline__ void
-fp_wgmma_rs_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+template <typename T> struct fp_wgmma<T, 128> {
+    static __device__ __forceinline__ void ss(float (&d)[64], uint64_t a, uint64_t b,
+                                              int accumulate) {
+#define FP_WGMMA_SS(TY)                                                                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FP_WGMMA_ACC64       \
+                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
+                 : FP_WGMMA_OUT64(d)                                                               \
+                 : "l"(a), "l"(b), "r"(accumulate))
+        if constexpr (fp_wgmma_type<T>::BF16)
+            FP_WGMMA_SS("bf16");
+        else
+            FP_WGMMA_SS("f16");
+#undef FP_WGMMA_SS
+    }
+    static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
+                                              int accumulate) {
 #define FP_WGMMA_RS(TY)                                                                            \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                      \
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FP_WGMMA_ACC64       \
                  ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                   \
                  : FP_WGMMA_OUT64(d)                                                               \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
-    if constexpr (fp_wgmma_type<T>::BF16)
-        FP_WGMMA_RS("bf16");
-    else
-        FP_WGMMA_RS("f16");
+        if constexpr (fp_wgmma_type<T>::BF16)
+            FP_WGMMA_RS("bf16");
+        else
+            FP_WGMMA_RS("f16");
 #undef FP_WGMMA_RS
-}
-
-/* O (+)= P V for a head dim of D columns: one m64nDk16. */
-template <typename T, int D> struct fp_wgmma_pv;
-template <typename T> struct fp_wgmma_pv<T, 64> {
-    static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
-                                               int accumulate) {
-        fp_wgmma_rs_m64n64k16<T>(d, a, b, accumulate);
     }
 };
-template <typename T> struct fp_wgmma_pv<T, 128> {
-    static __device__ __forceinline__ void run(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
-                                               int accumulate) {
-        fp_wgmma_rs_m64n128k16<T>(d, a, b, accumulate);
+
+template <typename T> struct fp_wgmma<T, 256> {
+    static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t b,
+                                              int accumulate) {
+#define FP_WGMMA_RS(TY)                                                                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                     \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " " FP_WGMMA_ACC128      \
+                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                              \
+                 : FP_WGMMA_OUT128(d)                                                              \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+        if constexpr (fp_wgmma_type<T>::BF16)
+            FP_WGMMA_RS("bf16");
+        else
+            FP_WGMMA_RS("f16");
+#undef FP_WGMMA_RS
     }
 };
 
