@@ -1,0 +1,381 @@
+/*
+ * The backward pass of exact attention (OpenCL C 1.2): dQ, dK and dV from Q, K, V, O, dO and the
+ * forward's LSE, recomputing the probabilities block by block (no N x N storage), for the
+ * forward features the backward covers (flashport.h): windows and causal masks, softcap (with
+ * its chain rule), ALiBi, additive bias (no gradient to it), sinks (carried by the LSE), GQA
+ * and packed (varlen) Q and K/V. Where rows are (kv_addressing.cl), what elements are worth
+ * (dtype.cl) and what happens to a score (score_mods.cl) come from the forward's headers.
+ *
+ * Three kernels of one program, queued in this order:
+ *   attention_backward_rowsum  D = rowsum(dO * O), one work-item per query row, f32, into a
+ *                              workspace laid out as the LSE;
+ *   attention_backward_dkdv    one work-group per (BC keys, kv head, batch, DV columns): for
+ *                              each query head of the group in order, and each block of BR query
+ *                              rows that sees one of its keys, S = Q K^T and dP = dO V^T (over
+ *                              the whole head dim, KC columns at a time through local memory),
+ *                              P = exp(S - LSE), dS = P (dP - D) (times the softcap's slope),
+ *                              then dV += P^T dO and dK += dS^T Q on its columns, in registers;
+ *   attention_backward_dq      one work-group per (BR query rows, head, batch, DV columns):
+ *                              the same S, dP, P and dS for each block of keys the rows see,
+ *                              then dQ += dS K.
+ * Every sum runs in a fixed order in one work-group, without atomics (OpenCL 1.2 has no float
+ * atomics): the results are the same bits on every run. Heads wider than DV are split into
+ * column slices, each recomputing the scores, as in the forward's tiled kernel.
+ *
+ * The score tile: work-item (tr, tc) holds S and dP for rows tr + i*RT, keys tc + j*CT
+ * (i < TM, j < TN). The output tiles: work-item (orow, ocg) holds OM rows (keys for dK/dV,
+ * queries for dQ) orow + i*(rows/OM) and the columns ocg + u*(groups of columns).
+ *
+ * Scores stay unscaled with the sign of the scale moved into Q, as in the forward: for
+ * u = scale * q.k = |scale| * (sign q).k, dK = |scale| sum dS (sign q), dQ = scale sum dS k.
+ *
+ * Build options (all required): BR BC TM TN KC VC DV OM, DTYPE and ODTYPE (dtype.cl, not FP8)
+ * and PAGED=0 (kv_addressing.cl). Every feature is a runtime argument. Accumulation is f32.
+ */
+
+#define CT     (BC / TN) /* work-items across the keys of the score tile */
+#define RT     (BR / TM) /* work-items across its rows */
+#define NT     (RT * CT) /* work-group size */
+#define KC_PAD (KC + 4)
+#define PS     (BC + 4)  /* row stride of P and dS */
+#define NKR    (BC / OM) /* dK/dV: work-items across the keys */
+#define KCG    (NT / NKR) /* dK/dV: work-items across the columns */
+#define KOCN   (DV / KCG) /* dK/dV: columns per work-item */
+#define NQR    (BR / OM)  /* dQ: work-items across the rows */
+#define QCG    (NT / NQR) /* dQ: work-items across the columns */
+#define QOCN   (DV / QCG) /* dQ: columns per work-item */
+#define SCORE_FLOATS (2 * (BR + BC) * KC_PAD)
+#define SLICE_FLOATS (2 * VC * DV)
+#define STAGE_FLOATS (SCORE_FLOATS > SLICE_FLOATS ? SCORE_FLOATS : SLICE_FLOATS)
+
+#include "dtype.cl"
+#include "kv_addressing.cl"
+#include "score_mods.cl"
+
+#if PAGED || FP8
+#error "the backward pass reads neither a paged cache nor FP8 inputs"
+#endif
+#if BR % TM || BC % TN || BC % OM || BR % OM || NT % NKR || NT % NQR || DV % KCG || DV % QCG ||    \
+    BR % VC || BC % VC
+#error "tile shape: TM|BR, TN|BC, OM|BR, OM|BC, (BC/OM)|NT, (BR/OM)|NT, columns|DV, VC|BR, VC|BC"
+#endif
+
+/* Stages n_rows x n_cols elements, columns c0.. of the rows at x (`stride` apart, the first
+ * `rows` present, columns below d present), times factor, into dst (row stride dst_stride),
+ * zero elsewhere. */
+__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
+                                               int n_cols, __global const storage_t *x,
+                                               long stride, int rows, int c0, int d, float factor,
+                                               int tid) {
+    for (int e = tid; e < n_rows * n_cols; e += NT) {
+        const int r = e / n_cols, c = e % n_cols;
+        dst[r * dst_stride + c] =
+            (r < rows && c0 + c < d) ? LOAD(x, r * stride + c0 + c) * factor : 0.0f;
+    }
+}
+
+/* The rows of one block of queries and one block of keys, with their strides and counts. */
+typedef struct block_rows {
+    __global const storage_t *q, *d_o, *k, *v;
+    long q_sn, o_sn, k_sn, v_sn;
+    int q_rows, kv_rows; /* rows present: queries, keys */
+} block_rows;
+
+/* s = (sign Q) K^T and dp = dO V^T of the block, over the whole head dim, KC columns at a time
+ * through local memory. Begins with a barrier: the previous readers of stage are done. */
+__attribute__((always_inline)) void block_products(float s[TM][TN], float dp[TM][TN],
+                                                   __local float *stage, const block_rows *B,
+                                                   int d, float q_sign, int tid) {
+    const int tr = tid / CT, tc = tid % CT;
+    __local float *qs = stage, *dos = stage + BR * KC_PAD;
+    __local float *ks = stage + 2 * BR * KC_PAD, *vs = ks + BC * KC_PAD;
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++) s[i][j] = dp[i][j] = 0.0f;
+    for (int c0 = 0; c0 < d; c0 += KC) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_rows(qs, KC_PAD, BR, KC, B->q, B->q_sn, B->q_rows, c0, d, q_sign, tid);
+        stage_rows(dos, KC_PAD, BR, KC, B->d_o, B->o_sn, B->q_rows, c0, d, 1.0f, tid);
+        stage_rows(ks, KC_PAD, BC, KC, B->k, B->k_sn, B->kv_rows, c0, d, 1.0f, tid);
+        stage_rows(vs, KC_PAD, BC, KC, B->v, B->v_sn, B->kv_rows, c0, d, 1.0f, tid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int c = 0; c < KC; c++) {
+            float qv[TM], ov[TM];
+            for (int i = 0; i < TM; i++) {
+                qv[i] = qs[(tr + i * RT) * KC_PAD + c];
+                ov[i] = dos[(tr + i * RT) * KC_PAD + c];
+            }
+            for (int j = 0; j < TN; j++) {
+                const float kv = ks[(tc + j * CT) * KC_PAD + c];
+                const float vv = vs[(tc + j * CT) * KC_PAD + c];
+                for (int i = 0; i < TM; i++) {
+                    s[i][j] = fma(qv[i], kv, s[i][j]);
+                    dp[i][j] = fma(ov[i], vv, dp[i][j]);
+                }
+            }
+        }
+    }
+}
+
+/* What the probabilities of a block need besides its products. */
+typedef struct block_where {
+    int r0, k0;      /* its first query row and first key in the sequence */
+    int nq, nkv;     /* the sequence's lengths */
+    int wl, wr;      /* the window (causal: wr = 0), -1 unbounded */
+    int modified;    /* softcap, ALiBi or bias */
+    float scale_log2; /* |scale| log2(e), for unmodified scores */
+} block_where;
+
+/* P = exp(S - LSE) and dS = P (dP - D) times the softcap's slope into ps and dss, 0 where a key
+ * is hidden or past the sequence, or the row is past it or saw no key (LSE = -inf). row_lse2
+ * holds the rows' LSE times log2(e), row_d their D. */
+__attribute__((always_inline)) void probabilities(const float s[TM][TN], const float dp[TM][TN],
+                                                  __local float *ps, __local float *dss,
+                                                  __local const float *row_lse2,
+                                                  __local const float *row_d,
+                                                  const block_where *W, const score_mods *mods,
+                                                  int tid) {
+    const int tr = tid / CT, tc = tid % CT;
+    for (int i = 0; i < TM; i++) {
+        const int lr = tr + i * RT;
+        /* Scores of rows and keys past the sequence are computed as the last ones' (and never
+         * used), so that every read stays in bounds. */
+        const int row = min(W->r0 + lr, W->nq - 1);
+        const int2 keys = visible_keys(row, W->nq, W->nkv, W->wl, W->wr);
+        const float lse2 = row_lse2[lr], dd = row_d[lr];
+        const int live = W->r0 + lr < W->nq && lse2 != -INFINITY;
+        for (int j = 0; j < TN; j++) {
+            const int lk = tc + j * CT, key = W->k0 + lk;
+            const int visible = live && key >= keys.x && key < keys.y;
+            const float s2 =
+                W->modified
+                    ? score_log2(mods, s[i][j], row, row + (W->nkv - W->nq), min(key, W->nkv - 1))
+                    : s[i][j] * W->scale_log2;
+            const float p = visible ? exp2(s2 - lse2) : 0.0f;
+            const float slope = W->modified ? score_slope(mods, s[i][j]) : 1.0f;
+            ps[lr * PS + lk] = p;
+            dss[lr * PS + lk] = visible ? p * (dp[i][j] - dd) * slope : 0.0f;
+        }
+    }
+}
+
+/* Loads the LSE (times log2(e)) and D of the BR rows from r0 of head h; -inf and 0 past the
+ * sequence. */
+__attribute__((always_inline)) void row_statistics(__local float *row_lse2, __local float *row_d,
+                                                   __global const float *lse,
+                                                   __global const float *dsum,
+                                                   const seq_layout *L, const seq_t *seq, int h,
+                                                   int r0, int tid) {
+    for (int r = tid; r < BR; r += NT) {
+        const int row = r0 + r;
+        const long at = lse_index(L, seq, h, min(row, seq->nq - 1));
+        row_lse2[r] = row < seq->nq ? lse[at] * M_LOG2E_F : -INFINITY;
+        row_d[r] = row < seq->nq ? dsum[at] : 0.0f;
+    }
+}
+
+/* The arguments every backward kernel takes (backward.c sets them), then the API v2 ones in
+ * feature_args.h's order. */
+#define BACKWARD_ARGS                                                                              \
+    __global const storage_t *q, __global const storage_t *k, __global const storage_t *v,         \
+        __global const storage_t *o, __global const storage_t *d_o, __global const float *lse,     \
+        __global float *dsum, __global out_t *dq, __global out_t *dk, __global out_t *dv,          \
+        int seq_q, int seq_kv, int d, int heads_q, int group, int n_slices, int causal,            \
+        float q_sign, float scale_log2, long q_sb, long q_sh, long q_sn, long k_sb, long k_sh,     \
+        long k_sn, long v_sb, long v_sh, long v_sn, long o_sb, long o_sh, long o_sn,               \
+        __global const int *cu_seqlens_q, __global const int *cu_seqlens_kv,                       \
+        __global const int *seqlens_kv, __global const int *block_table, int q_varlen,             \
+        int kv_layout, int total_q, int page_size, int max_pages, int num_pages, int window_left,  \
+        int window_right, float scale_abs, float softcap, int alibi,                               \
+        __global const float *alibi_slopes, int bias_dtype, __global const uchar *bias,            \
+        long bias_sb, long bias_sh, long bias_sq, long bias_sk, int has_sinks,                     \
+        __global const float *sinks, __global const float *q_descale,                              \
+        __global const float *k_descale, __global const float *v_descale, int descale_block,       \
+        int q_descale_blocks, int kv_descale_blocks
+
+#define SEQ_LAYOUT                                                                                 \
+    {cu_seqlens_q, cu_seqlens_kv, seqlens_kv, q_varlen, kv_layout,                                 \
+     seq_q,        seq_kv,        total_q,    heads_q}
+
+/* D = rowsum(dO * O) of row get_global_id(0) of head get_global_id(1) of batch get_global_id(2). */
+__kernel void attention_backward_rowsum(BACKWARD_ARGS) {
+    const int row = (int)get_global_id(0), h = (int)get_global_id(1), b = (int)get_global_id(2);
+    const seq_layout L = SEQ_LAYOUT;
+    const seq_t seq = sequence(&L, b);
+    if (row >= seq.nq) return;
+    __global const storage_t *orow = o + q_row_offset(&seq, o_sb, o_sh, o_sn, h, row);
+    __global const storage_t *dorow = d_o + q_row_offset(&seq, o_sb, o_sh, o_sn, h, row);
+    float sum = 0.0f;
+    for (int c = 0; c < d; c++) sum = fma(LOAD(dorow, c), LOAD(orow, c), sum);
+    dsum[lse_index(&L, &seq, h, row)] = sum;
+}
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dkdv(
+    BACKWARD_ARGS) {
+    __local float stage[STAGE_FLOATS];
+    __local float ps[BR * PS], dss[BR * PS];
+    __local float row_lse2[BR], row_d[BR];
+
+    const int tid = (int)get_local_id(0);
+    const int orow = tid / KCG, ocg = tid % KCG;
+    const int k0 = (int)get_group_id(0) * BC, hk = (int)get_group_id(1);
+    const int b = (int)get_group_id(2) / n_slices, dv0 = (int)get_group_id(2) % n_slices * DV;
+    const seq_layout L = SEQ_LAYOUT;
+    const seq_t seq = sequence(&L, b);
+    const int nq = seq.nq, nkv = seq.nkv;
+    if (k0 >= nkv) return; /* a tile past its sequence's keys (varlen): the group leaves */
+
+    const int wl = window_left, wr = causal ? 0 : window_right;
+    const long k_first = kv_first_row_offset(&seq, k_sb, k_sh, k_sn, hk) + (long)k0 * k_sn;
+    const long v_first = kv_first_row_offset(&seq, v_sb, v_sh, v_sn, hk) + (long)k0 * v_sn;
+    block_rows B = {q, d_o, k + k_first, v + v_first, q_sn, o_sn, k_sn, v_sn, 0, nkv - k0};
+    block_where W = {0,  k0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
+                     scale_log2};
+    __local float *xs = stage, *ys = stage + VC * DV; /* dO and Q rows, this slice's columns */
+
+    float acc_k[OM][KOCN], acc_v[OM][KOCN];
+    for (int i = 0; i < OM; i++)
+        for (int u = 0; u < KOCN; u++) acc_k[i][u] = acc_v[i][u] = 0.0f;
+
+    /* The query heads of the group in order, and of each the blocks of rows that see a key of
+     * the tile: rows see nondecreasing key ranges, so a block's keys run from its first row's
+     * first to its last row's end. */
+    const int k_end = min(k0 + BC, nkv);
+    for (int h = hk * group; h < (hk + 1) * group; h++) {
+        const score_mods mods =
+            score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype, bias, bias_sb,
+                          bias_sh, bias_sq, bias_sk, b, h, heads_q);
+        for (int r0 = 0; r0 < nq; r0 += BR) {
+            const int2 first = visible_keys(r0, nq, nkv, wl, wr);
+            const int2 last = visible_keys(min(r0 + BR, nq) - 1, nq, nkv, wl, wr);
+            if (last.y <= k0 || first.x >= k_end) continue;
+            const long q_first = q_row_offset(&seq, q_sb, q_sh, q_sn, h, r0);
+            const long o_first = q_row_offset(&seq, o_sb, o_sh, o_sn, h, r0);
+            B.q = q + q_first;
+            B.d_o = d_o + o_first;
+            B.q_rows = nq - r0;
+            W.r0 = r0;
+            /* The previous block's readers of the row statistics passed the barriers of its
+             * dV and dK sums. */
+            row_statistics(row_lse2, row_d, lse, dsum, &L, &seq, h, r0, tid);
+            float s[TM][TN], dp[TM][TN];
+            block_products(s, dp, stage, &B, d, q_sign, tid);
+            probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
+            for (int r1 = 0; r1 < BR; r1 += VC) {
+                barrier(CLK_LOCAL_MEM_FENCE);
+                stage_rows(xs, DV, VC, DV, d_o + (o_first + (long)r1 * o_sn), o_sn, nq - r0 - r1,
+                           dv0, d, 1.0f, tid);
+                stage_rows(ys, DV, VC, DV, q + (q_first + (long)r1 * q_sn), q_sn, nq - r0 - r1,
+                           dv0, d, q_sign, tid);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                for (int rr = 0; rr < VC; rr++) {
+                    float p[OM], g[OM];
+                    for (int i = 0; i < OM; i++) {
+                        p[i] = ps[(r1 + rr) * PS + orow + i * NKR];
+                        g[i] = dss[(r1 + rr) * PS + orow + i * NKR];
+                    }
+                    for (int u = 0; u < KOCN; u++) {
+                        const float x = xs[rr * DV + ocg + u * KCG];
+                        const float y = ys[rr * DV + ocg + u * KCG];
+                        for (int i = 0; i < OM; i++) {
+                            acc_v[i][u] = fma(p[i], x, acc_v[i][u]);
+                            acc_k[i][u] = fma(g[i], y, acc_k[i][u]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    const long dk_first = kv_first_row_offset(&seq, k_sb, k_sh, k_sn, hk);
+    const long dv_first = kv_first_row_offset(&seq, v_sb, v_sh, v_sn, hk);
+    for (int i = 0; i < OM; i++) {
+        const int key = k0 + orow + i * NKR;
+        if (key >= nkv) continue;
+        for (int u = 0; u < KOCN; u++) {
+            const int col = dv0 + ocg + u * KCG;
+            if (col >= d) continue;
+            STORE(dk, dk_first + (long)key * k_sn + col, acc_k[i][u] * scale_abs);
+            STORE(dv, dv_first + (long)key * v_sn + col, acc_v[i][u]);
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dq(
+    BACKWARD_ARGS) {
+    __local float stage[STAGE_FLOATS];
+    __local float ps[BR * PS], dss[BR * PS];
+    __local float row_lse2[BR], row_d[BR];
+
+    const int tid = (int)get_local_id(0);
+    const int orow = tid / QCG, ocg = tid % QCG;
+    /* The heaviest causal tiles (the last rows) start first. */
+    const int r0 = (int)(get_num_groups(0) - 1 - get_group_id(0)) * BR;
+    const int h = (int)get_group_id(1), hk = h / group;
+    const int b = (int)get_group_id(2) / n_slices, dv0 = (int)get_group_id(2) % n_slices * DV;
+    const seq_layout L = SEQ_LAYOUT;
+    const seq_t seq = sequence(&L, b);
+    const int nq = seq.nq, nkv = seq.nkv;
+    if (r0 >= nq) return; /* a tile past its sequence's queries (varlen): the group leaves */
+
+    /* The keys the tile's rows see: from its first row's first key to its last row's end. */
+    const int wl = window_left, wr = causal ? 0 : window_right;
+    const int kv_begin = visible_keys(r0, nq, nkv, wl, wr).x / BC * BC;
+    const int kv_end = visible_keys(min(r0 + BR, nq) - 1, nq, nkv, wl, wr).y;
+    const long k_first = kv_first_row_offset(&seq, k_sb, k_sh, k_sn, hk);
+    const long v_first = kv_first_row_offset(&seq, v_sb, v_sh, v_sn, hk);
+    block_rows B = {q + q_row_offset(&seq, q_sb, q_sh, q_sn, h, r0),
+                    d_o + q_row_offset(&seq, o_sb, o_sh, o_sn, h, r0),
+                    k,
+                    v,
+                    q_sn,
+                    o_sn,
+                    k_sn,
+                    v_sn,
+                    nq - r0,
+                    0};
+    block_where W = {r0, 0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
+                     scale_log2};
+    const score_mods mods = score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype,
+                                          bias, bias_sb, bias_sh, bias_sq, bias_sk, b, h, heads_q);
+    __local float *ks = stage; /* K rows, this slice's columns */
+
+    row_statistics(row_lse2, row_d, lse, dsum, &L, &seq, h, r0, tid);
+    float acc[OM][QOCN];
+    for (int i = 0; i < OM; i++)
+        for (int u = 0; u < QOCN; u++) acc[i][u] = 0.0f;
+
+    for (int kb = kv_begin; kb < kv_end; kb += BC) {
+        B.k = k + (k_first + (long)kb * k_sn);
+        B.v = v + (v_first + (long)kb * v_sn);
+        B.kv_rows = nkv - kb;
+        W.k0 = kb;
+        float s[TM][TN], dp[TM][TN];
+        block_products(s, dp, stage, &B, d, q_sign, tid);
+        probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
+        for (int k1 = 0; k1 < BC && kb + k1 < kv_end; k1 += VC) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            stage_rows(ks, DV, VC, DV, k + (k_first + (long)(kb + k1) * k_sn), k_sn,
+                       nkv - kb - k1, dv0, d, 1.0f, tid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int kk = 0; kk < VC; kk++) {
+                float g[OM];
+                for (int i = 0; i < OM; i++) g[i] = dss[(orow + i * NQR) * PS + k1 + kk];
+                for (int u = 0; u < QOCN; u++) {
+                    const float x = ks[kk * DV + ocg + u * QCG];
+                    for (int i = 0; i < OM; i++) acc[i][u] = fma(g[i], x, acc[i][u]);
+                }
+            }
+        }
+    }
+
+    const float dq_scale = q_sign * scale_abs;
+    for (int i = 0; i < OM; i++) {
+        const int lr = orow + i * NQR;
+        if (r0 + lr >= nq) continue;
+        const long first = q_row_offset(&seq, q_sb, q_sh, q_sn, h, r0 + lr);
+        for (int u = 0; u < QOCN; u++) {
+            const int col = dv0 + ocg + u * QCG;
+            if (col < d) STORE(dq, first + col, acc[i][u] * dq_scale);
+        }
+    }
+}
