@@ -4,11 +4,12 @@
  * One tile shape per device kind keeps the programs few (PoCL builds each in seconds): blocks
  * of 32 query rows and 32 keys, 4x4 score tiles per work-item on CPUs (64 work-items, which
  * PoCL runs as loops between barriers) and 2x4 on GPUs (128), the head dim staged 32 columns
- * at a time, output tiles of 4 rows. DV, the output columns per work-group, is 256 on CPUs
+ * at a time, output tiles of 4 rows. DV, the output columns per work-group, is 1024 on CPUs
  * whatever the head dim (columns past it are skipped at run time, so that one program serves
- * every head dim up to 256); on GPUs the head dim rounded up to a power of two between 32 and
- * 128, which keeps the dK and dV accumulators in registers. Wider heads are split into column
- * slices. Every feature is a runtime argument: one program per dtype on a CPU.
+ * every head dim up to 1024 without recomputing the scores per slice); on GPUs the head dim
+ * rounded up to a power of two between 64 and 128, which keeps the dK and dV accumulators in
+ * registers. Wider heads are split into column slices. Every feature is a runtime argument:
+ * one program per dtype on a CPU.
  */
 #include <limits.h>
 #include <math.h>
@@ -25,12 +26,12 @@
 static cl_mem as_mem(const void *handle) { return (cl_mem)(void *)(uintptr_t)handle; }
 
 static int64_t work_items(const fp_cl_backward_params *t) {
-    return (int64_t)(t->br / t->tm) * (t->bc / t->tn);
+    return (int64_t)(t->br / t->tm) * (t->bc / 4);
 }
 
 /* Local memory of the dK/dV and dQ kernels (the same arrays). */
 static size_t local_bytes(const fp_cl_backward_params *t) {
-    const int64_t scores = 2 * (int64_t)(t->br + t->bc) * (t->kc + 4);
+    const int64_t scores = 2 * (int64_t)t->br * (t->kc + 4) + 2 * (int64_t)t->kc * (t->bc + 4);
     const int64_t slices = 2 * (int64_t)t->vc * t->dv;
     const int64_t floats =
         (scores > slices ? scores : slices) + 2 * (int64_t)t->br * (t->bc + 4) + 2 * t->br;
@@ -63,10 +64,12 @@ flashport_status fp_cl_backward_plan(const fp_cl_device_desc *dev, const fp_prob
     if (!fp_cl_feature_sizes_fit(p, out->reason, sizeof out->reason))
         return FLASHPORT_ERROR_UNSUPPORTED;
     const int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
-    fp_cl_backward_params t = {32, 32, gpu_like ? 2 : 4, 4, 32, 16, 0, 4};
-    t.dv = gpu_like ? round_up_pow2(p->head_dim, 32, 128) : 256;
+    fp_cl_backward_params t = {32, 32, gpu_like ? 2 : 4, 32, 16, 0, 4};
+    /* Columns come in float4 groups, 8 (CPUs) or 16 (GPUs) of them across a row. */
+    const int32_t dv_min = gpu_like ? 64 : 32;
+    t.dv = gpu_like ? round_up_pow2(p->head_dim, dv_min, 128) : 1024;
     /* Devices with little local memory: narrower column slices. */
-    while (local_bytes(&t) > dev->local_mem && t.dv > 32) t.dv /= 2;
+    while (local_bytes(&t) > dev->local_mem && t.dv > dv_min) t.dv /= 2;
     if ((size_t)work_items(&t) > dev->max_work_group && t.tm < 4) t.tm = 4;
     if ((size_t)work_items(&t) > dev->max_work_group || local_bytes(&t) > dev->local_mem) {
         snprintf(out->reason, sizeof out->reason,
@@ -105,9 +108,9 @@ static flashport_status workspace(fp_cl_dev *dev, size_t bytes, cl_mem *out) {
 static void options(const fp_cl_device_desc *dev, const fp_cl_backward_params *t,
                     const fp_problem *p, char *buf, size_t len) {
     snprintf(buf, len,
-             "-cl-std=CL1.2 -DBR=%d -DBC=%d -DTM=%d -DTN=%d -DKC=%d -DVC=%d -DDV=%d -DOM=%d "
+             "-cl-std=CL1.2 -DBR=%d -DBC=%d -DTM=%d -DKC=%d -DVC=%d -DDV=%d -DOM=%d "
              "-DDTYPE=%d -DODTYPE=%d -DPAGED=0%s",
-             t->br, t->bc, t->tm, t->tn, t->kc, t->vc, t->dv, t->om, (int)p->dtype,
+             t->br, t->bc, t->tm, t->kc, t->vc, t->dv, t->om, (int)p->dtype,
              (int)p->out_dtype, dev->is_nvidia ? " -cl-nv-verbose" : "");
 }
 

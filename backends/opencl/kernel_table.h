@@ -53,7 +53,7 @@ typedef struct fp_cl_nv_tf32x3_params {
 
 /* The backward pass's tile shape (kernels/attention_backward.cl says what each key does). */
 typedef struct fp_cl_backward_params {
-    int32_t br, bc, tm, tn, kc, vc, dv, om;
+    int32_t br, bc, tm, kc, vc, dv, om;
 } fp_cl_backward_params;
 
 /* What a kernel's plan() chooses for its options() and shape(), by kernel; the plan carries it

@@ -20,31 +20,37 @@
  *                              then dQ += dS K.
  * Every sum runs in a fixed order in one work-group, without atomics (OpenCL 1.2 has no float
  * atomics): the results are the same bits on every run. Heads wider than DV are split into
- * column slices, each recomputing the scores, as in the forward's tiled kernel.
+ * column slices, each recomputing the scores, as in the forward's tiled kernel; a slice's
+ * columns past the head dim are neither staged nor summed, so that one DV serves narrower
+ * heads at the cost of idle accumulators only.
  *
- * The score tile: work-item (tr, tc) holds S and dP for rows tr + i*RT, keys tc + j*CT
- * (i < TM, j < TN). The output tiles: work-item (orow, ocg) holds OM rows (keys for dK/dV,
- * queries for dQ) orow + i*(rows/OM) and the columns ocg + u*(groups of columns).
+ * The score tile: work-item (tr, tc) holds S and dP for rows tr + i*RT (i < TM) and the four
+ * consecutive keys 4*tc.. as float4s, K and V staged transposed (head dim by key) so that one
+ * float4 load gives four keys. The output tiles: work-item (orow, ocg) holds OM rows (keys
+ * for dK/dV, queries for dQ) orow + i*(rows/OM) and float4 groups of columns ocg + g*(groups
+ * of work-items across the columns). Vector arithmetic keeps the instruction count low where
+ * a compiler vectorises nothing (PoCL with -cl-opt-disable).
  *
  * Scores stay unscaled with the sign of the scale moved into Q, as in the forward: for
  * u = scale * q.k = |scale| * (sign q).k, dK = |scale| sum dS (sign q), dQ = scale sum dS k.
  *
- * Build options (all required): BR BC TM TN KC VC DV OM, DTYPE and ODTYPE (dtype.cl, not FP8)
- * and PAGED=0 (kv_addressing.cl). Every feature is a runtime argument. Accumulation is f32.
+ * Build options (all required): BR BC TM KC VC DV OM, DTYPE and ODTYPE (dtype.cl, not FP8) and
+ * PAGED=0 (kv_addressing.cl). Every feature is a runtime argument. Accumulation is f32.
  */
 
-#define CT     (BC / TN) /* work-items across the keys of the score tile */
+#define CT     (BC / 4)  /* work-items across the keys of the score tile */
 #define RT     (BR / TM) /* work-items across its rows */
 #define NT     (RT * CT) /* work-group size */
-#define KC_PAD (KC + 4)
+#define KC_PAD (KC + 4)  /* row stride of staged Q and dO */
+#define KT     (BC + 4)  /* row stride of staged K^T and V^T */
 #define PS     (BC + 4)  /* row stride of P and dS */
 #define NKR    (BC / OM) /* dK/dV: work-items across the keys */
-#define KCG    (NT / NKR) /* dK/dV: work-items across the columns */
-#define KOCN   (DV / KCG) /* dK/dV: columns per work-item */
+#define KCG    (NT / NKR) /* dK/dV: work-items across the column groups */
+#define KOG    (DV / (4 * KCG)) /* dK/dV: float4 column groups per work-item */
 #define NQR    (BR / OM)  /* dQ: work-items across the rows */
-#define QCG    (NT / NQR) /* dQ: work-items across the columns */
-#define QOCN   (DV / QCG) /* dQ: columns per work-item */
-#define SCORE_FLOATS (2 * (BR + BC) * KC_PAD)
+#define QCG    (NT / NQR) /* dQ: work-items across the column groups */
+#define QOG    (DV / (4 * QCG)) /* dQ: float4 column groups per work-item */
+#define SCORE_FLOATS (2 * BR * KC_PAD + 2 * KC * KT)
 #define SLICE_FLOATS (2 * VC * DV)
 #define STAGE_FLOATS (SCORE_FLOATS > SLICE_FLOATS ? SCORE_FLOATS : SLICE_FLOATS)
 
@@ -55,21 +61,24 @@
 #if PAGED || FP8
 #error "the backward pass reads neither a paged cache nor FP8 inputs"
 #endif
-#if BR % TM || BC % TN || BC % OM || BR % OM || NT % NKR || NT % NQR || DV % KCG || DV % QCG ||    \
-    BR % VC || BC % VC
-#error "tile shape: TM|BR, TN|BC, OM|BR, OM|BC, (BC/OM)|NT, (BR/OM)|NT, columns|DV, VC|BR, VC|BC"
+#if BR % TM || BC % 4 || BC % OM || BR % OM || NT % NKR || NT % NQR || DV % (4 * KCG) ||         \
+    DV % (4 * QCG) || BR % VC || BC % VC || KC % 4
+#error "tile shape: TM|BR, 4|BC, OM|BR, OM|BC, (BC/OM)|NT, (BR/OM)|NT, 4*groups|DV, VC|BR, VC|BC"
 #endif
+
+/* The float4 at float offset i (a multiple of 4) of a local array. */
+#define LOCAL4(base, i) (*(__local float4 *)((base) + (i)))
 
 /* Stages n_rows x n_cols elements, columns c0.. of the rows at x (`stride` apart, the first
  * `rows` present, columns below d present), times factor, into dst (row stride dst_stride),
- * zero elsewhere. */
+ * zero elsewhere; transposed (column c of row r at dst[c * dst_stride + r]) when transpose. */
 __attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
                                                int n_cols, __global const storage_t *x,
                                                long stride, int rows, int c0, int d, float factor,
-                                               int tid) {
+                                               int transpose, int tid) {
     for (int e = tid; e < n_rows * n_cols; e += NT) {
         const int r = e / n_cols, c = e % n_cols;
-        dst[r * dst_stride + c] =
+        dst[transpose ? c * dst_stride + r : r * dst_stride + c] =
             (r < rows && c0 + c < d) ? LOAD(x, r * stride + c0 + c) * factor : 0.0f;
     }
 }
@@ -83,34 +92,25 @@ typedef struct block_rows {
 
 /* s = (sign Q) K^T and dp = dO V^T of the block, over the whole head dim, KC columns at a time
  * through local memory. Begins with a barrier: the previous readers of stage are done. */
-__attribute__((always_inline)) void block_products(float s[TM][TN], float dp[TM][TN],
+__attribute__((always_inline)) void block_products(float4 s[TM], float4 dp[TM],
                                                    __local float *stage, const block_rows *B,
                                                    int d, float q_sign, int tid) {
     const int tr = tid / CT, tc = tid % CT;
     __local float *qs = stage, *dos = stage + BR * KC_PAD;
-    __local float *ks = stage + 2 * BR * KC_PAD, *vs = ks + BC * KC_PAD;
-    for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN; j++) s[i][j] = dp[i][j] = 0.0f;
+    __local float *kt = stage + 2 * BR * KC_PAD, *vt = kt + KC * KT;
+    for (int i = 0; i < TM; i++) s[i] = dp[i] = (float4)(0.0f);
     for (int c0 = 0; c0 < d; c0 += KC) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        stage_rows(qs, KC_PAD, BR, KC, B->q, B->q_sn, B->q_rows, c0, d, q_sign, tid);
-        stage_rows(dos, KC_PAD, BR, KC, B->d_o, B->o_sn, B->q_rows, c0, d, 1.0f, tid);
-        stage_rows(ks, KC_PAD, BC, KC, B->k, B->k_sn, B->kv_rows, c0, d, 1.0f, tid);
-        stage_rows(vs, KC_PAD, BC, KC, B->v, B->v_sn, B->kv_rows, c0, d, 1.0f, tid);
+        stage_rows(qs, KC_PAD, BR, KC, B->q, B->q_sn, B->q_rows, c0, d, q_sign, 0, tid);
+        stage_rows(dos, KC_PAD, BR, KC, B->d_o, B->o_sn, B->q_rows, c0, d, 1.0f, 0, tid);
+        stage_rows(kt, KT, BC, KC, B->k, B->k_sn, B->kv_rows, c0, d, 1.0f, 1, tid);
+        stage_rows(vt, KT, BC, KC, B->v, B->v_sn, B->kv_rows, c0, d, 1.0f, 1, tid);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int c = 0; c < KC; c++) {
-            float qv[TM], ov[TM];
+            const float4 k4 = LOCAL4(kt, c * KT + 4 * tc), v4 = LOCAL4(vt, c * KT + 4 * tc);
             for (int i = 0; i < TM; i++) {
-                qv[i] = qs[(tr + i * RT) * KC_PAD + c];
-                ov[i] = dos[(tr + i * RT) * KC_PAD + c];
-            }
-            for (int j = 0; j < TN; j++) {
-                const float kv = ks[(tc + j * CT) * KC_PAD + c];
-                const float vv = vs[(tc + j * CT) * KC_PAD + c];
-                for (int i = 0; i < TM; i++) {
-                    s[i][j] = fma(qv[i], kv, s[i][j]);
-                    dp[i][j] = fma(ov[i], vv, dp[i][j]);
-                }
+                s[i] = fma((float4)(qs[(tr + i * RT) * KC_PAD + c]), k4, s[i]);
+                dp[i] = fma((float4)(dos[(tr + i * RT) * KC_PAD + c]), v4, dp[i]);
             }
         }
     }
@@ -118,43 +118,51 @@ __attribute__((always_inline)) void block_products(float s[TM][TN], float dp[TM]
 
 /* What the probabilities of a block need besides its products. */
 typedef struct block_where {
-    int r0, k0;      /* its first query row and first key in the sequence */
-    int nq, nkv;     /* the sequence's lengths */
-    int wl, wr;      /* the window (causal: wr = 0), -1 unbounded */
-    int modified;    /* softcap, ALiBi or bias */
+    int r0, k0;       /* its first query row and first key in the sequence */
+    int nq, nkv;      /* the sequence's lengths */
+    int wl, wr;       /* the window (causal: wr = 0), -1 unbounded */
+    int modified;     /* softcap, ALiBi or bias */
     float scale_log2; /* |scale| log2(e), for unmodified scores */
 } block_where;
 
 /* P = exp(S - LSE) and dS = P (dP - D) times the softcap's slope into ps and dss, 0 where a key
  * is hidden or past the sequence, or the row is past it or saw no key (LSE = -inf). row_lse2
  * holds the rows' LSE times log2(e), row_d their D. */
-__attribute__((always_inline)) void probabilities(const float s[TM][TN], const float dp[TM][TN],
+__attribute__((always_inline)) void probabilities(const float4 s[TM], const float4 dp[TM],
                                                   __local float *ps, __local float *dss,
                                                   __local const float *row_lse2,
                                                   __local const float *row_d,
                                                   const block_where *W, const score_mods *mods,
                                                   int tid) {
     const int tr = tid / CT, tc = tid % CT;
+    const int key0 = W->k0 + 4 * tc;
+    const int4 keys4 = (int4)(key0) + (int4)(0, 1, 2, 3);
+    /* Keys past the sequence are scored as the last one (and never used), so that every read
+     * stays in bounds. */
+    const int last = W->nkv - 1;
     for (int i = 0; i < TM; i++) {
         const int lr = tr + i * RT;
-        /* Scores of rows and keys past the sequence are computed as the last ones' (and never
-         * used), so that every read stays in bounds. */
-        const int row = min(W->r0 + lr, W->nq - 1);
+        /* Likewise rows past the sequence. */
+        const int row = min(W->r0 + lr, W->nq - 1), diag = row + (W->nkv - W->nq);
         const int2 keys = visible_keys(row, W->nq, W->nkv, W->wl, W->wr);
-        const float lse2 = row_lse2[lr], dd = row_d[lr];
+        const float lse2 = row_lse2[lr];
         const int live = W->r0 + lr < W->nq && lse2 != -INFINITY;
-        for (int j = 0; j < TN; j++) {
-            const int lk = tc + j * CT, key = W->k0 + lk;
-            const int visible = live && key >= keys.x && key < keys.y;
-            const float s2 =
-                W->modified
-                    ? score_log2(mods, s[i][j], row, row + (W->nkv - W->nq), min(key, W->nkv - 1))
-                    : s[i][j] * W->scale_log2;
-            const float p = visible ? exp2(s2 - lse2) : 0.0f;
-            const float slope = W->modified ? score_slope(mods, s[i][j]) : 1.0f;
-            ps[lr * PS + lk] = p;
-            dss[lr * PS + lk] = visible ? p * (dp[i][j] - dd) * slope : 0.0f;
+        const int4 visible = (int4)(live ? -1 : 0) & (keys4 >= (int4)(keys.x)) &
+                             (keys4 < (int4)(keys.y));
+        float4 s2 = s[i] * W->scale_log2, slope = (float4)(1.0f);
+        if (W->modified) {
+            const float4 x = s[i];
+            s2 = (float4)(score_log2(mods, x.x, row, diag, min(key0, last)),
+                          score_log2(mods, x.y, row, diag, min(key0 + 1, last)),
+                          score_log2(mods, x.z, row, diag, min(key0 + 2, last)),
+                          score_log2(mods, x.w, row, diag, min(key0 + 3, last)));
+            slope = (float4)(score_slope(mods, x.x), score_slope(mods, x.y),
+                             score_slope(mods, x.z), score_slope(mods, x.w));
         }
+        const float4 p = select((float4)(0.0f), exp2(s2 - lse2), visible);
+        LOCAL4(ps, lr * PS + 4 * tc) = p;
+        LOCAL4(dss, lr * PS + 4 * tc) =
+            select((float4)(0.0f), p * (dp[i] - row_d[lr]) * slope, visible);
     }
 }
 
@@ -211,9 +219,10 @@ __kernel void attention_backward_rowsum(BACKWARD_ARGS) {
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dkdv(
     BACKWARD_ARGS) {
-    __local float stage[STAGE_FLOATS];
-    __local float ps[BR * PS], dss[BR * PS];
+    __local float4 stage4[STAGE_FLOATS / 4], ps4[BR * PS / 4], dss4[BR * PS / 4];
     __local float row_lse2[BR], row_d[BR];
+    __local float *stage = (__local float *)stage4, *ps = (__local float *)ps4,
+                  *dss = (__local float *)dss4;
 
     const int tid = (int)get_local_id(0);
     const int orow = tid / KCG, ocg = tid % KCG;
@@ -231,10 +240,12 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
     block_where W = {0,  k0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
                      scale_log2};
     __local float *xs = stage, *ys = stage + VC * DV; /* dO and Q rows, this slice's columns */
+    /* The slice's columns within the head dim, and rounded up to whole float4 groups. */
+    const int cols = min(DV, d - dv0), cols4 = (cols + 3) / 4 * 4;
 
-    float acc_k[OM][KOCN], acc_v[OM][KOCN];
+    float4 acc_k[OM][KOG], acc_v[OM][KOG];
     for (int i = 0; i < OM; i++)
-        for (int u = 0; u < KOCN; u++) acc_k[i][u] = acc_v[i][u] = 0.0f;
+        for (int g = 0; g < KOG; g++) acc_k[i][g] = acc_v[i][g] = (float4)(0.0f);
 
     /* The query heads of the group in order, and of each the blocks of rows that see a key of
      * the tile: rows see nondecreasing key ranges, so a block's keys run from its first row's
@@ -257,15 +268,15 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
             /* The previous block's readers of the row statistics passed the barriers of its
              * dV and dK sums. */
             row_statistics(row_lse2, row_d, lse, dsum, &L, &seq, h, r0, tid);
-            float s[TM][TN], dp[TM][TN];
+            float4 s[TM], dp[TM];
             block_products(s, dp, stage, &B, d, q_sign, tid);
             probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
             for (int r1 = 0; r1 < BR; r1 += VC) {
                 barrier(CLK_LOCAL_MEM_FENCE);
-                stage_rows(xs, DV, VC, DV, d_o + (o_first + (long)r1 * o_sn), o_sn, nq - r0 - r1,
-                           dv0, d, 1.0f, tid);
-                stage_rows(ys, DV, VC, DV, q + (q_first + (long)r1 * q_sn), q_sn, nq - r0 - r1,
-                           dv0, d, q_sign, tid);
+                stage_rows(xs, DV, VC, cols4, d_o + (o_first + (long)r1 * o_sn), o_sn,
+                           nq - r0 - r1, dv0, d, 1.0f, 0, tid);
+                stage_rows(ys, DV, VC, cols4, q + (q_first + (long)r1 * q_sn), q_sn,
+                           nq - r0 - r1, dv0, d, q_sign, 0, tid);
                 barrier(CLK_LOCAL_MEM_FENCE);
                 for (int rr = 0; rr < VC; rr++) {
                     float p[OM], g[OM];
@@ -273,12 +284,12 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
                         p[i] = ps[(r1 + rr) * PS + orow + i * NKR];
                         g[i] = dss[(r1 + rr) * PS + orow + i * NKR];
                     }
-                    for (int u = 0; u < KOCN; u++) {
-                        const float x = xs[rr * DV + ocg + u * KCG];
-                        const float y = ys[rr * DV + ocg + u * KCG];
+                    for (int u = 0; u < KOG && 4 * (ocg + u * KCG) < cols; u++) {
+                        const float4 x = LOCAL4(xs, rr * DV + 4 * (ocg + u * KCG));
+                        const float4 y = LOCAL4(ys, rr * DV + 4 * (ocg + u * KCG));
                         for (int i = 0; i < OM; i++) {
-                            acc_v[i][u] = fma(p[i], x, acc_v[i][u]);
-                            acc_k[i][u] = fma(g[i], y, acc_k[i][u]);
+                            acc_v[i][u] = fma((float4)(p[i]), x, acc_v[i][u]);
+                            acc_k[i][u] = fma((float4)(g[i]), y, acc_k[i][u]);
                         }
                     }
                 }
@@ -291,20 +302,25 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
     for (int i = 0; i < OM; i++) {
         const int key = k0 + orow + i * NKR;
         if (key >= nkv) continue;
-        for (int u = 0; u < KOCN; u++) {
-            const int col = dv0 + ocg + u * KCG;
-            if (col >= d) continue;
-            STORE(dk, dk_first + (long)key * k_sn + col, acc_k[i][u] * scale_abs);
-            STORE(dv, dv_first + (long)key * v_sn + col, acc_v[i][u]);
+        for (int u = 0; u < KOG; u++) {
+            const float4 gk = acc_k[i][u] * scale_abs, gv = acc_v[i][u];
+            const float lanes_k[4] = {gk.x, gk.y, gk.z, gk.w}, lanes_v[4] = {gv.x, gv.y, gv.z, gv.w};
+            for (int e = 0; e < 4; e++) {
+                const int col = dv0 + 4 * (ocg + u * KCG) + e;
+                if (col >= d) continue;
+                STORE(dk, dk_first + (long)key * k_sn + col, lanes_k[e]);
+                STORE(dv, dv_first + (long)key * v_sn + col, lanes_v[e]);
+            }
         }
     }
 }
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dq(
     BACKWARD_ARGS) {
-    __local float stage[STAGE_FLOATS];
-    __local float ps[BR * PS], dss[BR * PS];
+    __local float4 stage4[STAGE_FLOATS / 4], ps4[BR * PS / 4], dss4[BR * PS / 4];
     __local float row_lse2[BR], row_d[BR];
+    __local float *stage = (__local float *)stage4, *ps = (__local float *)ps4,
+                  *dss = (__local float *)dss4;
 
     const int tid = (int)get_local_id(0);
     const int orow = tid / QCG, ocg = tid % QCG;
@@ -338,31 +354,33 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
     const score_mods mods = score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype,
                                           bias, bias_sb, bias_sh, bias_sq, bias_sk, b, h, heads_q);
     __local float *ks = stage; /* K rows, this slice's columns */
+    /* The slice's columns within the head dim, and rounded up to whole float4 groups. */
+    const int cols = min(DV, d - dv0), cols4 = (cols + 3) / 4 * 4;
 
     row_statistics(row_lse2, row_d, lse, dsum, &L, &seq, h, r0, tid);
-    float acc[OM][QOCN];
+    float4 acc[OM][QOG];
     for (int i = 0; i < OM; i++)
-        for (int u = 0; u < QOCN; u++) acc[i][u] = 0.0f;
+        for (int g = 0; g < QOG; g++) acc[i][g] = (float4)(0.0f);
 
     for (int kb = kv_begin; kb < kv_end; kb += BC) {
         B.k = k + (k_first + (long)kb * k_sn);
         B.v = v + (v_first + (long)kb * v_sn);
         B.kv_rows = nkv - kb;
         W.k0 = kb;
-        float s[TM][TN], dp[TM][TN];
+        float4 s[TM], dp[TM];
         block_products(s, dp, stage, &B, d, q_sign, tid);
         probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
         for (int k1 = 0; k1 < BC && kb + k1 < kv_end; k1 += VC) {
             barrier(CLK_LOCAL_MEM_FENCE);
-            stage_rows(ks, DV, VC, DV, k + (k_first + (long)(kb + k1) * k_sn), k_sn,
-                       nkv - kb - k1, dv0, d, 1.0f, tid);
+            stage_rows(ks, DV, VC, cols4, k + (k_first + (long)(kb + k1) * k_sn), k_sn,
+                       nkv - kb - k1, dv0, d, 1.0f, 0, tid);
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int kk = 0; kk < VC; kk++) {
                 float g[OM];
                 for (int i = 0; i < OM; i++) g[i] = dss[(orow + i * NQR) * PS + k1 + kk];
-                for (int u = 0; u < QOCN; u++) {
-                    const float x = ks[kk * DV + ocg + u * QCG];
-                    for (int i = 0; i < OM; i++) acc[i][u] = fma(g[i], x, acc[i][u]);
+                for (int u = 0; u < QOG && 4 * (ocg + u * QCG) < cols; u++) {
+                    const float4 x = LOCAL4(ks, kk * DV + 4 * (ocg + u * QCG));
+                    for (int i = 0; i < OM; i++) acc[i][u] = fma((float4)(g[i]), x, acc[i][u]);
                 }
             }
         }
@@ -373,9 +391,13 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
         const int lr = orow + i * NQR;
         if (r0 + lr >= nq) continue;
         const long first = q_row_offset(&seq, q_sb, q_sh, q_sn, h, r0 + lr);
-        for (int u = 0; u < QOCN; u++) {
-            const int col = dv0 + ocg + u * QCG;
-            if (col < d) STORE(dq, first + col, acc[i][u] * dq_scale);
+        for (int u = 0; u < QOG; u++) {
+            const float4 x = acc[i][u] * dq_scale;
+            const float lanes[4] = {x.x, x.y, x.z, x.w};
+            for (int e = 0; e < 4; e++) {
+                const int col = dv0 + 4 * (ocg + u * QCG) + e;
+                if (col < d) STORE(dq, first + col, lanes[e]);
+            }
         }
     }
 }
