@@ -9,11 +9,13 @@
  * every head dim up to 1024 without recomputing the scores per slice); on GPUs the head dim
  * rounded up to a power of two between 64 and 128, which keeps the dK and dV accumulators in
  * registers. Wider heads are split into column slices. Every feature is a runtime argument:
- * one program per dtype on a CPU.
+ * one program per dtype on a CPU. FLASHPORT_OPENCL_BACKWARD_SHAPE=gpu (or cpu) takes that
+ * device kind's shape on any device, so that a CPU driver can test the GPU one.
  */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backward.h"
@@ -63,7 +65,16 @@ flashport_status fp_cl_backward_plan(const fp_cl_device_desc *dev, const fp_prob
     }
     if (!fp_cl_feature_sizes_fit(p, out->reason, sizeof out->reason))
         return FLASHPORT_ERROR_UNSUPPORTED;
-    const int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
+    int gpu_like = (dev->type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
+    const char *shape = getenv("FLASHPORT_OPENCL_BACKWARD_SHAPE");
+    if (shape && *shape) {
+        if (strcmp(shape, "gpu") != 0 && strcmp(shape, "cpu") != 0) {
+            snprintf(out->reason, sizeof out->reason,
+                     "FLASHPORT_OPENCL_BACKWARD_SHAPE=%.32s is neither gpu nor cpu", shape);
+            return FLASHPORT_ERROR_INVALID_ARGUMENT;
+        }
+        gpu_like = strcmp(shape, "gpu") == 0;
+    }
     fp_cl_backward_params t = {32, 32, gpu_like ? 2 : 4, 32, 16, 0, 4};
     /* Columns come in float4 groups, 8 (CPUs) or 16 (GPUs) of them across a row. */
     const int32_t dv_min = gpu_like ? 64 : 32;
@@ -110,26 +121,28 @@ static void options(const fp_cl_device_desc *dev, const fp_cl_backward_params *t
     snprintf(buf, len,
              "-cl-std=CL1.2 -DBR=%d -DBC=%d -DTM=%d -DKC=%d -DVC=%d -DDV=%d -DOM=%d "
              "-DDTYPE=%d -DODTYPE=%d -DPAGED=0%s",
-             t->br, t->bc, t->tm, t->kc, t->vc, t->dv, t->om, (int)p->dtype,
-             (int)p->out_dtype, dev->is_nvidia ? " -cl-nv-verbose" : "");
+             t->br, t->bc, t->tm, t->kc, t->vc, t->dv, t->om, (int)p->dtype, (int)p->out_dtype,
+             dev->is_nvidia ? " -cl-nv-verbose" : "");
 }
 
 /* Sets the arguments every backward kernel takes (attention_backward.cl's BACKWARD_ARGS). */
 static flashport_status set_args(fp_cl_dev *dev, cl_kernel kernel, const fp_problem *p,
                                  const fp_args *a, cl_mem dsum, cl_int slices) {
     const fp_cl_api *cl = dev->cl;
-    const cl_mem bufs[10] = {as_mem(a->q),   as_mem(a->k),   as_mem(a->v),   as_mem(a->o),
-                             as_mem(a->d_o), as_mem(a->lse), dsum,           as_mem(a->d_q),
+    const cl_mem bufs[10] = {as_mem(a->q),   as_mem(a->k),   as_mem(a->v), as_mem(a->o),
+                             as_mem(a->d_o), as_mem(a->lse), dsum,         as_mem(a->d_q),
                              as_mem(a->d_k), as_mem(a->d_v)};
-    const cl_int ints[7] = {(cl_int)p->seq_q,   (cl_int)p->seq_kv,
-                            (cl_int)p->head_dim, (cl_int)p->heads_q,
-                            (cl_int)(p->heads_q / p->heads_kv), slices,
+    const cl_int ints[7] = {(cl_int)p->seq_q,
+                            (cl_int)p->seq_kv,
+                            (cl_int)p->head_dim,
+                            (cl_int)p->heads_q,
+                            (cl_int)(p->heads_q / p->heads_kv),
+                            slices,
                             p->causal != 0};
     const cl_float q_sign = p->scale < 0.0f ? -1.0f : 1.0f;
     const cl_float scale_log2 = (cl_float)(fabs((double)p->scale) * 1.4426950408889634);
-    const cl_long strides[12] = {p->q.batch, p->q.head, p->q.seq, p->k.batch,
-                                 p->k.head,  p->k.seq,  p->v.batch, p->v.head,
-                                 p->v.seq,   p->o.batch, p->o.head, p->o.seq};
+    const cl_long strides[12] = {p->q.batch, p->q.head, p->q.seq, p->k.batch, p->k.head, p->k.seq,
+                                 p->v.batch, p->v.head, p->v.seq, p->o.batch, p->o.head, p->o.seq};
     cl_uint i = 0;
     cl_int err = CL_SUCCESS;
     for (int j = 0; j < 10 && err == CL_SUCCESS; j++)

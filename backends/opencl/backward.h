@@ -13,7 +13,8 @@
 #include "fp_backend.h"
 
 /* FLASHPORT_OK with the tile shape in out->kernel_params and the reason, or
- * FLASHPORT_ERROR_UNSUPPORTED with why in out->reason. Records no error itself. */
+ * FLASHPORT_ERROR_UNSUPPORTED (FLASHPORT_ERROR_INVALID_ARGUMENT for a malformed
+ * FLASHPORT_OPENCL_BACKWARD_SHAPE) with why in out->reason. Records no error itself. */
 flashport_status fp_cl_backward_plan(const fp_cl_device_desc *dev, const fp_problem *p,
                                      fp_plan *out);
 

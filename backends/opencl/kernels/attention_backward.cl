@@ -38,18 +38,18 @@
  * PAGED=0 (kv_addressing.cl). Every feature is a runtime argument. Accumulation is f32.
  */
 
-#define CT     (BC / 4)  /* work-items across the keys of the score tile */
-#define RT     (BR / TM) /* work-items across its rows */
-#define NT     (RT * CT) /* work-group size */
-#define KC_PAD (KC + 4)  /* row stride of staged Q and dO */
-#define KT     (BC + 4)  /* row stride of staged K^T and V^T */
-#define PS     (BC + 4)  /* row stride of P and dS */
-#define NKR    (BC / OM) /* dK/dV: work-items across the keys */
-#define KCG    (NT / NKR) /* dK/dV: work-items across the column groups */
-#define KOG    (DV / (4 * KCG)) /* dK/dV: float4 column groups per work-item */
-#define NQR    (BR / OM)  /* dQ: work-items across the rows */
-#define QCG    (NT / NQR) /* dQ: work-items across the column groups */
-#define QOG    (DV / (4 * QCG)) /* dQ: float4 column groups per work-item */
+#define CT           (BC / 4)         /* work-items across the keys of the score tile */
+#define RT           (BR / TM)        /* work-items across its rows */
+#define NT           (RT * CT)        /* work-group size */
+#define KC_PAD       (KC + 4)         /* row stride of staged Q and dO */
+#define KT           (BC + 4)         /* row stride of staged K^T and V^T */
+#define PS           (BC + 4)         /* row stride of P and dS */
+#define NKR          (BC / OM)        /* dK/dV: work-items across the keys */
+#define KCG          (NT / NKR)       /* dK/dV: work-items across the column groups */
+#define KOG          (DV / (4 * KCG)) /* dK/dV: float4 column groups per work-item */
+#define NQR          (BR / OM)        /* dQ: work-items across the rows */
+#define QCG          (NT / NQR)       /* dQ: work-items across the column groups */
+#define QOG          (DV / (4 * QCG)) /* dQ: float4 column groups per work-item */
 #define SCORE_FLOATS (2 * BR * KC_PAD + 2 * KC * KT)
 #define SLICE_FLOATS (2 * VC * DV)
 #define STAGE_FLOATS (SCORE_FLOATS > SLICE_FLOATS ? SCORE_FLOATS : SLICE_FLOATS)
@@ -61,7 +61,7 @@
 #if PAGED || FP8
 #error "the backward pass reads neither a paged cache nor FP8 inputs"
 #endif
-#if BR % TM || BC % 4 || BC % OM || BR % OM || NT % NKR || NT % NQR || DV % (4 * KCG) ||         \
+#if BR % TM || BC % 4 || BC % OM || BR % OM || NT % NKR || NT % NQR || DV % (4 * KCG) ||           \
     DV % (4 * QCG) || BR % VC || BC % VC || KC % 4
 #error "tile shape: TM|BR, 4|BC, OM|BR, OM|BC, (BC/OM)|NT, (BR/OM)|NT, 4*groups|DV, VC|BR, VC|BC"
 #endif
@@ -73,9 +73,9 @@
  * `rows` present, columns below d present), times factor, into dst (row stride dst_stride),
  * zero elsewhere; transposed (column c of row r at dst[c * dst_stride + r]) when transpose. */
 __attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
-                                               int n_cols, __global const storage_t *x,
-                                               long stride, int rows, int c0, int d, float factor,
-                                               int transpose, int tid) {
+                                               int n_cols, __global const storage_t *x, long stride,
+                                               int rows, int c0, int d, float factor, int transpose,
+                                               int tid) {
     for (int e = tid; e < n_rows * n_cols; e += NT) {
         const int r = e / n_cols, c = e % n_cols;
         dst[transpose ? c * dst_stride + r : r * dst_stride + c] =
@@ -93,8 +93,8 @@ typedef struct block_rows {
 /* s = (sign Q) K^T and dp = dO V^T of the block, over the whole head dim, KC columns at a time
  * through local memory. Begins with a barrier: the previous readers of stage are done. */
 __attribute__((always_inline)) void block_products(float4 s[TM], float4 dp[TM],
-                                                   __local float *stage, const block_rows *B,
-                                                   int d, float q_sign, int tid) {
+                                                   __local float *stage, const block_rows *B, int d,
+                                                   float q_sign, int tid) {
     const int tr = tid / CT, tc = tid % CT;
     __local float *qs = stage, *dos = stage + BR * KC_PAD;
     __local float *kt = stage + 2 * BR * KC_PAD, *vt = kt + KC * KT;
@@ -131,9 +131,8 @@ typedef struct block_where {
 __attribute__((always_inline)) void probabilities(const float4 s[TM], const float4 dp[TM],
                                                   __local float *ps, __local float *dss,
                                                   __local const float *row_lse2,
-                                                  __local const float *row_d,
-                                                  const block_where *W, const score_mods *mods,
-                                                  int tid) {
+                                                  __local const float *row_d, const block_where *W,
+                                                  const score_mods *mods, int tid) {
     const int tr = tid / CT, tc = tid % CT;
     const int key0 = W->k0 + 4 * tc;
     const int4 keys4 = (int4)(key0) + (int4)(0, 1, 2, 3);
@@ -147,8 +146,8 @@ __attribute__((always_inline)) void probabilities(const float4 s[TM], const floa
         const int2 keys = visible_keys(row, W->nq, W->nkv, W->wl, W->wr);
         const float lse2 = row_lse2[lr];
         const int live = W->r0 + lr < W->nq && lse2 != -INFINITY;
-        const int4 visible = (int4)(live ? -1 : 0) & (keys4 >= (int4)(keys.x)) &
-                             (keys4 < (int4)(keys.y));
+        const int4 visible =
+            (int4)(live ? -1 : 0) & (keys4 >= (int4)(keys.x)) & (keys4 < (int4)(keys.y));
         float4 s2 = s[i] * W->scale_log2, slope = (float4)(1.0f);
         if (W->modified) {
             const float4 x = s[i];
@@ -156,8 +155,8 @@ __attribute__((always_inline)) void probabilities(const float4 s[TM], const floa
                           score_log2(mods, x.y, row, diag, min(key0 + 1, last)),
                           score_log2(mods, x.z, row, diag, min(key0 + 2, last)),
                           score_log2(mods, x.w, row, diag, min(key0 + 3, last)));
-            slope = (float4)(score_slope(mods, x.x), score_slope(mods, x.y),
-                             score_slope(mods, x.z), score_slope(mods, x.w));
+            slope = (float4)(score_slope(mods, x.x), score_slope(mods, x.y), score_slope(mods, x.z),
+                             score_slope(mods, x.w));
         }
         const float4 p = select((float4)(0.0f), exp2(s2 - lse2), visible);
         LOCAL4(ps, lr * PS + 4 * tc) = p;
@@ -170,9 +169,8 @@ __attribute__((always_inline)) void probabilities(const float4 s[TM], const floa
  * sequence. */
 __attribute__((always_inline)) void row_statistics(__local float *row_lse2, __local float *row_d,
                                                    __global const float *lse,
-                                                   __global const float *dsum,
-                                                   const seq_layout *L, const seq_t *seq, int h,
-                                                   int r0, int tid) {
+                                                   __global const float *dsum, const seq_layout *L,
+                                                   const seq_t *seq, int h, int r0, int tid) {
     for (int r = tid; r < BR; r += NT) {
         const int row = r0 + r;
         const long at = lse_index(L, seq, h, min(row, seq->nq - 1));
@@ -201,8 +199,10 @@ __attribute__((always_inline)) void row_statistics(__local float *row_lse2, __lo
         int q_descale_blocks, int kv_descale_blocks
 
 #define SEQ_LAYOUT                                                                                 \
-    {cu_seqlens_q, cu_seqlens_kv, seqlens_kv, q_varlen, kv_layout,                                 \
-     seq_q,        seq_kv,        total_q,    heads_q}
+    {                                                                                              \
+        cu_seqlens_q, cu_seqlens_kv, seqlens_kv, q_varlen, kv_layout, seq_q, seq_kv, total_q,      \
+            heads_q                                                                                \
+    }
 
 /* D = rowsum(dO * O) of row get_global_id(0) of head get_global_id(1) of batch get_global_id(2). */
 __kernel void attention_backward_rowsum(BACKWARD_ARGS) {
@@ -217,8 +217,8 @@ __kernel void attention_backward_rowsum(BACKWARD_ARGS) {
     dsum[lse_index(&L, &seq, h, row)] = sum;
 }
 
-__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dkdv(
-    BACKWARD_ARGS) {
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+attention_backward_dkdv(BACKWARD_ARGS) {
     __local float4 stage4[STAGE_FLOATS / 4], ps4[BR * PS / 4], dss4[BR * PS / 4];
     __local float row_lse2[BR], row_d[BR];
     __local float *stage = (__local float *)stage4, *ps = (__local float *)ps4,
@@ -237,7 +237,7 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
     const long k_first = kv_first_row_offset(&seq, k_sb, k_sh, k_sn, hk) + (long)k0 * k_sn;
     const long v_first = kv_first_row_offset(&seq, v_sb, v_sh, v_sn, hk) + (long)k0 * v_sn;
     block_rows B = {q, d_o, k + k_first, v + v_first, q_sn, o_sn, k_sn, v_sn, 0, nkv - k0};
-    block_where W = {0,  k0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
+    block_where W = {0,         k0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
                      scale_log2};
     __local float *xs = stage, *ys = stage + VC * DV; /* dO and Q rows, this slice's columns */
     /* The slice's columns within the head dim, and rounded up to whole float4 groups. */
@@ -273,10 +273,10 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
             probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
             for (int r1 = 0; r1 < BR; r1 += VC) {
                 barrier(CLK_LOCAL_MEM_FENCE);
-                stage_rows(xs, DV, VC, cols4, d_o + (o_first + (long)r1 * o_sn), o_sn,
-                           nq - r0 - r1, dv0, d, 1.0f, 0, tid);
-                stage_rows(ys, DV, VC, cols4, q + (q_first + (long)r1 * q_sn), q_sn,
-                           nq - r0 - r1, dv0, d, q_sign, 0, tid);
+                stage_rows(xs, DV, VC, cols4, d_o + (o_first + (long)r1 * o_sn), o_sn, nq - r0 - r1,
+                           dv0, d, 1.0f, 0, tid);
+                stage_rows(ys, DV, VC, cols4, q + (q_first + (long)r1 * q_sn), q_sn, nq - r0 - r1,
+                           dv0, d, q_sign, 0, tid);
                 barrier(CLK_LOCAL_MEM_FENCE);
                 for (int rr = 0; rr < VC; rr++) {
                     float p[OM], g[OM];
@@ -304,7 +304,8 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
         if (key >= nkv) continue;
         for (int u = 0; u < KOG; u++) {
             const float4 gk = acc_k[i][u] * scale_abs, gv = acc_v[i][u];
-            const float lanes_k[4] = {gk.x, gk.y, gk.z, gk.w}, lanes_v[4] = {gv.x, gv.y, gv.z, gv.w};
+            const float lanes_k[4] = {gk.x, gk.y, gk.z, gk.w},
+                        lanes_v[4] = {gv.x, gv.y, gv.z, gv.w};
             for (int e = 0; e < 4; e++) {
                 const int col = dv0 + 4 * (ocg + u * KCG) + e;
                 if (col >= d) continue;
@@ -315,8 +316,7 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dq(
-    BACKWARD_ARGS) {
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward_dq(BACKWARD_ARGS) {
     __local float4 stage4[STAGE_FLOATS / 4], ps4[BR * PS / 4], dss4[BR * PS / 4];
     __local float row_lse2[BR], row_d[BR];
     __local float *stage = (__local float *)stage4, *ps = (__local float *)ps4,
@@ -349,10 +349,10 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
                     v_sn,
                     nq - r0,
                     0};
-    block_where W = {r0, 0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
+    block_where W = {r0,        0, nq, nkv, wl, wr, softcap > 0.0f || alibi || bias_dtype >= 0,
                      scale_log2};
-    const score_mods mods = score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype,
-                                          bias, bias_sb, bias_sh, bias_sq, bias_sk, b, h, heads_q);
+    const score_mods mods = score_mods_of(scale_abs, softcap, alibi, alibi_slopes, bias_dtype, bias,
+                                          bias_sb, bias_sh, bias_sq, bias_sk, b, h, heads_q);
     __local float *ks = stage; /* K rows, this slice's columns */
     /* The slice's columns within the head dim, and rounded up to whole float4 groups. */
     const int cols = min(DV, d - dv0), cols4 = (cols + 3) / 4 * 4;
