@@ -6,7 +6,7 @@
  * dK and dV is compared, and packed rows of no sequence must keep their sentinel. Two runs give
  * the same bits (no atomics), and paged K/V and FP8 inputs are declined by name with nothing
  * written. The planner's tile shape for the device runs, or the GPU one where
- * FLASHPORT_OPENCL_BACKWARD_SHAPE=gpu is set (tests/opencl/CMakeLists.txt).
+ * FLASHPORT_OPENCL_BACKWARD_SHAPE=gpu is set, as ctest does (tests/opencl/CMakeLists.txt).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

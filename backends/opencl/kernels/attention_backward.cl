@@ -62,25 +62,38 @@
 #error "the backward pass reads neither a paged cache nor FP8 inputs"
 #endif
 #if BR % TM || BC % 4 || BC % OM || BR % OM || NT % NKR || NT % NQR || DV % (4 * KCG) ||           \
-    DV % (4 * QCG) || BR % VC || BC % VC || KC % 4
-#error "tile shape: TM|BR, 4|BC, OM|BR, OM|BC, (BC/OM)|NT, (BR/OM)|NT, 4*groups|DV, VC|BR, VC|BC"
+    DV % (4 * QCG) || BR % VC || BC % VC || KC % 4 || NT % KC
+#error                                                                                             \
+    "tile shape: TM|BR, 4|BC, OM|BR, OM|BC, (BC/OM)|NT, (BR/OM)|NT, 4*groups|DV, VC|BR, VC|BC, KC|NT"
 #endif
 
 /* The float4 at float offset i (a multiple of 4) of a local array. */
 #define LOCAL4(base, i) (*(__local float4 *)((base) + (i)))
 
-/* Stages n_rows x n_cols elements, columns c0.. of the rows at x (`stride` apart, the first
- * `rows` present, columns below d present), times factor, into dst (row stride dst_stride),
- * zero elsewhere; transposed (column c of row r at dst[c * dst_stride + r]) when transpose. */
-__attribute__((always_inline)) void stage_rows(__local float *dst, int dst_stride, int n_rows,
-                                               int n_cols, __global const storage_t *x, long stride,
-                                               int rows, int c0, int d, float factor, int transpose,
-                                               int tid) {
-    for (int e = tid; e < n_rows * n_cols; e += NT) {
-        const int r = e / n_cols, c = e % n_cols;
+/* Stages KC columns from c0 of n_rows rows at x (`stride` apart, the first `rows` present,
+ * columns below d present), times factor, into dst (row stride dst_stride), zero elsewhere;
+ * transposed (column c of row r at dst[c * dst_stride + r]) when transpose. Each work-item
+ * keeps one column and steps over rows, which spares a division per element (PoCL without
+ * its optimizer spends as long on those as on the products). */
+__attribute__((always_inline)) void stage_chunk(__local float *dst, int dst_stride, int n_rows,
+                                                __global const storage_t *x, long stride, int rows,
+                                                int c0, int d, float factor, int transpose,
+                                                int tid) {
+    const int c = tid % KC, present = c0 + c < d;
+    for (int r = tid / KC; r < n_rows; r += NT / KC)
         dst[transpose ? c * dst_stride + r : r * dst_stride + c] =
-            (r < rows && c0 + c < d) ? LOAD(x, r * stride + c0 + c) * factor : 0.0f;
-    }
+            (r < rows && present) ? LOAD(x, r * stride + c0 + c) * factor : 0.0f;
+}
+
+/* Stages columns c0..c0+n_cols-1 of VC rows at x (as stage_chunk, not transposed) into dst (row
+ * stride DV): the work-items step along each row. */
+__attribute__((always_inline)) void stage_slice(__local float *dst, int n_cols,
+                                                __global const storage_t *x, long stride, int rows,
+                                                int c0, int d, float factor, int tid) {
+    for (int r = 0; r < VC; r++)
+        for (int c = tid; c < n_cols; c += NT)
+            dst[r * DV + c] =
+                (r < rows && c0 + c < d) ? LOAD(x, r * stride + c0 + c) * factor : 0.0f;
 }
 
 /* The rows of one block of queries and one block of keys, with their strides and counts. */
@@ -101,10 +114,10 @@ __attribute__((always_inline)) void block_products(float4 s[TM], float4 dp[TM],
     for (int i = 0; i < TM; i++) s[i] = dp[i] = (float4)(0.0f);
     for (int c0 = 0; c0 < d; c0 += KC) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        stage_rows(qs, KC_PAD, BR, KC, B->q, B->q_sn, B->q_rows, c0, d, q_sign, 0, tid);
-        stage_rows(dos, KC_PAD, BR, KC, B->d_o, B->o_sn, B->q_rows, c0, d, 1.0f, 0, tid);
-        stage_rows(kt, KT, BC, KC, B->k, B->k_sn, B->kv_rows, c0, d, 1.0f, 1, tid);
-        stage_rows(vt, KT, BC, KC, B->v, B->v_sn, B->kv_rows, c0, d, 1.0f, 1, tid);
+        stage_chunk(qs, KC_PAD, BR, B->q, B->q_sn, B->q_rows, c0, d, q_sign, 0, tid);
+        stage_chunk(dos, KC_PAD, BR, B->d_o, B->o_sn, B->q_rows, c0, d, 1.0f, 0, tid);
+        stage_chunk(kt, KT, BC, B->k, B->k_sn, B->kv_rows, c0, d, 1.0f, 1, tid);
+        stage_chunk(vt, KT, BC, B->v, B->v_sn, B->kv_rows, c0, d, 1.0f, 1, tid);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int c = 0; c < KC; c++) {
             const float4 k4 = LOCAL4(kt, c * KT + 4 * tc), v4 = LOCAL4(vt, c * KT + 4 * tc);
@@ -273,10 +286,10 @@ attention_backward_dkdv(BACKWARD_ARGS) {
             probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
             for (int r1 = 0; r1 < BR; r1 += VC) {
                 barrier(CLK_LOCAL_MEM_FENCE);
-                stage_rows(xs, DV, VC, cols4, d_o + (o_first + (long)r1 * o_sn), o_sn, nq - r0 - r1,
-                           dv0, d, 1.0f, 0, tid);
-                stage_rows(ys, DV, VC, cols4, q + (q_first + (long)r1 * q_sn), q_sn, nq - r0 - r1,
-                           dv0, d, q_sign, 0, tid);
+                stage_slice(xs, cols4, d_o + (o_first + (long)r1 * o_sn), o_sn, nq - r0 - r1, dv0,
+                            d, 1.0f, tid);
+                stage_slice(ys, cols4, q + (q_first + (long)r1 * q_sn), q_sn, nq - r0 - r1, dv0, d,
+                            q_sign, tid);
                 barrier(CLK_LOCAL_MEM_FENCE);
                 for (int rr = 0; rr < VC; rr++) {
                     float p[OM], g[OM];
@@ -372,8 +385,8 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void attention_backward
         probabilities(s, dp, ps, dss, row_lse2, row_d, &W, &mods, tid);
         for (int k1 = 0; k1 < BC && kb + k1 < kv_end; k1 += VC) {
             barrier(CLK_LOCAL_MEM_FENCE);
-            stage_rows(ks, DV, VC, cols4, k + (k_first + (long)(kb + k1) * k_sn), k_sn,
-                       nkv - kb - k1, dv0, d, 1.0f, 0, tid);
+            stage_slice(ks, cols4, k + (k_first + (long)(kb + k1) * k_sn), k_sn, nkv - kb - k1, dv0,
+                        d, 1.0f, tid);
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int kk = 0; kk < VC; kk++) {
                 float g[OM];
