@@ -12,7 +12,6 @@
  * one program per dtype on a CPU. FLASHPORT_OPENCL_BACKWARD_SHAPE=gpu (or cpu) takes that
  * device kind's shape on any device, so that a CPU driver can test the GPU one.
  */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
