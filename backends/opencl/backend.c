@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backward.h"
 #include "device_context.h"
 #include "devices.h"
 #include "feature_args.h"
@@ -85,6 +86,7 @@ static void cl_close(void *d) {
     if (!dev->borrowed_queue) dev->cl->clFinish(dev->queue);
     release_timer_events(dev);
     fp_cl_release_programs(dev);
+    if (dev->workspace) dev->cl->clReleaseMemObject(dev->workspace);
     dev->cl->clReleaseCommandQueue(dev->queue);
     dev->cl->clReleaseContext(dev->context);
     free(dev);
@@ -155,7 +157,6 @@ static flashport_status cl_buffer_wrap(void *d, void *native, size_t bytes, void
 static void cl_buffer_unwrap(void *d, void *handle) { cl_buffer_free(d, handle); }
 
 static flashport_status cl_plan(void *d, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
-    (void)op; /* forward only: the core declines a backward call before planning it */
     if (p->seq_q > INT_MAX || p->seq_kv > INT_MAX || p->head_dim > INT_MAX ||
         p->heads_q > INT_MAX || p->batch > INT_MAX) {
         memset(out, 0, sizeof *out);
@@ -163,12 +164,11 @@ static flashport_status cl_plan(void *d, const fp_problem *p, fp_op op, int forc
                  "sizes above 2^31-1 are not supported by the OpenCL kernels");
         return fp_cl_host->error(FLASHPORT_ERROR_UNSUPPORTED, FP_CL_NAME, "%s", out->reason);
     }
-    return fp_cl_plan(d, p, forced, out);
+    return op == FP_OP_BACKWARD ? fp_cl_plan_backward(d, p, out) : fp_cl_plan(d, p, forced, out);
 }
 
-/* Queues a kernel over a 3-D range and keeps its event for running timers. */
-static flashport_status launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
-                               const size_t local[3]) {
+flashport_status fp_cl_launch(fp_cl_dev *dev, cl_kernel kernel, const size_t global[3],
+                              const size_t local[3]) {
     cl_event event = NULL;
     cl_int err = dev->cl->clEnqueueNDRangeKernel(dev->queue, kernel, 3, NULL, global, local, 0,
                                                  NULL, &event);
@@ -189,6 +189,7 @@ static flashport_status launch(fp_cl_dev *dev, cl_kernel kernel, const size_t gl
 static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p,
                                const fp_args *a) {
     fp_cl_dev *dev = d;
+    if (plan->op == FP_OP_BACKWARD) return fp_cl_backward_run(dev, plan, p, a);
     const fp_cl_api *cl = dev->cl;
     const fp_cl_kernel *variant = fp_cl_kernel_at(plan->variant);
     if (!variant)
@@ -261,7 +262,7 @@ static flashport_status cl_run(void *d, const fp_plan *plan, const fp_problem *p
     size_t tiles = ((size_t)p->seq_q + rows - 1) / rows;
     size_t global[3] = {tiles * threads, (size_t)p->heads_q, (size_t)p->batch * (size_t)slices};
     size_t local[3] = {threads, 1, 1};
-    return launch(dev, kernel, global, local);
+    return fp_cl_launch(dev, kernel, global, local);
 }
 
 static flashport_status cl_synchronize(void *d) {

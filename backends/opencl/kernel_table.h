@@ -51,11 +51,17 @@ typedef struct fp_cl_nv_tf32x3_params {
     int emulate;
 } fp_cl_nv_tf32x3_params;
 
+/* The backward pass's tile shape (kernels/attention_backward.cl says what each key does). */
+typedef struct fp_cl_backward_params {
+    int32_t br, bc, tm, kc, vc, dv, om;
+} fp_cl_backward_params;
+
 /* What a kernel's plan() chooses for its options() and shape(), by kernel; the plan carries it
  * (fp_plan's kernel_params). */
 typedef union fp_cl_kernel_params {
     fp_cl_tiled_params tiled;
     fp_cl_nv_tf32x3_params nv_tf32x3;
+    fp_cl_backward_params backward;
 } fp_cl_kernel_params;
 _Static_assert(sizeof(fp_cl_kernel_params) <= FP_PLAN_KERNEL_PARAMS_BYTES,
                "a plan holds the kernel parameters");

@@ -7,12 +7,15 @@
  * about problems whose features it implements.
  * FLASHPORT_OPENCL_KERNEL=tiled keeps the planner on tiled, FLASHPORT_OPENCL_KERNEL=nv_tf32x3
  * makes a problem nv_tf32x3 cannot run unsupported (both for comparing the two on one GPU); a
- * kernel forced by name takes precedence. Each variant chooses its own parameters.
+ * kernel forced by name takes precedence. Each variant chooses its own parameters. The
+ * backward pass has one implementation, tiled's (backward.c), whatever FLASHPORT_OPENCL_KERNEL
+ * says; the core offers it to no variant without the backward feature.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward.h"
 #include "host.h"
 #include "kernel_list.h"
 #include "planner.h"
@@ -79,6 +82,14 @@ flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_
             st = try_variant(find_kernel(fp_cl_kernel_tiled.info.name), dev, p, out);
         }
     }
+    if (st != FLASHPORT_OK) return fp_cl_host->error(st, FP_CL_NAME, "%s", out->reason);
+    return FLASHPORT_OK;
+}
+
+flashport_status fp_cl_plan_backward(fp_cl_dev *dev, const fp_problem *p, fp_plan *out) {
+    memset(out, 0, sizeof *out);
+    out->variant = find_kernel(fp_cl_kernel_tiled.info.name);
+    flashport_status st = fp_cl_backward_plan(dev->desc, p, out);
     if (st != FLASHPORT_OK) return fp_cl_host->error(st, FP_CL_NAME, "%s", out->reason);
     return FLASHPORT_OK;
 }

@@ -14,4 +14,8 @@ const fp_cl_kernel *fp_cl_kernel_at(int index);
  * else the status, recorded as the thread's error, with the reason in out->reason. */
 flashport_status fp_cl_plan(fp_cl_dev *dev, const fp_problem *p, int forced, fp_plan *out);
 
+/* The backward pass, which runs under the tiled variant (backward.h), with its parameters in the
+ * plan; else as fp_cl_plan. */
+flashport_status fp_cl_plan_backward(fp_cl_dev *dev, const fp_problem *p, fp_plan *out);
+
 #endif /* FP_OPENCL_PLANNER_H */

@@ -321,10 +321,12 @@ static fp_cl_launch_shape tiled_shape(const fp_cl_kernel_params *params, const f
 const fp_cl_kernel fp_cl_kernel_tiled = {
     {"tiled",
      "online softmax; K/V blocks through local memory, register tiles of S and O, f32 "
-     "accumulation (f16 via vload_half, bf16 via shifts, FP8 decoded); every forward feature",
+     "accumulation (f16 via vload_half, bf16 via shifts, FP8 decoded); every forward feature; "
+     "the backward pass (backward.c) of all but paged K/V and FP8",
      FP_PRECISION_NATIVE,
      FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS |
-         FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED | FP_FEATURE_FP8},
+         FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED | FP_FEATURE_FP8 |
+         FP_FEATURE_BACKWARD},
     fp_opencl_source_attention_tiled,
     "attention_tiled",
     tiled_plan,

@@ -6,7 +6,7 @@
 
 The forward pass keeps O and the log-sum-exp; the backward pass hands them, with the incoming
 gradient, to the library's backward call (flashport_attention_backward), which writes dQ, dK
-and dV. Backends without a backward pass (the GPU ones, today) and features it declines (paged
+and dV. Backends without a backward pass (HIP, today) and features it declines (paged
 K/V) raise flashport.UnsupportedError from loss.backward(), naming what is missing.
 """
 import torch

@@ -74,6 +74,15 @@ __attribute__((always_inline)) float score_log2(const score_mods *m, float dot, 
     return s * M_LOG2E_F;
 }
 
+/* The derivative of the score with respect to u = scale * q . k, from the dot product as
+ * score_log2 takes it: 1, or 1 - tanh^2(u / cap) under a softcap (the backward pass's chain
+ * rule; ALiBi and the bias do not depend on q or k). */
+__attribute__((always_inline)) float score_slope(const score_mods *m, float dot) {
+    if (m->cap <= 0.0f) return 1.0f;
+    const float t = tanh(m->scale * dot * m->inv_cap);
+    return 1.0f - t * t;
+}
+
 /* Folds the sink logit (natural log) into a row's final maximum m (log2 domain, -inf when no
  * key was seen) and sum l. *o_factor receives what the row's output accumulator is multiplied
  * by besides 1/l. A NaN sink makes the row NaN; a row that saw no key keeps O = 0 and gets
