@@ -1,6 +1,6 @@
 /*
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
- * block per (key tile of FP_BWD_MMA_KEYS keys, batch, kv head), four warps of 16 keys each.
+ * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps of 16 keys each.
  * K and V of the tile stay in shared memory; the block walks every query tile of
  * fp_bwd_mma_kv_rows<D> rows that sees one of its keys, for each query head of the kv head's group
  * in order, through a two-stage cp.async ring (Q, dO, and the rows' LSE and D from the
@@ -14,7 +14,7 @@
  *                                         forward reuses P; B: dO, Q by ldmatrix.trans).
  * DQ_ATOMIC (fast mode): dS^T also goes to shared memory as [key][query] (rows padded by 16
  * bytes: the eight rows of an ldmatrix phase, and the lanes of a store, fall in distinct banks),
- * then each warp computes dQ = dS K over the tile's 64 keys for a 16-row slice of the queries
+ * then each warp computes dQ = dS K over the tile's keys for a 16-row slice of the queries
  * and a share of the columns (A: dS by ldmatrix.trans of the transposed store, which hands out
  * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
  * atomics, at most 64 columns at a time to spare registers.
@@ -33,7 +33,7 @@
 #include "mma_common.cuh"
 
 template <int D> struct fp_bwd_mma_kv_smem {
-    static constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    static constexpr int BC = FP_BWD_MMA_KV_KEYS, BR = fp_bwd_mma_kv_rows<D>();
     static constexpr int DS_LD = BR + 8; /* elements a row of dS^T */
     /* K, V; two stages of Q, dO; dS^T; two stages of LSE and D (f32). */
     static constexpr size_t BYTES =
@@ -41,11 +41,11 @@ template <int D> struct fp_bwd_mma_kv_smem {
 };
 
 template <typename T, int D, bool MODS, bool DQ_ATOMIC>
-__global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
+__global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
-    constexpr int THREADS = FP_BWD_MMA_THREADS, WARPS = FP_BWD_MMA_WARPS;
+    constexpr int BC = FP_BWD_MMA_KV_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    constexpr int THREADS = FP_BWD_MMA_KV_THREADS, WARPS = FP_BWD_MMA_KV_WARPS;
     constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
     constexpr int DS_LD = fp_bwd_mma_kv_smem<D>::DS_LD;
     constexpr int Q_TILES = BR / 8;    /* n-tiles of S^T (queries) */
@@ -238,12 +238,10 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
 #pragma unroll
                 for (int dt = 0; dt < PASS_TILES; ++dt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const int64_t at = acc_row[r >> 1];
-                        if (at >= 0)
-                            atomicAdd(a.dq_acc + at + col0 + 8 * dt + 2 * c + (r & 1),
-                                      dq[0][dt][r]);
-                    }
+                    for (int i = 0; i < 2; ++i)
+                        if (acc_row[i] >= 0)
+                            fp_bwd_atomic_add2(a.dq_acc + acc_row[i] + col0 + 8 * dt + 2 * c,
+                                               dq[0][dt][2 * i], dq[0][dt][2 * i + 1]);
             }
         }
     }
