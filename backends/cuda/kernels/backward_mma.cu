@@ -75,7 +75,7 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
     const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
                       (unsigned)(p->batch * p->heads_q));
     constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D>::BYTES, q_smem = fp_bwd_mma_q_smem<D>::BYTES;
-    gpuError_t e = fp_bwd_preprocess<T>(L, a);
+    gpuError_t e = fp_bwd_preprocess<T, false>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
         e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>(
