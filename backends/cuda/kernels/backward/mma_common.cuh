@@ -24,10 +24,13 @@
 #define FP_BWD_MMA_KV_WARPS   8
 #define FP_BWD_MMA_KV_THREADS (32 * FP_BWD_MMA_KV_WARPS)
 #define FP_BWD_MMA_KV_KEYS    (16 * FP_BWD_MMA_KV_WARPS)
-#define FP_BWD_MMA_Q_WARPS    4
-#define FP_BWD_MMA_Q_THREADS  (32 * FP_BWD_MMA_Q_WARPS)
-#define FP_BWD_MMA_ROWS       (16 * FP_BWD_MMA_Q_WARPS)
-#define FP_BWD_MMA_Q_KEYS     64
+/* Query tiles in flight in the key-tile kernel's cp.async ring: two loads ahead of the one in
+ * use, to cover L2 latency with its few warps an SM. */
+#define FP_BWD_MMA_KV_STAGES 3
+#define FP_BWD_MMA_Q_WARPS   4
+#define FP_BWD_MMA_Q_THREADS (32 * FP_BWD_MMA_Q_WARPS)
+#define FP_BWD_MMA_ROWS      (16 * FP_BWD_MMA_Q_WARPS)
+#define FP_BWD_MMA_Q_KEYS    64
 
 /* Query rows a key-tile step covers: 64 at d = 64; 32 at d = 128, where dK and dV take 128
  * registers a thread and S^T and dP^T of 64 rows would take 64 more, which ptxas spilled. */
