@@ -158,7 +158,7 @@ int main(void) {
     memset(&bi, 0, sizeof bi);
     if (flashport_backend_find("cuda", &idx) != FLASHPORT_OK ||
         flashport_backend_get_info(idx, &bi) != FLASHPORT_OK || !bi.available) {
-        printf("SKIP: cuda unavailable: %s\n", bi.reason);
+        printf("SKIP: %s\n", bi.reason[0] ? bi.reason : "no cuda backend");
         return EXIT_SKIP;
     }
     flashport_context *gpu = NULL, *ref = NULL;

@@ -199,6 +199,14 @@ static void check_planner(void) {
     CHECK(strstr(plan.reason, "exceeds the grid limit") != NULL);
     CHECK(fp_gpu_plan(&props, &p, FP_OP_FORWARD, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
     CHECK(strstr(plan.reason, "every variant declined") != NULL);
+
+    /* The backward pass has variants of its own; the ladder computes none of it. */
+    flashport_attention_desc_init(&p, FLASHPORT_BF16, 1, 1, 1, 256, 256, 128,
+                                  FLASHPORT_LAYOUT_BHND);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_BACKWARD, -1, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
+    CHECK(strstr(plan.reason, "backward_mma: not built; backward_f32: not built") != NULL);
+    CHECK(fp_gpu_plan(&props, &p, FP_OP_BACKWARD, 0, &plan) == FLASHPORT_ERROR_UNSUPPORTED);
+    CHECK(strstr(plan.reason, "does not implement backward pass") != NULL);
 }
 
 int main(void) {

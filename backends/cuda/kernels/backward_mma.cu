@@ -70,22 +70,22 @@ static size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params)
 template <typename T, int D, bool MODS>
 static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &a) {
     const fp_problem *p = &L->p;
-    const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_MMA_KEYS - 1) / FP_BWD_MMA_KEYS),
+    const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_MMA_KV_KEYS - 1) / FP_BWD_MMA_KV_KEYS),
                        (unsigned)(p->batch * p->heads_kv));
     const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
                       (unsigned)(p->batch * p->heads_q));
     constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D>::BYTES, q_smem = fp_bwd_mma_q_smem<D>::BYTES;
-    gpuError_t e = fp_bwd_preprocess<T>(L, a);
+    gpuError_t e = fp_bwd_preprocess<T, false>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
         e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>(
-            kv_grid, FP_BWD_MMA_THREADS, L->stream, a);
+            kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
         return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
     }
-    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>(kv_grid, FP_BWD_MMA_THREADS,
-                                                                        L->stream, a);
+    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>(
+        kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
     if (e != gpuSuccess) return e;
-    return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>(q_grid, FP_BWD_MMA_THREADS,
+    return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>(q_grid, FP_BWD_MMA_Q_THREADS,
                                                                   L->stream, a);
 }
 

@@ -15,17 +15,37 @@
 #include "params.h"
 #include "score.cuh"
 
-#define FP_BWD_MMA_WARPS   4
-#define FP_BWD_MMA_THREADS (32 * FP_BWD_MMA_WARPS)
-/* Key-tile kernel: 16 keys a warp (FP_BWD_MMA_KEYS a block), query tiles of
- * fp_bwd_mma_kv_rows<D> rows. Query-tile kernel: 16 rows a warp (FP_BWD_MMA_ROWS a block), key
- * tiles of FP_BWD_MMA_KEYS keys. */
-#define FP_BWD_MMA_KEYS 64
-#define FP_BWD_MMA_ROWS 64
+/* Key-tile kernel: FP_BWD_MMA_KV_WARPS warps of 16 keys (FP_BWD_MMA_KV_KEYS a block), query
+ * tiles of fp_bwd_mma_kv_rows<D> rows. Eight warps share each Q and dO tile, which halves
+ * against four the reads of Q and dO per key and the dQ atomics per key, at the same warps per
+ * SM (one block of eight at ~240 registers a thread, where four-warp blocks fit two).
+ * Query-tile kernel: FP_BWD_MMA_Q_WARPS warps of 16 rows (FP_BWD_MMA_ROWS a block), key tiles
+ * of FP_BWD_MMA_Q_KEYS keys. */
+#define FP_BWD_MMA_KV_WARPS   8
+#define FP_BWD_MMA_KV_THREADS (32 * FP_BWD_MMA_KV_WARPS)
+#define FP_BWD_MMA_KV_KEYS    (16 * FP_BWD_MMA_KV_WARPS)
+/* Query tiles in flight in the key-tile kernel's cp.async ring: two loads ahead of the one in
+ * use, to cover L2 latency with its few warps an SM. */
+#define FP_BWD_MMA_KV_STAGES 3
+#define FP_BWD_MMA_Q_WARPS   4
+#define FP_BWD_MMA_Q_THREADS (32 * FP_BWD_MMA_Q_WARPS)
+#define FP_BWD_MMA_ROWS      (16 * FP_BWD_MMA_Q_WARPS)
+#define FP_BWD_MMA_Q_KEYS    64
 
 /* Query rows a key-tile step covers: 64 at d = 64; 32 at d = 128, where dK and dV take 128
  * registers a thread and S^T and dP^T of 64 rows would take 64 more, which ptxas spilled. */
 template <int D> __host__ __device__ constexpr int fp_bwd_mma_kv_rows() { return D > 64 ? 32 : 64; }
+
+/* dQ += x at two adjacent f32 columns (8-byte aligned): one vector atomic where the target has
+ * it (sm_90), two scalar ones before. */
+__device__ __forceinline__ void fp_bwd_atomic_add2(float *at, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2 *>(at), make_float2(x, y));
+#else
+    atomicAdd(at, x);
+    atomicAdd(at + 1, y);
+#endif
+}
 
 /* P and dS of one (query i, key j) from the raw dot product x = q_i . k_j and dP, with the row's
  * LSE (log2 domain) and D. MODS: softcap, ALiBi or bias through fp_bwd_score_log2 (exact);

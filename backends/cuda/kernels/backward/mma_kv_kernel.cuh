@@ -1,10 +1,10 @@
 /*
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
- * block per (key tile of FP_BWD_MMA_KEYS keys, batch, kv head), four warps of 16 keys each.
+ * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps of 16 keys each.
  * K and V of the tile stay in shared memory; the block walks every query tile of
  * fp_bwd_mma_kv_rows<D> rows that sees one of its keys, for each query head of the kv head's group
- * in order, through a two-stage cp.async ring (Q, dO, and the rows' LSE and D from the
- * preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole walk, so
+ * in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and D from
+ * the preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole walk, so
  * GQA sums its group's heads in a fixed order.
  *
  * Per query tile, each warp computes with keys as the rows (M) of mma.sync m16n8k16:
@@ -14,7 +14,7 @@
  *                                         forward reuses P; B: dO, Q by ldmatrix.trans).
  * DQ_ATOMIC (fast mode): dS^T also goes to shared memory as [key][query] (rows padded by 16
  * bytes: the eight rows of an ldmatrix phase, and the lanes of a store, fall in distinct banks),
- * then each warp computes dQ = dS K over the tile's 64 keys for a 16-row slice of the queries
+ * then each warp computes dQ = dS K over the tile's keys for a 16-row slice of the queries
  * and a share of the columns (A: dS by ldmatrix.trans of the transposed store, which hands out
  * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
  * atomics, at most 64 columns at a time to spare registers.
@@ -33,19 +33,22 @@
 #include "mma_common.cuh"
 
 template <int D> struct fp_bwd_mma_kv_smem {
-    static constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    static constexpr int BC = FP_BWD_MMA_KV_KEYS, BR = fp_bwd_mma_kv_rows<D>();
     static constexpr int DS_LD = BR + 8; /* elements a row of dS^T */
-    /* K, V; two stages of Q, dO; dS^T; two stages of LSE and D (f32). */
+    static constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
+    /* K, V; the stages of Q, dO; dS^T; the stages of LSE and D (f32). */
     static constexpr size_t BYTES =
-        (size_t)2 * (2 * BC * D + 2 * 2 * BR * D + BC * DS_LD) + (size_t)4 * 2 * 2 * BR;
+        (size_t)2 * (2 * BC * D + STAGES * 2 * BR * D + BC * DS_LD) + (size_t)4 * STAGES * 2 * BR;
 };
 
 template <typename T, int D, bool MODS, bool DQ_ATOMIC>
-__global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
+__global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BC = FP_BWD_MMA_KEYS, BR = fp_bwd_mma_kv_rows<D>();
-    constexpr int THREADS = FP_BWD_MMA_THREADS, WARPS = FP_BWD_MMA_WARPS;
+    constexpr int BC = FP_BWD_MMA_KV_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    constexpr int THREADS = FP_BWD_MMA_KV_THREADS, WARPS = FP_BWD_MMA_KV_WARPS;
+    constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
+    static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
     constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
     constexpr int DS_LD = fp_bwd_mma_kv_smem<D>::DS_LD;
     constexpr int Q_TILES = BR / 8;    /* n-tiles of S^T (queries) */
@@ -68,7 +71,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     extern __shared__ __align__(128) unsigned char fp_bwd_mma_smem[];
     T *const sK = reinterpret_cast<T *>(fp_bwd_mma_smem);
     T *const sStages = sK + 2 * BC * D; /* stage st: Q at sStages + st * 2 BR D, dO after it */
-    T *const sDS = sStages + 2 * 2 * BR * D;
+    T *const sDS = sStages + STAGES * 2 * BR * D;
     float *const sRows = reinterpret_cast<float *>(sDS + BC * DS_LD); /* stage st: LSE, then D */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -93,7 +96,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     auto load_step = [&](int n) {
         const int h = hk * a.group + n / q_tiles;
         const int q0 = rows.lo + (n % q_tiles) * BR;
-        T *const sQ = sStages + (n & 1) * 2 * BR * D;
+        T *const sQ = sStages + (n % STAGES) * 2 * BR * D;
         QLoader::template load<true, 2>(
             sQ,
             fp_strided_rows<T, 2>{{static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
@@ -104,12 +107,16 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
             const int r = threadIdx.x % BR;
             const bool in = q0 + r < s.nq;
             const float *src = threadIdx.x < BR ? a.lse_log2 : a.delta;
-            fp_cp_async_4(fp_smem_addr(sRows + (n & 1) * 2 * BR + threadIdx.x),
+            fp_cp_async_4(fp_smem_addr(sRows + (n % STAGES) * 2 * BR + threadIdx.x),
                           src + (in ? fp_lse_index(a.seq, s, h, q0 + r) : 0), in ? 4 : 0);
         }
     };
-    if (n_steps > 0) load_step(0);
-    fp_cp_async_commit();
+    /* Group t holds step t (group 0 also K and V); empty groups keep the count uniform. */
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+        if (t < n_steps) load_step(t);
+        fp_cp_async_commit();
+    }
 
     /* Per-lane ldmatrix offsets (elements): K and V rows of the warp as A (row-major order);
      * Q and dO as B of S^T, dP^T (key order, as the forward's K); dO and Q as B of dV, dK and
@@ -130,15 +137,15 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
     fp_mma_zero(dk);
     fp_mma_zero(dv);
     for (int n = 0; n < n_steps; ++n) {
-        fp_cp_async_wait<0>();
+        fp_cp_async_wait<STAGES - 2>();
         __syncthreads(); /* step n has landed, and every warp is done with step n - 1 */
-        if (n + 1 < n_steps) load_step(n + 1);
+        if (n + STAGES - 1 < n_steps) load_step(n + STAGES - 1);
         fp_cp_async_commit();
         const int h = hk * a.group + n / q_tiles;
         const int q0 = rows.lo + (n % q_tiles) * BR;
-        const uint32_t sQ_addr = fp_smem_addr(sStages + (n & 1) * 2 * BR * D);
+        const uint32_t sQ_addr = fp_smem_addr(sStages + (n % STAGES) * 2 * BR * D);
         const uint32_t sO_addr = sQ_addr + 2u * BR * D;
-        const float *const sLse = sRows + (n & 1) * 2 * BR, *const sDelta = sLse + BR;
+        const float *const sLse = sRows + (n % STAGES) * 2 * BR, *const sDelta = sLse + BR;
 
         float st[1][Q_TILES][4], dpt[1][Q_TILES][4];
         fp_mma_zero(st);
@@ -238,12 +245,10 @@ __global__ void __launch_bounds__(FP_BWD_MMA_THREADS, 2)
 #pragma unroll
                 for (int dt = 0; dt < PASS_TILES; ++dt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const int64_t at = acc_row[r >> 1];
-                        if (at >= 0)
-                            atomicAdd(a.dq_acc + at + col0 + 8 * dt + 2 * c + (r & 1),
-                                      dq[0][dt][r]);
-                    }
+                    for (int i = 0; i < 2; ++i)
+                        if (acc_row[i] >= 0)
+                            fp_bwd_atomic_add2(a.dq_acc + acc_row[i] + col0 + 8 * dt + 2 * c,
+                                               dq[0][dt][2 * i], dq[0][dt][2 * i + 1]);
             }
         }
     }

@@ -66,8 +66,12 @@ static inline fp_bwd_params fp_bwd_params_make(const fp_gpu_launch *L) {
     return a;
 }
 
-/* One warp a row: grid (ceil(seq_q / FP_BWD_ROWS), batch * heads_q). */
-template <typename T> __global__ void fp_bwd_preprocess_kernel(const fp_bwd_params a) {
+/* One warp a row: grid (ceil(seq_q / FP_BWD_ROWS), batch * heads_q). IN_ORDER: one lane sums
+ * D = dO . O by FMAs in column order, the order in which the f32 kernels sum dP = dO . v, so
+ * that where O is a single row of V (a row that sees one key) dP - D is exactly 0, as it is in
+ * exact arithmetic, instead of a rounding residue that dQ and dK would carry. */
+template <typename T, bool IN_ORDER>
+__global__ void fp_bwd_preprocess_kernel(const fp_bwd_params a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
@@ -76,8 +80,13 @@ template <typename T> __global__ void fp_bwd_preprocess_kernel(const fp_bwd_para
         const T *o = static_cast<const T *>(a.o) + fp_q_offset(a.os, s, h, i);
         const T *d_o = static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, i);
         float dot = 0.0f;
-        for (int c = lane; c < a.d; c += 32) dot += fp_to_f32(o[c]) * fp_to_f32(d_o[c]);
-        dot = fp_group_sum<32>(dot);
+        if (IN_ORDER) {
+            if (lane == 0)
+                for (int c = 0; c < a.d; ++c) dot = fmaf(fp_to_f32(d_o[c]), fp_to_f32(o[c]), dot);
+        } else {
+            for (int c = lane; c < a.d; c += 32) dot += fp_to_f32(o[c]) * fp_to_f32(d_o[c]);
+            dot = fp_group_sum<32>(dot);
+        }
         const int64_t row = fp_lse_index(a.seq, s, h, i);
         if (lane == 0) {
             const float lse = a.lse[row];
@@ -109,11 +118,11 @@ static inline dim3 fp_bwd_row_grid(const fp_problem *p) {
 
 /* Both launch nothing for packed Q without rows (seq_q = max_seqlen_q = 0): an empty grid is a
  * launch error. */
-template <typename T>
+template <typename T, bool IN_ORDER>
 static gpuError_t fp_bwd_preprocess(const fp_gpu_launch *L, const fp_bwd_params &a) {
     if (L->p.seq_q == 0) return gpuSuccess;
-    fp_bwd_preprocess_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
-                                              L->stream)(a);
+    fp_bwd_preprocess_kernel<T, IN_ORDER> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p),
+                                                        32 * FP_BWD_ROW_WARPS, 0, L->stream)(a);
     return gpuGetLastError();
 }
 
