@@ -35,16 +35,16 @@ template <typename T, int N> struct fp_strided_rows {
     }
 };
 
-/* A paged key tile's K and V row offsets (kv head hk), resolved once per row into shared memory.
- * The loaders copy each row in several chunks, one a thread; had each of those threads looked
- * its rows up in the block table and redone the 64-bit address arithmetic (with D = 128, 16
- * threads a row, about a hundred instructions per row and thread), a tile's loads would issue
- * about as many instructions as its math. Instead thread r < ROWS resolves row r once (fill),
- * and after the barrier that publishes it every chunk's thread reads both offsets in one
- * 16-byte shared load (fp_table_kv_rows::at). */
-template <int ROWS> struct fp_paged_row_table {
-    /* Element offsets: k of row r at [2r], v at [2r + 1]. */
-    int64_t *rows;
+/* The K and V rows of a paged key tile (kv head hk), resolved once per row into shared memory
+ * and then the loader's source. The loaders copy each row in several chunks, one a thread; had
+ * each of those threads looked its rows up in the block table and redone the 64-bit address
+ * arithmetic (with D = 128, 16 threads a row: about a hundred instructions per row and thread),
+ * a tile's loads would issue about as many instructions as its math. Instead thread r < ROWS
+ * resolves row r once (fill), and after the barrier that publishes it every chunk's thread
+ * reads both row addresses in one 16-byte shared load (at). */
+template <typename T, int ROWS> struct fp_paged_rows {
+    const T *k, *v; /* the caches' origins */
+    uint64_t *rows; /* addresses: K's row r at [2r], V's at [2r + 1] */
 
     /* Rows [0, n_rows) of the tile from key kb; rows past n_rows are never read. */
     __device__ __forceinline__ void fill(const fp_seq_layout &L, const fp_seq &s,
@@ -53,20 +53,14 @@ template <int ROWS> struct fp_paged_row_table {
         const int r = threadIdx.x;
         if (r < ROWS && r < n_rows) {
             const fp_kv_rows x = fp_kv_row_offsets(L, s, ks, vs, hk, kb + r);
-            rows[2 * r] = x.k;
-            rows[2 * r + 1] = x.v;
+            rows[2 * r] = reinterpret_cast<uint64_t>(k + x.k);
+            rows[2 * r + 1] = reinterpret_cast<uint64_t>(v + x.v);
         }
     }
-};
-
-/* The loader's source over a filled fp_paged_row_table. */
-template <typename T> struct fp_table_kv_rows {
-    const T *k, *v;
-    const int64_t *rows;
 
     __device__ __forceinline__ fp_tile_rows<T, 2> at(int r) const {
-        const longlong2 x = reinterpret_cast<const longlong2 *>(rows)[r];
-        return {{k + x.x, v + x.y}};
+        const ulonglong2 x = reinterpret_cast<const ulonglong2 *>(rows)[r];
+        return {{reinterpret_cast<const T *>(x.x), reinterpret_cast<const T *>(x.y)}};
     }
     __device__ __forceinline__ fp_tile_rows<T, 2> origin() const { return {{k, v}}; }
 };

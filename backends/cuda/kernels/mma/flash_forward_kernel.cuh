@@ -146,12 +146,14 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, a.ks, a.vs, hk, 0);
     const T *const gK = static_cast<const T *>(a.k) + kv0.k;
     const T *const gV = static_cast<const T *>(a.v) + kv0.v;
-    /* A paged tile's row offsets, two slots: tile u's in slot u % 2, filled one barrier before
+    /* A paged tile's row addresses, two slots: tile u's in slot u % 2, filled one barrier before
      * its load (the prologue's barriers, then each tile's), so that the fill of tile t + STAGES
      * in iteration t overwrites the slot that tile t + STAGES - 2 was loaded from before that
      * iteration's barrier. */
-    __shared__ __align__(16) int64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
-    auto page_table = [&](int t) { return fp_paged_row_table<BC>{page_rows + (t & 1) * 2 * BC}; };
+    __shared__ __align__(16) uint64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
+    auto page_table = [&](int t) {
+        return fp_paged_rows<T, BC>{gK, gV, page_rows + (t & 1) * 2 * BC};
+    };
     auto fill_page_rows = [&](int t) {
         const int kb = k_begin + t * BC;
         if (t < n_tiles) page_table(t).fill(seq, s, a.ks, a.vs, hk, kb, kv_end - kb);
@@ -160,7 +162,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         T *sK = sKV + (t % STAGES) * STAGE_ELEMS;
         const int kb = k_begin + t * BC;
         if (paged) {
-            const fp_table_kv_rows<T> rows = {gK, gV, page_table(t).rows};
+            const fp_paged_rows<T, BC> rows = page_table(t);
             KVLoader::template load<ASYNC, 2>(sK, rows, kv_end - kb, a.d);
         } else {
             const fp_strided_rows<T, 2> rows = {
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     if (paged) fill_page_rows(0);
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-        if (paged) __syncthreads(); /* tile t's row offsets are published */
+        if (paged) __syncthreads(); /* tile t's row addresses are published */
         if (t < n_tiles) load_tile(t);
         fp_cp_async_commit();
         if (paged) fill_page_rows(t + 1);
@@ -181,11 +183,22 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
     const bool warp_active = warp_row0 < s.nq;
     /* The warp computes the tiles its rows see, masking those not every row sees whole. */
-    const fp_span_keys wk =
+    const fp_span_keys wk_here =
         fp_visible_span(mods, warp_row0, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, kv_end);
     /* Softcap, ALiBi and bias touch every score: every tile takes the modified instance. */
     const bool modified = fp_score_mods_any(mods);
-    const fp_tile_keys keys = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
+    const fp_tile_keys keys_here = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
+    /* A general kernel keeps the tile classification's bounds in shared memory, read after each
+     * tile's barrier, rather than in registers across the loop: with them there ptxas spilled
+     * each row's running max and sum around every tile (ptxas -v: 252 bytes of spill stores,
+     * 168 without). The dense kernel's are constants or cheap to recompute. */
+    __shared__ fp_tile_keys keys_smem;
+    __shared__ fp_span_keys wk_smem[GENERAL ? Cfg::WARPS : 1];
+    if (GENERAL) {
+        if (threadIdx.x == 0) keys_smem = keys_here;
+        if ((threadIdx.x & 31) == 0) wk_smem[warp] = wk_here;
+    }
+    const fp_tile_keys &keys = GENERAL ? keys_smem : keys_here;
     const uint32_t sQ_addr = fp_smem_addr(sQ);
     fp_tc_warp_rows<T, Cfg> w;
     w.init(warp, q0);
@@ -199,6 +212,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
         fp_cp_async_commit();
         const int kb = k_begin + t * BC;
+        const fp_span_keys wk = GENERAL ? wk_smem[warp] : wk_here;
         /* A tile no row of this warp sees would leave its state as it is (p = 0, alpha = 1):
          * skip it. */
         if (warp_active && kb < wk.hi && kb + BC > wk.lo) {

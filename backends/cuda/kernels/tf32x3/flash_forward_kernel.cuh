@@ -125,10 +125,12 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
      * the cache's origin (an empty sequence's first table entry is not read). */
     const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, ks, vs, hk, 0);
     const float *const gK = a.k + kv0.k, *const gV = a.v + kv0.v;
-    /* A paged tile's row offsets, two slots, as in mma/flash_forward_kernel.cuh: tile u's in
+    /* A paged tile's row addresses, two slots, as in mma/flash_forward_kernel.cuh: tile u's in
      * slot u % 2, filled one barrier before its load. */
-    __shared__ __align__(16) int64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
-    auto page_table = [&](int t) { return fp_paged_row_table<BC>{page_rows + (t & 1) * 2 * BC}; };
+    __shared__ __align__(16) uint64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
+    auto page_table = [&](int t) {
+        return fp_paged_rows<float, BC>{gK, gV, page_rows + (t & 1) * 2 * BC};
+    };
     auto fill_page_rows = [&](int t) {
         const int kb = k_begin + t * BC;
         if (t < n_tiles) page_table(t).fill(seq, s, ks, vs, hk, kb, kv_end - kb);
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         float *sK = sKV + (t % STAGES) * STAGE_FLOATS;
         const int kb = k_begin + t * BC;
         if (paged) {
-            const fp_table_kv_rows<float> rows = {gK, gV, page_table(t).rows};
+            const fp_paged_rows<float, BC> rows = page_table(t);
             fp_tf32x3_load_rows<ASYNC, BC, D, THREADS, 2>(sK, rows, kv_end - kb, a.d);
         } else {
             fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s,
@@ -150,7 +152,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     if (paged) fill_page_rows(0);
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-        if (paged) __syncthreads(); /* tile t's row offsets are published */
+        if (paged) __syncthreads(); /* tile t's row addresses are published */
         if (t < n_tiles) load_tile(t);
         fp_cp_async_commit();
         if (paged) fill_page_rows(t + 1);
