@@ -77,10 +77,9 @@ __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0
  * raw dot products, 1 for scores already scaled), at one FMA a score. The distance of a lane's
  * element (mt, nt, r) is R + 8 nt + (r & 1) - 8 (r >> 1) - 16 mt, where R (the lane's and the
  * tile's part) is converted once a tile: the lane's elements have only 2 (4 MT + KT - 1)
- * distinct distances, and the compiler builds each one's bias once (one add, one multiply),
- * where a per-score form costs a conversion or an add and a multiply a score besides the
- * FMA. Distances are integers below 2^24 and so exact floats, as in fp_alibi_log2, which this
- * matches. */
+ * distinct distances, each one's bias built once (one add, one multiply). The per-score form
+ * (fp_tile_add_alibi) spends a multiply by the scale a score besides its FMA, and an integer
+ * add and a conversion per distinct distance. Distances below 2^24 are exact floats in both. */
 template <int MT, int KT>
 __device__ __forceinline__ void fp_tile_alibi(float (&s)[MT][KT][4], int row0, int lane, int kb,
                                               float mul, const fp_score_mods &mods,
