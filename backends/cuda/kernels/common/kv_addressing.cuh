@@ -67,6 +67,30 @@ __device__ __forceinline__ fp_seq fp_sequence(const fp_seq_layout &L, int b) {
     return s;
 }
 
+/* The query block and (batch, query head) of this block, for kernels whose grid is gridDim.x
+ * query blocks by gridDim.y (batch, head) pairs. Causal blocks near the bottom do the most work,
+ * so each (batch, head) starts them first. With packed Q of varied lengths, the highest query
+ * blocks exist only in the longest sequences, and the default order would start a sequence's
+ * blocks by its place in the batch, so that a long one late in the batch runs alone at the
+ * end: there the grid is walked query block by query block, highest first, across all pairs
+ * (longest work first), and short sequences fill the tail. */
+struct fp_grid_block {
+    int m, bh;
+};
+
+__device__ __forceinline__ fp_grid_block fp_grid_block_of(const fp_seq_layout &L, bool causal) {
+    fp_grid_block g;
+    if (L.q_varlen) {
+        const uint64_t at = (uint64_t)blockIdx.y * gridDim.x + blockIdx.x;
+        g.m = (int)(gridDim.x - 1 - at / gridDim.y);
+        g.bh = (int)(at % gridDim.y);
+    } else {
+        g.m = causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+        g.bh = (int)blockIdx.y;
+    }
+    return g;
+}
+
 /* First element of query (or output) row i of head h, by that tensor's strides. */
 __device__ __forceinline__ int64_t fp_q_offset(const flashport_strides &st, const fp_seq &s, int h,
                                                int i) {

@@ -116,20 +116,28 @@ __device__ __forceinline__ bool fp_score_mods_any(const fp_score_mods &m) {
  * of scores at once (one uniform branch per modifier and tile instead of one per score).
  * fp_score_log2 is their sum. */
 
-/* scale * dot, through the softcap when there is one, in the log2 domain. FAST takes
- * softcap * tanh(x / softcap) as softcap - 2 softcap / (1 + e^(2x / softcap)), one exponential
- * and one fast reciprocal instead of tanhf's long sequence, within about 1e-6 * softcap of the
- * exact value: the softmax sees that absolute error of the logit, far below the rounding of
- * f16 and bf16 inputs, but not below f32 tolerances, so kernels of f32 accuracy take tanhf.
- * Both take +-inf and NaN where tanh does. */
-template <bool FAST = false>
+/* How a kernel evaluates softcap * tanh(x / softcap), by the accuracy its inputs leave room for.
+ * EXACT: tanhf, for kernels of f32 accuracy. EXP2: softcap - 2 softcap / (1 + e^(2x / softcap)),
+ * one exponential and one fast reciprocal instead of tanhf's long sequence, within about
+ * 1e-6 * softcap of the exact value: far below the rounding of f16 inputs and of P in f16.
+ * TANH_APPROX: the hardware's tanh.approx.f32, one MUFU op instead of two (relative error about
+ * 2^-11 of tanh, so at most softcap * 2^-11 in the logit); for bf16 kernels, where P itself is
+ * rounded to 8 bits (2^-9) before P V and the tolerance is 1e-2. Where the hardware has no
+ * tanh.approx (HIP builds) it is EXP2. All take +-inf and NaN where tanh does. */
+enum fp_softcap_math { FP_SOFTCAP_EXACT, FP_SOFTCAP_EXP2, FP_SOFTCAP_TANH_APPROX };
+
+/* scale * dot, through the softcap when there is one, in the log2 domain. */
+template <fp_softcap_math MATH = FP_SOFTCAP_EXACT>
 __device__ __forceinline__ float fp_scaled_log2(const fp_score_mods &m, float dot) {
     if (!(m.softcap > 0.0f)) return m.scale * FP_LOG2E * dot;
-    if (!FAST) return m.softcap * FP_LOG2E * tanhf(m.scale * dot / m.softcap);
-    const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
+    if (MATH == FP_SOFTCAP_EXACT) return m.softcap * FP_LOG2E * tanhf(m.scale * dot / m.softcap);
 #if defined(FLASHPORT_HIP_BUILD) || defined(__HIP_PLATFORM_AMD__)
+    const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
     const float e = exp2f(x);
 #else
+    if (MATH == FP_SOFTCAP_TANH_APPROX)
+        return m.softcap * FP_LOG2E * fp_tanh_approx(dot * (m.scale / m.softcap));
+    const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
     const float e = fp_exp2_approx(x);
 #endif
     return m.softcap * FP_LOG2E - 2.0f * m.softcap * FP_LOG2E * __fdividef(1.0f, 1.0f + e);

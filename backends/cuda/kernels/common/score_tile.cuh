@@ -73,29 +73,68 @@ __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0
             }
 }
 
-/* Raw dot products to log2-domain scores: scale and softcap (FAST as fp_scaled_log2 says),
- * ALiBi, then the mask where `edge`, then the bias. */
-template <bool FAST, int MT, int KT>
-__device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
-                                               bool edge, const fp_score_mods &mods,
-                                               const fp_tile_keys &c) {
+/* s = s * mul - slope * |i + nkv - nq - j| (ALiBi in the log2 domain; mul = scale * log2(e) for
+ * raw dot products, 1 for scores already scaled), at one FMA a score. The distance of a lane's
+ * element (mt, nt, r) is R + 8 nt + (r & 1) - 8 (r >> 1) - 16 mt, where R (the lane's and the
+ * tile's part) is converted once a tile: the lane's elements have only 2 (4 MT + KT - 1)
+ * distinct distances, each one's bias built once (one add, one multiply). The per-score form
+ * (fp_tile_add_alibi) spends a multiply by the scale a score besides its FMA, and an integer
+ * add and a conversion per distinct distance. Distances below 2^24 are exact floats in both. */
+template <int MT, int KT>
+__device__ __forceinline__ void fp_tile_alibi(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                              float mul, const fp_score_mods &mods,
+                                              const fp_tile_keys &c) {
+    const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
+    const float lane_dist =
+        (float)(kb + fp_mma_acc_col(lane, 0) - (row0 + fp_mma_acc_row(lane, 0) + c.nkv - c.nq));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2<FAST>(mods, s[mt][nt][r]);
-    if (mods.alibi != FLASHPORT_ALIBI_NONE) {
-        const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
+            for (int r = 0; r < 4; ++r) {
+                const float dist = lane_dist + (float)(8 * nt + (r & 1) - 8 * (r >> 1) - 16 * mt);
+                s[mt][nt][r] = fmaf(s[mt][nt][r], mul, -slope * fabsf(dist));
+            }
+}
+
+/* ALiBi added to scores already in the log2 domain, one conversion and FMA a score: for kernels
+ * whose registers cannot hold fp_tile_alibi's distances (the 3xTF32 forward: ptxas -v, 116 bytes
+ * of spill loads with this form and 380 with that one, most of them outside the ALiBi tiles). */
+template <int MT, int KT>
+__device__ __forceinline__ void fp_tile_add_alibi(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                                  const fp_score_mods &mods,
+                                                  const fp_tile_keys &c) {
+    const float slope = fp_alibi_slope_log2(mods, c.b, c.h);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                s[mt][nt][r] += fp_alibi_log2(slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
+                                              kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq, c.nkv);
+}
+
+/* Raw dot products to log2-domain scores: scale and softcap (MATH as fp_softcap_math says),
+ * ALiBi, then the mask where `edge`, then the bias. With FOLD_ALIBI, ALiBi takes fp_tile_alibi,
+ * whose FMA applies the scale too when there is no softcap; without, fp_tile_add_alibi. */
+template <fp_softcap_math MATH, bool FOLD_ALIBI, int MT, int KT>
+__device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                               bool edge, const fp_score_mods &mods,
+                                               const fp_tile_keys &c) {
+    const bool alibi = mods.alibi != FLASHPORT_ALIBI_NONE;
+    if (FOLD_ALIBI && alibi && !(mods.softcap > 0.0f)) {
+        fp_tile_alibi(s, row0, lane, kb, mods.scale * FP_LOG2E, mods, c);
+    } else {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    s[mt][nt][r] +=
-                        fp_alibi_log2(slope, row0 + 16 * mt + fp_mma_acc_row(lane, r),
-                                      kb + 8 * nt + fp_mma_acc_col(lane, r), c.nq, c.nkv);
+                for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2<MATH>(mods, s[mt][nt][r]);
+        if (alibi && FOLD_ALIBI) fp_tile_alibi(s, row0, lane, kb, 1.0f, mods, c);
+        if (alibi && !FOLD_ALIBI) fp_tile_add_alibi(s, row0, lane, kb, mods, c);
     }
     if (edge) fp_tile_mask(s, row0, lane, kb, c);
     if (mods.bias) {

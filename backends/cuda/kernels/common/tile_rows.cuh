@@ -3,7 +3,8 @@
  * (mma/tile_loader.cuh, tf32x3/tile_load.cuh): a source's at(r) gives the first element of row r
  * of each of the N tensors loaded together (K and V of a key tile share each row's look-up), and
  * origin() a mapped address that zero-size copies name. Loaders ask at() only for rows the
- * tile reads, so a source may read tables there.
+ * tile reads, so a source may read tables there: rows a stride apart, or a paged tile's rows
+ * from a table in shared memory filled a barrier earlier.
  */
 #ifndef FP_KERNELS_TILE_ROWS_CUH
 #define FP_KERNELS_TILE_ROWS_CUH
@@ -34,18 +35,32 @@ template <typename T, int N> struct fp_strided_rows {
     }
 };
 
-/* The K and V rows of the key tile from key kb of sequence s, kv head hk, in a paged cache:
- * each row looked up in the block table once for both. */
-template <typename T> struct fp_paged_kv_rows {
-    const T *k, *v;
-    fp_seq_layout seq;
-    fp_seq s;
-    flashport_strides ks, vs;
-    int hk, kb;
+/* The K and V rows of a paged key tile (kv head hk), resolved once per row into shared memory
+ * and then the loader's source. The loaders copy each row in several chunks, one a thread; had
+ * each of those threads looked its rows up in the block table and redone the 64-bit address
+ * arithmetic (with D = 128, 16 threads a row: about a hundred instructions per row and thread),
+ * a tile's loads would issue about as many instructions as its math. Instead thread r < ROWS
+ * resolves row r once (fill), and after the barrier that publishes it every chunk's thread
+ * reads both row addresses in one 16-byte shared load (at). */
+template <typename T, int ROWS> struct fp_paged_rows {
+    const T *k, *v; /* the caches' origins */
+    uint64_t *rows; /* addresses: K's row r at [2r], V's at [2r + 1] */
+
+    /* Rows [0, n_rows) of the tile from key kb; rows past n_rows are never read. */
+    __device__ __forceinline__ void fill(const fp_seq_layout &L, const fp_seq &s,
+                                         const flashport_strides &ks, const flashport_strides &vs,
+                                         int hk, int kb, int n_rows) const {
+        const int r = threadIdx.x;
+        if (r < ROWS && r < n_rows) {
+            const fp_kv_rows x = fp_kv_row_offsets(L, s, ks, vs, hk, kb + r);
+            rows[2 * r] = reinterpret_cast<uint64_t>(k + x.k);
+            rows[2 * r + 1] = reinterpret_cast<uint64_t>(v + x.v);
+        }
+    }
 
     __device__ __forceinline__ fp_tile_rows<T, 2> at(int r) const {
-        const fp_kv_rows x = fp_kv_row_offsets(seq, s, ks, vs, hk, kb + r);
-        return {{k + x.k, v + x.v}};
+        const ulonglong2 x = reinterpret_cast<const ulonglong2 *>(rows)[r];
+        return {{reinterpret_cast<const T *>(x.x), reinterpret_cast<const T *>(x.y)}};
     }
     __device__ __forceinline__ fp_tile_rows<T, 2> origin() const { return {{k, v}}; }
 };

@@ -9,11 +9,12 @@
  * the stage of tile t - 1, which is then refilled with tile t + STAGES - 1.
  *
  * Every API v2 layout and mask goes through the shared headers: Q, O and the LSE rows, and the
- * K/V rows of dense, packed (varlen) and paged caches through common/kv_addressing.cuh (a paged
- * tile looks each row up in the block table as it copies it), the keys a row sees and the score
- * modifiers through common/score_mods.cuh. The grid covers the longest sequence and blocks past
- * a sequence's end exit. A block visits only the key tiles some row of it sees, so a sliding
- * window costs its width, not Nkv, and each warp skips the tiles none of its rows sees.
+ * K/V rows of dense, packed (varlen) and paged caches through common/kv_addressing.cuh, the keys a
+ * row sees and the score modifiers through common/score_mods.cuh. A paged tile's rows are resolved
+ * once each into shared memory (common/tile_rows.cuh) a tile ahead of its load. The grid covers the
+ * longest sequence and blocks past a sequence's end exit. A block visits only the key tiles some
+ * row of it sees, so a sliding window costs its width, not Nkv, and each warp skips the tiles none
+ * of its rows sees.
  *
  * The per-tile math of each warp lives in warp_rows.cuh. Tiles that every row of the warp sees
  * whole run its full instance, with no per-element work; tiles at the end of the keys or a
@@ -101,6 +102,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     static_assert(Cfg::WARPS * MT * 16 == BR, "the warps' slices cover the block's rows");
     static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
     static_assert(BC % 16 == 0, "key tiles pair up for ldmatrix.x4 and the P V k-steps");
+    static_assert(THREADS >= BC, "a paged tile's rows are resolved one a thread");
     using QLoader = fp_tile_loader<T, BR, D, THREADS>;
     using KVLoader = fp_tile_loader<T, BC, D, THREADS>;
 
@@ -120,9 +122,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         seq.kv = FLASHPORT_KV_DENSE;
     }
     const int warp = threadIdx.x >> 5;
-    /* Causal blocks near the bottom do the most work: start them first. */
-    const int m_block = mods.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int bh = blockIdx.y;
+    const fp_grid_block gb = fp_grid_block_of(seq, mods.causal);
+    const int m_block = gb.m, bh = gb.bh;
     const int b = bh / seq.heads_q, h = bh % seq.heads_q, hk = h / a.group;
     const fp_seq s = fp_sequence(seq, b);
     const int q0 = m_block * BR;
@@ -145,11 +146,23 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, a.ks, a.vs, hk, 0);
     const T *const gK = static_cast<const T *>(a.k) + kv0.k;
     const T *const gV = static_cast<const T *>(a.v) + kv0.v;
+    /* A paged tile's row addresses, two slots: tile u's in slot u % 2, filled one barrier before
+     * its load (the prologue's barriers, then each tile's), so that the fill of tile t + STAGES
+     * in iteration t overwrites the slot that tile t + STAGES - 2 was loaded from before that
+     * iteration's barrier. */
+    __shared__ __align__(16) uint64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
+    auto page_table = [&](int t) {
+        return fp_paged_rows<T, BC>{gK, gV, page_rows + (t & 1) * 2 * BC};
+    };
+    auto fill_page_rows = [&](int t) {
+        const int kb = k_begin + t * BC;
+        if (t < n_tiles) page_table(t).fill(seq, s, a.ks, a.vs, hk, kb, kv_end - kb);
+    };
     auto load_tile = [&](int t) {
         T *sK = sKV + (t % STAGES) * STAGE_ELEMS;
         const int kb = k_begin + t * BC;
         if (paged) {
-            const fp_paged_kv_rows<T> rows = {gK, gV, seq, s, a.ks, a.vs, hk, kb};
+            const fp_paged_rows<T, BC> rows = page_table(t);
             KVLoader::template load<ASYNC, 2>(sK, rows, kv_end - kb, a.d);
         } else {
             const fp_strided_rows<T, 2> rows = {
@@ -158,20 +171,34 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         }
     };
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
+    if (paged) fill_page_rows(0);
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
+        if (paged) __syncthreads(); /* tile t's row addresses are published */
         if (t < n_tiles) load_tile(t);
         fp_cp_async_commit();
+        if (paged) fill_page_rows(t + 1);
     }
 
     const int warp_row0 = q0 + warp * 16 * MT; /* first query row of the warp's slices */
     const bool warp_active = warp_row0 < s.nq;
     /* The warp computes the tiles its rows see, masking those not every row sees whole. */
-    const fp_span_keys wk =
+    const fp_span_keys wk_here =
         fp_visible_span(mods, warp_row0, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, kv_end);
     /* Softcap, ALiBi and bias touch every score: every tile takes the modified instance. */
     const bool modified = fp_score_mods_any(mods);
-    const fp_tile_keys keys = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
+    const fp_tile_keys keys_here = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
+    /* A general kernel keeps the tile classification's bounds in shared memory, read after each
+     * tile's barrier, rather than in registers across the loop: with them there ptxas spilled
+     * each row's running max and sum around every tile (ptxas -v: 252 bytes of spill stores,
+     * 168 without). The dense kernel's are constants or cheap to recompute. */
+    __shared__ fp_tile_keys keys_smem;
+    __shared__ fp_span_keys wk_smem[GENERAL ? Cfg::WARPS : 1];
+    if (GENERAL) {
+        if (threadIdx.x == 0) keys_smem = keys_here;
+        if ((threadIdx.x & 31) == 0) wk_smem[warp] = wk_here;
+    }
+    const fp_tile_keys &keys = GENERAL ? keys_smem : keys_here;
     const uint32_t sQ_addr = fp_smem_addr(sQ);
     fp_tc_warp_rows<T, Cfg> w;
     w.init(warp, q0);
@@ -185,21 +212,28 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1);
         fp_cp_async_commit();
         const int kb = k_begin + t * BC;
+        const fp_span_keys wk = GENERAL ? wk_smem[warp] : wk_here;
         /* A tile no row of this warp sees would leave its state as it is (p = 0, alpha = 1):
          * skip it. */
-        if (!warp_active || kb >= wk.hi || kb + BC <= wk.lo) continue;
-        if (Cfg::Q_IN_REGS && !q_loaded) {
-            q_loaded = true;
-            w.load_q(sQ_addr);
+        if (warp_active && kb < wk.hi && kb + BC > wk.lo) {
+            if (Cfg::Q_IN_REGS && !q_loaded) {
+                q_loaded = true;
+                w.load_q(sQ_addr);
+            }
+            const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
+            const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
+            if (modified)
+                w.template tile<FP_TILE_MODIFIED>(sQ_addr, sK_addr, kb, edge, mods, keys,
+                                                  a.scale_log2);
+            else if (edge)
+                w.template tile<FP_TILE_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys,
+                                                a.scale_log2);
+            else
+                w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys,
+                                              a.scale_log2);
         }
-        const uint32_t sK_addr = fp_smem_addr(sKV + (t % STAGES) * STAGE_ELEMS);
-        const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
-        if (modified)
-            w.template tile<FP_TILE_MODIFIED>(sQ_addr, sK_addr, kb, edge, mods, keys, a.scale_log2);
-        else if (edge)
-            w.template tile<FP_TILE_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys, a.scale_log2);
-        else
-            w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys, a.scale_log2);
+        /* After the math, so that the block-table reads' latency does not hold it up. */
+        if (paged) fill_page_rows(t + STAGES);
     }
     fp_cp_async_wait<0>();
     if (!warp_active) return;

@@ -1,6 +1,7 @@
 /*
  * The f16/bf16 tensor-core forward's operations by input type: one m16n8k16 product, packing
- * two floats into an operand register, and converting one output element.
+ * two floats into an operand register, converting one output element, and the softcap
+ * arithmetic its accuracy allows (common/score_mods.cuh).
  */
 #ifndef FP_MMA_OPS_CUH
 #define FP_MMA_OPS_CUH
@@ -11,11 +12,13 @@
 #include <cuda_fp16.h>
 
 #include "../common/ptx.cuh"
+#include "../common/score_mods.cuh"
 
 /* Per input type: d += a * b on one m16n8k16 tile, and packing two floats into a register. */
 template <typename T> struct fp_mma_ops;
 
 template <> struct fp_mma_ops<__half> {
+    static constexpr fp_softcap_math SOFTCAP_MATH = FP_SOFTCAP_EXP2;
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                uint32_t b1) {
         fp_mma_m16n8k16_f16(d, a, b0, b1);
@@ -28,6 +31,7 @@ template <> struct fp_mma_ops<__half> {
 };
 
 template <> struct fp_mma_ops<__nv_bfloat16> {
+    static constexpr fp_softcap_math SOFTCAP_MATH = FP_SOFTCAP_TANH_APPROX;
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                uint32_t b1) {
         fp_mma_m16n8k16_bf16(d, a, b0, b1);

@@ -18,7 +18,8 @@
  *              WARPS)). At 255 registers the two-slice configs with 64 keys or more spill a
  *              few words (ptxas -v); the sweep measured them faster than every spill-free
  *              config regardless.
- * Shared memory a block: 2 bytes x D x (128 + STAGES x 2 x BC).
+ * Shared memory a block: 2 bytes x D x (128 + STAGES x 2 x BC), and in the kernels for API v2
+ * features also 32 x BC bytes of paged row addresses and a few words of tile bounds (static).
  *
  * Why two slices a warp where registers allow: each K and V fragment read from shared memory
  * then feeds two mma instead of one, which halves the ldmatrix traffic per FLOP; with one slice

@@ -108,7 +108,7 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
         }
 
         if (KIND == FP_TILE_MODIFIED)
-            fp_tile_modify<true>(s, row0, lane, kb, edge, mods, c);
+            fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge, mods, c);
         else if (KIND == FP_TILE_MASKED)
         /* fp_tile_mask, in place (score_tile.cuh says why). */
 #pragma unroll

@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     constexpr int STAGE_FLOATS = 2 * BC * D;
     static_assert(D % 32 == 0, "the swizzle and the column groups need D % 32 == 0");
     static_assert(BC % 8 == 0 && STAGES >= 2, "whole key tiles, a stage to fill");
+    static_assert(THREADS >= BC, "a paged tile's rows are resolved one a thread");
 
     extern __shared__ __align__(128) unsigned char fp_tf32x3_smem[];
     float *const sQ = reinterpret_cast<float *>(fp_tf32x3_smem);
@@ -101,9 +102,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                             vs = {a.v_b, a.v_h, a.v_s}, os = {a.o_b, a.o_h, a.o_s};
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    /* Causal blocks near the bottom do the most work: start them first. */
-    const int m_block = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int bh = blockIdx.y;
+    const fp_grid_block gb = fp_grid_block_of(seq, a.causal);
+    const int m_block = gb.m, bh = gb.bh;
     const int b = bh / a.heads_q, h = bh % a.heads_q, hk = h / a.group;
     const fp_seq s = fp_sequence(seq, b);
     const int q0 = m_block * BR;
@@ -125,11 +125,21 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
      * the cache's origin (an empty sequence's first table entry is not read). */
     const fp_kv_rows kv0 = paged ? fp_kv_rows{0, 0} : fp_kv_row_offsets(seq, s, ks, vs, hk, 0);
     const float *const gK = a.k + kv0.k, *const gV = a.v + kv0.v;
+    /* A paged tile's row addresses, two slots, as in mma/flash_forward_kernel.cuh: tile u's in
+     * slot u % 2, filled one barrier before its load. */
+    __shared__ __align__(16) uint64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
+    auto page_table = [&](int t) {
+        return fp_paged_rows<float, BC>{gK, gV, page_rows + (t & 1) * 2 * BC};
+    };
+    auto fill_page_rows = [&](int t) {
+        const int kb = k_begin + t * BC;
+        if (t < n_tiles) page_table(t).fill(seq, s, ks, vs, hk, kb, kv_end - kb);
+    };
     auto load_tile = [&](int t) {
         float *sK = sKV + (t % STAGES) * STAGE_FLOATS;
         const int kb = k_begin + t * BC;
         if (paged) {
-            const fp_paged_kv_rows<float> rows = {gK, gV, seq, s, ks, vs, hk, kb};
+            const fp_paged_rows<float, BC> rows = page_table(t);
             fp_tf32x3_load_rows<ASYNC, BC, D, THREADS, 2>(sK, rows, kv_end - kb, a.d);
         } else {
             fp_tf32x3_load_tile<ASYNC, BC, D, THREADS>(sK, gK + (int64_t)kb * a.k_s, a.k_s,
@@ -139,10 +149,13 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         }
     };
     /* Group g holds tile g (group 0 also Q); empty groups keep the count uniform. */
+    if (paged) fill_page_rows(0);
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
+        if (paged) __syncthreads(); /* tile t's row addresses are published */
         if (t < n_tiles) load_tile(t);
         fp_cp_async_commit();
+        if (paged) fill_page_rows(t + 1);
     }
 
     const bool warp_active = warp_row0 < s.nq;
@@ -179,7 +192,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                 fp_tf32x3_qk_chunk<MT, KEY_TILES, D>(s, sQ_frag, sK, lane, u, half);
         /* Scores to base 2 (scale * log2(e), either sign), so the step's own scale is 1. */
         if (KIND == FP_TILE_MODIFIED) {
-            fp_tile_modify<false>(s, warp_row0, lane, kb, edge, mods, keys);
+            fp_tile_modify<FP_SOFTCAP_EXACT, false>(s, warp_row0, lane, kb, edge, mods, keys);
         } else {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -223,16 +236,18 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         const int kb = k_begin + t * BC;
         /* A tile no row of this warp sees would leave its state as it is (p = 0, alpha = 1):
          * skip it. */
-        if (!warp_active || kb >= wk.hi || kb + BC <= wk.lo) continue;
-
-        const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
-        const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
-        if (modified)
-            tile(sK, kb, edge, std::integral_constant<fp_tile_kind, FP_TILE_MODIFIED>{});
-        else if (edge)
-            tile(sK, kb, true, std::integral_constant<fp_tile_kind, FP_TILE_MASKED>{});
-        else
-            tile(sK, kb, false, std::integral_constant<fp_tile_kind, FP_TILE_FULL>{});
+        if (warp_active && kb < wk.hi && kb + BC > wk.lo) {
+            const float *const sK = sKV + (t % STAGES) * STAGE_FLOATS;
+            const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
+            if (modified)
+                tile(sK, kb, edge, std::integral_constant<fp_tile_kind, FP_TILE_MODIFIED>{});
+            else if (edge)
+                tile(sK, kb, true, std::integral_constant<fp_tile_kind, FP_TILE_MASKED>{});
+            else
+                tile(sK, kb, false, std::integral_constant<fp_tile_kind, FP_TILE_FULL>{});
+        }
+        /* After the math, so that the block-table reads' latency does not hold it up. */
+        if (paged) fill_page_rows(t + STAGES);
     }
 
     fp_cp_async_wait<0>();
