@@ -172,7 +172,8 @@ fp_hopper_softmax_modified(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows
         const int row = row0 + fp_hopper_acc_row(tid, i);
         const int key = kb + fp_hopper_acc_col(tid, i);
         /* The fast softcap: f16/bf16 accuracy. */
-        s[i] = fp_hopper_seen(band, nq, nkv, row, key) ? fp_scaled_log2<true>(m, s[i]) : -INFINITY;
+        s[i] = fp_hopper_seen(band, nq, nkv, row, key) ? fp_scaled_log2<FP_SOFTCAP_EXP2>(m, s[i])
+                                                       : -INFINITY;
     }
     if (m.alibi != FLASHPORT_ALIBI_NONE) {
         const float slope = fp_alibi_slope_log2(m, b, h);
