@@ -202,6 +202,34 @@ static inline int bwd_sentinels_right(const bwd_case *c) {
     return 1;
 }
 
+/* ctx's gradients (kernel forced, or NULL) against the reference backend's, both from the
+ * reference's O and LSE: the relative L2 errors of dQ, dK and dV into err. Returns the first
+ * status that is not OK (err then infinite), or BWD_SENTINELS_WRONG when ctx wrote a packed row
+ * that no sequence owns. */
+#define BWD_SENTINELS_WRONG ((flashport_status)-1000)
+static inline flashport_status bwd_errors_vs_reference(flashport_context *ctx,
+                                                       flashport_context *ref, const bwd_spec *s,
+                                                       const char *kernel, double err[3]) {
+    for (int k = 0; k < 3; k++) err[k] = INFINITY;
+    bwd_case c;
+    bwd_case_make(&c, s);
+    flashport_status st = bwd_case_forward(ref, &c);
+    if (st == FLASHPORT_OK) st = bwd_case_backward(ref, &c, NULL);
+    const int64_t n[3] = {c.n_q, c.n_kv, c.n_kv};
+    void *have[3] = {c.dq, c.dk, c.dv}, *want[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3 && st == FLASHPORT_OK; k++) {
+        want[k] = malloc((size_t)n[k] * c.esize);
+        memcpy(want[k], have[k], (size_t)n[k] * c.esize);
+    }
+    if (st == FLASHPORT_OK) st = bwd_case_backward(ctx, &c, kernel);
+    if (st == FLASHPORT_OK && !bwd_sentinels_right(&c)) st = BWD_SENTINELS_WRONG;
+    for (int k = 0; k < 3 && st == FLASHPORT_OK; k++)
+        err[k] = bwd_rel_l2(&c, &c, have[k], want[k], n[k], k > 0);
+    for (int k = 0; k < 3; k++) free(want[k]);
+    bwd_case_free(&c);
+    return st;
+}
+
 /* Whether two runs wrote the same bits. */
 static inline int bwd_same_bits(const bwd_case *a, const bwd_case *b) {
     return !memcmp(a->dq, b->dq, (size_t)a->n_q * a->esize) &&
