@@ -80,17 +80,16 @@ cmake --build "$build" -j"$(nproc)"
 # answer with OUT_OF_MEMORY rather than ASan stopping the process.
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_string_checks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# The tests that load PoCL and LLVM: the OpenCL ones, and the guard zones on every backend.
-pocl='^(test_opencl.*|test_guard_zones)$'
 # Left out: the Python package's tests (label python), whose interpreter is not built with the
 # sanitizers and cannot load an instrumented libflashport; the C tests cover the library.
 mpi='^dist_mpi'
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE '^(long|python)$' \
-  -E "$exclude|$pocl|$mpi" "$@"
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE '^(long|python|opencl)$' \
+  -E "$exclude|$mpi" "$@"
 ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} \
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$mpi" -E "$exclude" "$@"
-# PoCL's and LLVM's leaks at exit are named in scripts/sanitize.supp, and only these tests run
-# with it (it names C++'s operator new, which only those libraries call).
+# The tests that compile OpenCL programs on PoCL carry the label opencl. PoCL's and LLVM's leaks
+# at exit are named in scripts/sanitize.supp, and only these tests run with it (it names C++'s
+# operator new, which only those libraries call).
 LSAN_OPTIONS=suppressions=$here/scripts/sanitize.supp:print_suppressions=0 \
-  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -LE '^(long|python)$' -R "$pocl" \
+  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L '^opencl$' -LE '^(long|python)$' \
   -E "$exclude" "$@"
