@@ -50,9 +50,9 @@ static void work_free(fp_dist_nccl *m, forward_work *w) {
         if (evs[i]) cudaEventDestroy(evs[i]);
 }
 
-/* One step's attention on the block (k, v), queued on the main stream with its merge. */
-static void step_forward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *ctx,
-                         const flashport_dist_desc *d, const fp_dist_step *s, const char *q,
+/* One rectangle's attention on the block (k, v), queued on the main stream with its merge. */
+static void rect_forward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *ctx,
+                         const flashport_dist_desc *d, const fp_dist_rect *s, const char *q,
                          const char *k, const char *v, forward_work *w) {
     flashport_attention_desc ad;
     fp_dist_step_desc(&ad, d, s);
@@ -128,11 +128,10 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
             void *recv[2] = {next[0], next[1]};
             fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, after, w.received[step % 2]);
         }
-        fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, m.rank, src, d->seq_local);
-        if (s.skip)
-            skipped++;
-        else if (rec.status == FLASHPORT_OK)
-            step_forward(&m, &rec, ctx, d, &s, q, cur[0], cur[1], &w);
+        fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
+        skipped += s.count == 0;
+        for (int i = 0; i < s.count && rec.status == FLASHPORT_OK; i++)
+            rect_forward(&m, &rec, ctx, d, &s.rect[i], q, cur[0], cur[1], &w);
         fp_dist_cuda_failed(&m, &rec, "cudaEventRecord",
                             cudaEventRecord(w.computed[step % 2], m.main));
         if (step + 1 < P) {
@@ -142,6 +141,11 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
         }
     }
 
+    /* The sinks join each row's denominator once, not once per step. */
+    if (d->sinks && rec.status == FLASHPORT_OK)
+        fp_dist_cuda_failed(&m, &rec, "the sinks' merge",
+                            fp_dist_dev_merge_sinks(fp_dist_dev_shape_of(d, d->heads_q), d->sinks,
+                                                    w.acc_o, w.acc_lse, m.main));
     double wait_ms = fp_dist_nccl_wait_ms(&m);
     a0 = fp_dist_now_ms();
     st = fp_dist_nccl_agree(&m, &rec, where);
