@@ -8,6 +8,11 @@
  * one by its log-sum-exp. The backward pass runs the same ring: dK and dV travel with their
  * K/V block and return to the rank that owns it; dQ stays where Q is.
  *
+ * Masks are on global positions: causal and sliding windows (a step computes only the
+ * rectangles of its block that some local query sees, and skips a block that none sees),
+ * softcap on every step, and sinks once per row in the final merge. ALiBi, an additive bias,
+ * varlen and paged K/V are declined (FLASHPORT_ERROR_UNSUPPORTED, naming the feature).
+ *
  * This is a separate library (libflashport-dist) over the public flashport API: the core has no
  * dependency on MPI or NCCL. Include <mpi.h> (and, for the GPU calls, <nccl.h>) before this
  * header to declare the calls that take their communicators; the NCCL calls exist in builds

@@ -1,9 +1,10 @@
 /*
  * Run under mpirun with P ranks: the ring's forward and backward results on each rank's shard
  * equal the single-process results of the same backend on the whole sequence, within the
- * conformance tolerances, for contiguous and zig-zag sharding, causal or not, MHA, GQA and
- * MQA, f32, f16 and bf16, both layouts (dist_case.h); bad input gets the same status on every rank
- * with a message, and no output is written.
+ * conformance tolerances, for contiguous and zig-zag sharding, causal or not, sliding windows,
+ * softcap and sinks, MHA, GQA and MQA, f32, f16 and bf16, both layouts (dist_case.h), with the
+ * fully masked steps skipped; bad input and the features the ring declines get the same status
+ * on every rank with a message, and no output is written.
  *
  * Usage: test_dist_mpi BACKEND   (exit 77 when the backend is not available here)
  */
