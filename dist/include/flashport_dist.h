@@ -95,7 +95,8 @@ typedef struct flashport_dist_stats {
     double compute_ms; /* attention calls and merges */
     double wait_ms;    /* blocked on a transfer that had not finished */
     double agree_ms;   /* the ranks' two status exchanges, waiting for the slowest rank included */
-    int steps;         /* ring steps (P) */
+    int steps;         /* ring steps run: P, or fewer when no rank's query sees a key in the
+                        * last ones (a causal window reaching back a few shards) */
     int steps_skipped; /* steps whose block is fully masked for every local query */
 } flashport_dist_stats;
 

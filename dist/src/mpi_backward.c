@@ -125,20 +125,20 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     int64_t kv_count = d->batch * d->heads_kv * d->seq_local * d->head_dim;
     double compute_ms = 0;
     backward_inputs in = {q, o, d_o, lse};
     const char *cur[2] = {k, v};
     MPI_Request grad_req[4] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
                                MPI_REQUEST_NULL};
-    for (int step = 0; step < P; step++) {
+    for (int step = 0; step < S; step++) {
         int src = (m.rank - step + P) % P;
         MPI_Request req[4];
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
-            fp_dist_mpi_shift(&m, &rec, cur[0], next[0], kv_count, m.element, 0, req);
-            fp_dist_mpi_shift(&m, &rec, cur[1], next[1], kv_count, m.element, 1, req + 2);
+        if (step + 1 < S) {
+            fp_dist_mpi_shift(&m, &rec, cur[0], next[0], kv_count, m.element, 0, 1, req);
+            fp_dist_mpi_shift(&m, &rec, cur[1], next[1], kv_count, m.element, 1, 1, req + 2);
         }
         fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
         double c0 = fp_dist_now_ms();
@@ -169,17 +169,19 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         }
         compute_ms += fp_dist_now_ms() - c0;
         float **dkv_next = w.dkv[(step + 1) % 2];
-        fp_dist_mpi_shift(&m, &rec, dkv[0], dkv_next[0], kv_count, m.f32, 2, grad_req);
-        fp_dist_mpi_shift(&m, &rec, dkv[1], dkv_next[1], kv_count, m.f32, 3, grad_req + 2);
-        if (step + 1 < P) {
+        /* on to the next holder of the block; after the last step, back to its owner */
+        int dist = step + 1 < S ? 1 : 1 - S;
+        fp_dist_mpi_shift(&m, &rec, dkv[0], dkv_next[0], kv_count, m.f32, 2, dist, grad_req);
+        fp_dist_mpi_shift(&m, &rec, dkv[1], dkv_next[1], kv_count, m.f32, 3, dist, grad_req + 2);
+        if (step + 1 < S) {
             fp_dist_mpi_wait(&m, &rec, req, 4);
             cur[0] = next[0];
             cur[1] = next[1];
         }
     }
-    /* After P steps the sums of this rank's own block are back. */
+    /* After the last step the sums of this rank's own block are back. */
     fp_dist_mpi_wait(&m, &rec, grad_req, 4);
-    float **own = w.dkv[P % 2];
+    float **own = w.dkv[S % 2];
 
     a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
@@ -195,7 +197,7 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         stats->compute_ms = compute_ms;
         stats->wait_ms = m.wait_ms;
         stats->agree_ms = agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     work_free(&w);

@@ -152,7 +152,7 @@ flashport_status flashport_dist_attention_backward_nccl(
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     int64_t kv_count = d->batch * d->heads_kv * d->seq_local * d->head_dim;
     int64_t q_count = d->batch * d->heads_q * d->seq_local * d->head_dim;
     size_t kv_bytes = (size_t)kv_count * flashport_dtype_size(d->dtype);
@@ -165,14 +165,14 @@ flashport_status flashport_dist_attention_backward_nccl(
     fp_dist_cuda_failed(&m, &rec, "fill", fp_dist_dev_fill(w.dkv[0][1], 0.0f, kv_count, m.main));
     fp_dist_cuda_failed(&m, &rec, "cudaEventRecord", cudaEventRecord(w.ready, m.main));
     const char *cur[2] = {k, v};
-    for (int step = 0; step < P && !m.broken; step++) {
+    for (int step = 0; step < S && !m.broken; step++) {
         int src = (m.rank - step + P) % P;
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             cudaEvent_t after = step == 0 ? w.ready : w.computed[(step - 1) % 2];
             const void *send[2] = {cur[0], cur[1]};
             void *recv[2] = {next[0], next[1]};
-            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, after, w.received[step % 2]);
+            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, 1, after, w.received[step % 2]);
         }
         fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
         skipped += s.count == 0;
@@ -197,17 +197,18 @@ flashport_status flashport_dist_attention_backward_nccl(
         float **dkv_next = w.dkv[(step + 1) % 2];
         const void *gsend[2] = {dkv[0], dkv[1]};
         void *grecv[2] = {dkv_next[0], dkv_next[1]};
-        fp_dist_nccl_shift(&m, &rec, 2, gsend, grecv, (size_t)kv_count * sizeof(float), w.summed,
-                           w.grads_received);
-        if (step + 1 < P) {
+        /* on to the next holder of the block; after the last step, back to its owner */
+        fp_dist_nccl_shift(&m, &rec, 2, gsend, grecv, (size_t)kv_count * sizeof(float),
+                           step + 1 < S ? 1 : 1 - S, w.summed, w.grads_received);
+        if (step + 1 < S) {
             fp_dist_nccl_wait(&m, &rec, w.received[step % 2]);
             cur[0] = next[0];
             cur[1] = next[1];
         }
     }
-    /* After P steps the sums of this rank's own block are back. */
+    /* After the last step the sums of this rank's own block are back. */
     fp_dist_nccl_wait(&m, &rec, w.grads_received);
-    float **own = w.dkv[P % 2];
+    float **own = w.dkv[S % 2];
 
     double wait_ms = fp_dist_nccl_wait_ms(&m);
     a0 = fp_dist_now_ms();
@@ -228,7 +229,7 @@ flashport_status flashport_dist_attention_backward_nccl(
         stats->wait_ms = wait_ms;
         stats->agree_ms = agree_ms;
         stats->compute_ms = stats->total_ms - wait_ms - agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     fp_dist_nccl_close(&m);

@@ -109,7 +109,7 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     size_t kv_bytes = (size_t)(d->batch * d->heads_kv * d->seq_local * d->head_dim) *
                       flashport_dtype_size(d->dtype);
     int64_t q_count = d->batch * d->heads_q * d->seq_local * d->head_dim;
@@ -118,15 +118,15 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
     fp_dist_cuda_failed(&m, &rec, "fill", fp_dist_dev_fill(w.acc_lse, -INFINITY, rows, m.main));
     fp_dist_cuda_failed(&m, &rec, "cudaEventRecord", cudaEventRecord(w.ready, m.main));
     const char *cur[2] = {k, v};
-    for (int step = 0; step < P && !m.broken; step++) {
+    for (int step = 0; step < S && !m.broken; step++) {
         int src = (m.rank - step + P) % P;
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             /* the slot received into was read by the previous step's attention */
             cudaEvent_t after = step == 0 ? w.ready : w.computed[(step - 1) % 2];
             const void *send[2] = {cur[0], cur[1]};
             void *recv[2] = {next[0], next[1]};
-            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, after, w.received[step % 2]);
+            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, 1, after, w.received[step % 2]);
         }
         fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
         skipped += s.count == 0;
@@ -134,7 +134,7 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
             rect_forward(&m, &rec, ctx, d, &s.rect[i], q, cur[0], cur[1], &w);
         fp_dist_cuda_failed(&m, &rec, "cudaEventRecord",
                             cudaEventRecord(w.computed[step % 2], m.main));
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             fp_dist_nccl_wait(&m, &rec, w.received[step % 2]);
             cur[0] = next[0];
             cur[1] = next[1];
@@ -166,7 +166,7 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
         stats->wait_ms = wait_ms;
         stats->agree_ms = agree_ms;
         stats->compute_ms = stats->total_ms - wait_ms - agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     fp_dist_nccl_close(&m);

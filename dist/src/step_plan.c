@@ -93,6 +93,15 @@ fp_dist_step fp_dist_step_plan(const flashport_dist_desc *d, int rank, int ranks
     return s;
 }
 
+int fp_dist_ring_steps(const flashport_dist_desc *d, int ranks) {
+    /* step 0 is the shard against its own block, whose diagonal is always visible */
+    for (int step = ranks - 1; step > 0; step--)
+        for (int rank = 0; rank < ranks; rank++)
+            if (fp_dist_step_plan(d, rank, ranks, (rank - step + ranks) % ranks).count)
+                return step + 1;
+    return 1;
+}
+
 int64_t flashport_dist_global_row(const flashport_dist_desc *d, int rank, int ranks, int64_t i) {
     if (!d || ranks < 1 || rank < 0 || rank >= ranks || i < 0 || i >= d->seq_local) return -1;
     int64_t n = d->seq_local;

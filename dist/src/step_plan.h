@@ -33,4 +33,9 @@ typedef struct fp_dist_step {
  * mask (d checked). */
 fp_dist_step fp_dist_step_plan(const flashport_dist_desc *d, int rank, int ranks, int src);
 
+/* How many steps the ring runs, the same on every rank: P, or fewer when every rank's last
+ * steps are empty (a window that reaches back only a few shards: causal with window_left,
+ * contiguous sharding), so that the blocks stop where no rank attends to them any more. */
+int fp_dist_ring_steps(const flashport_dist_desc *d, int ranks);
+
 #endif /* FP_DIST_STEP_PLAN_H */

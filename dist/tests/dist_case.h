@@ -232,19 +232,28 @@ static int case_visible(const tcase *c, int64_t gi, int64_t gj) {
     return (c->window_left < 0 || gj >= gi - c->window_left) && (right < 0 || gj <= gi + right);
 }
 
-/* Ring steps of rank `rank` in which no local query sees a key of the visiting block, counted
- * pair by pair: what the ring must skip. */
-static int case_skipped_steps(const tcase *c, const flashport_dist_desc *d, int rank, int ranks) {
-    int skipped = 0;
-    for (int src = 0; src < ranks; src++) {
-        int seen = 0;
-        for (int64_t i = 0; i < d->seq_local && !seen; i++)
-            for (int64_t j = 0; j < d->seq_local && !seen; j++)
-                seen = case_visible(c, flashport_dist_global_row(d, rank, ranks, i),
-                                    flashport_dist_global_row(d, src, ranks, j));
-        skipped += !seen;
-    }
-    return skipped;
+/* Whether a query of rank `rank` sees a key of rank `src`, pair by pair. */
+static int case_sees(const tcase *c, const flashport_dist_desc *d, int rank, int ranks, int src) {
+    for (int64_t i = 0; i < d->seq_local; i++)
+        for (int64_t j = 0; j < d->seq_local; j++)
+            if (case_visible(c, flashport_dist_global_row(d, rank, ranks, i),
+                             flashport_dist_global_row(d, src, ranks, j)))
+                return 1;
+    return 0;
+}
+
+/* What the ring must do, counted pair by pair: *steps, 1 + the last step (rank r holds the block
+ * of rank r - step) at which any rank sees a key, and *skipped, the steps before it at which
+ * rank `rank` sees none. */
+static void case_ring(const tcase *c, const flashport_dist_desc *d, int rank, int ranks, int *steps,
+                      int *skipped) {
+    *steps = 1;
+    for (int step = 1; step < ranks; step++)
+        for (int r = 0; r < ranks; r++)
+            if (case_sees(c, d, r, ranks, (r - step + ranks) % ranks)) *steps = step + 1;
+    *skipped = 0;
+    for (int step = 0; step < *steps; step++)
+        *skipped += !case_sees(c, d, rank, ranks, (rank - step + ranks) % ranks);
 }
 
 static void case_ref_free(case_ref *r) {

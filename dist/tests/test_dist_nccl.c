@@ -3,11 +3,11 @@
  * argument): each rank's forward and backward results equal the single-GPU cuda results on the
  * whole sequence (dist_case.h's problems; f32 judged at the tf32 class's tolerance, since the
  * planner may pick a tf32 variant for one shape and not another), with the fully masked steps
- * skipped and the sinks in device memory. Where the cuda backend has
- * no backward pass, the ring's backward must decline with FLASHPORT_ERROR_UNSUPPORTED on every
- * rank, and the output says that the backward was not compared; a problem that cuda declines
- * whole, the ring declines on every rank. Bad input gets the same status on every rank. Exit 77
- * without a GPU or the cuda backend.
+ * skipped, the ring cut short where a window ends it, and the sinks in device memory. Where the
+ * cuda backend has no backward pass, the ring's backward must decline with
+ * FLASHPORT_ERROR_UNSUPPORTED on every rank, and the output says that the backward was not
+ * compared; a problem that cuda declines whole, the ring declines on every rank. Bad input gets the
+ * same status on every rank. Exit 77 without a GPU or the cuda backend.
  *
  * Usage: test_dist_nccl [P]
  */
@@ -30,8 +30,9 @@ typedef struct rank_job {
     char message[512], backward_message[512];
     double sums[5][2]; /* O, dQ, dK, dV squared errors and references */
     double lse_err;
-    int skipped, want_skipped; /* the forward's skipped steps, and those it must skip */
-    int touched;               /* bad input: an output changed */
+    /* the forward's steps and skipped steps, and what they must be */
+    int steps, skipped, want_steps, want_skipped;
+    int touched; /* bad input: an output changed */
 } rank_job;
 
 static void *to_device(const void *host, size_t bytes) {
@@ -74,8 +75,8 @@ static void *run_rank(void *arg) {
     if (c->sinks) dd.sinks = sinks = to_device(j->ref->sinks, sizeof(float) * (size_t)c->heads_q);
     flashport_dist_stats stats = {0};
     j->status = flashport_dist_attention_nccl(j->comm, stream, ctx, d, q, k, v, o, lse, &stats);
-    j->skipped = stats.steps_skipped;
-    j->want_skipped = case_skipped_steps(c, &shape, j->rank, j->ranks);
+    j->steps = stats.steps, j->skipped = stats.steps_skipped;
+    case_ring(c, &shape, j->rank, j->ranks, &j->want_steps, &j->want_skipped);
     if (j->status != FLASHPORT_OK)
         snprintf(j->message, sizeof j->message, "%s", flashport_dist_last_error());
     else
@@ -193,9 +194,11 @@ int main(int argc, char **argv) {
             if (jobs[r].status != FLASHPORT_OK) {
                 fprintf(stderr, "FAIL %s (rank %d): %s\n", name, r, jobs[r].message);
                 ok = 0;
-            } else if (jobs[r].skipped != jobs[r].want_skipped) {
-                fprintf(stderr, "FAIL %s (rank %d): %d steps skipped, expected %d\n", name, r,
-                        jobs[r].skipped, jobs[r].want_skipped);
+            } else if (jobs[r].steps != jobs[r].want_steps ||
+                       jobs[r].skipped != jobs[r].want_skipped) {
+                fprintf(stderr, "FAIL %s (rank %d): %d steps, %d skipped; expected %d, %d\n", name,
+                        r, jobs[r].steps, jobs[r].skipped, jobs[r].want_steps,
+                        jobs[r].want_skipped);
                 ok = 0;
             } else if (jobs[r].backward != want_bwd) {
                 fprintf(stderr, "FAIL %s (rank %d): backward %s, expected %s: %s\n", name, r,
