@@ -3,7 +3,8 @@
  * of small problems (P = 1 .. 6, both shardings, causal or not, windows from 0 to wider than
  * N), the rectangles of a step, each with its local bottom-right aligned window, must cover
  * every visible (query, key) pair of the shard and block exactly once and no masked pair, and
- * their windows must be ones the kernels take (-1 or >= 0).
+ * their windows must be ones the kernels take (-1 or >= 0); the ring's length must be 1 + the
+ * last step at which any rank sees a key.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,9 +22,36 @@ static int local_visible(const fp_dist_rect *r, int64_t i, int64_t j) {
            (r->window_right < 0 || j <= i + a + r->window_right);
 }
 
+static int visible(const flashport_dist_desc *d, int64_t gi, int64_t gj) {
+    int64_t right = d->causal ? 0 : d->window_right;
+    return (d->window_left < 0 || gj >= gi - d->window_left) && (right < 0 || gj <= gi + right);
+}
+
+/* Whether some query of `rank` sees some key of `src`. */
+static int sees(const flashport_dist_desc *d, int rank, int ranks, int src) {
+    for (int64_t i = 0; i < d->seq_local; i++)
+        for (int64_t j = 0; j < d->seq_local; j++)
+            if (visible(d, flashport_dist_global_row(d, rank, ranks, i),
+                        flashport_dist_global_row(d, src, ranks, j)))
+                return 1;
+    return 0;
+}
+
+static void check_ring(const flashport_dist_desc *d, int ranks) {
+    int want = 1;
+    for (int step = 1; step < ranks; step++)
+        for (int r = 0; r < ranks; r++)
+            if (sees(d, r, ranks, (r - step + ranks) % ranks)) want = step + 1;
+    int got = fp_dist_ring_steps(d, ranks);
+    if (got != want && failures++ < 10)
+        fprintf(stderr, "FAIL: P=%d n=%lld causal %d window (%lld, %lld): %d ring steps, not %d\n",
+                ranks, (long long)d->seq_local, d->causal, (long long)d->window_left,
+                (long long)d->window_right, got, want);
+}
+
 static void check(const flashport_dist_desc *d, int rank, int ranks, int src) {
     fp_dist_step s = fp_dist_step_plan(d, rank, ranks, src);
-    int64_t n = d->seq_local, right = d->causal ? 0 : d->window_right;
+    int64_t n = d->seq_local;
     int cover[MAX_N][MAX_N];
     memset(cover, 0, sizeof cover);
     int ok = s.count >= 0 && s.count <= FP_DIST_MAX_RECTS;
@@ -38,11 +66,8 @@ static void check(const flashport_dist_desc *d, int rank, int ranks, int src) {
     }
     for (int64_t i = 0; i < n && ok; i++)
         for (int64_t j = 0; j < n && ok; j++) {
-            int64_t gi = flashport_dist_global_row(d, rank, ranks, i);
-            int64_t gj = flashport_dist_global_row(d, src, ranks, j);
-            int visible = (d->window_left < 0 || gj >= gi - d->window_left) &&
-                          (right < 0 || gj <= gi + right);
-            ok = cover[i][j] == visible;
+            ok = cover[i][j] == visible(d, flashport_dist_global_row(d, rank, ranks, i),
+                                        flashport_dist_global_row(d, src, ranks, j));
         }
     if (ok) return;
     if (failures++ < 10)
@@ -72,6 +97,7 @@ int main(void) {
                             d.causal = causal;
                             d.window_left = windows[l];
                             d.window_right = windows[r]; /* causal: -1 or 0 */
+                            check_ring(&d, ranks);
                             for (int rank = 0; rank < ranks; rank++)
                                 for (int src = 0; src < ranks; src++, checked++)
                                     check(&d, rank, ranks, src);
