@@ -8,6 +8,11 @@
  * one by its log-sum-exp. The backward pass runs the same ring: dK and dV travel with their
  * K/V block and return to the rank that owns it; dQ stays where Q is.
  *
+ * Masks are on global positions: causal and sliding windows (a step computes only the
+ * rectangles of its block that some local query sees, and skips a block that none sees),
+ * softcap on every step, and sinks once per row in the final merge. ALiBi, an additive bias,
+ * varlen and paged K/V are declined (FLASHPORT_ERROR_UNSUPPORTED, naming the feature).
+ *
  * This is a separate library (libflashport-dist) over the public flashport API: the core has no
  * dependency on MPI or NCCL. Include <mpi.h> (and, for the GPU calls, <nccl.h>) before this
  * header to declare the calls that take their communicators; the NCCL calls exist in builds
@@ -49,12 +54,31 @@ typedef struct flashport_dist_desc {
     int64_t seq_local; /* n: rows this rank holds (the same on every rank) */
     int64_t seq_total; /* N = P * n */
     float scale;       /* 0: 1/sqrt(head_dim) */
-    int causal;        /* key j visible to query i when j <= i (global positions) */
+
+    /* Masks and score modifiers, as in flashport_attention_desc, on global positions 0 .. N-1
+     * (queries and keys are the same sequence, so the diagonal is j = i). */
+    int causal;           /* 1: window_right = 0 (window_right must then be -1 or 0) */
+    int64_t window_left;  /* -1: unbounded; >= 0: key j visible to query i when j >= i - left */
+    int64_t window_right; /* -1: unbounded; >= 0: ... and j <= i + right */
+    float softcap;        /* 0: off; > 0: s = softcap * tanh(s / softcap) */
+    /* NULL: no sinks; else f32 [heads_q] logits that join every row's softmax denominator once,
+     * in the forward call's memory (host for MPI, ctx's device for NCCL), the same values on
+     * every rank. The backward call needs only the forward's LSE, which includes the sinks, and
+     * ignores this field. */
+    const float *sinks;
+    /* Not taken by the ring: any value but the default declines with
+     * FLASHPORT_ERROR_UNSUPPORTED, naming the feature. */
+    flashport_alibi alibi;         /* ALiBi */
+    int bias;                      /* 1: an additive bias */
+    int q_varlen;                  /* 1: packed variable-length sequences */
+    flashport_kv_layout kv_layout; /* packed (varlen) or paged K/V */
+
     flashport_dist_sharding sharding;
     const char *kernel; /* kernel variant to force on every step; NULL: the planner */
 } flashport_dist_desc;
 
-/* Fills every field: the sizes, contiguous sharding, scale 0, not causal, no kernel. */
+/* Fills every field: the sizes, contiguous sharding, scale 0, no mask (window -1, -1), no score
+ * modifiers, dense K/V, no kernel. */
 FLASHPORT_API void flashport_dist_desc_init(flashport_dist_desc *d, flashport_dtype dtype,
                                             int64_t batch, int64_t heads_q, int64_t heads_kv,
                                             int64_t seq_local, int64_t seq_total, int64_t head_dim,
@@ -71,8 +95,9 @@ typedef struct flashport_dist_stats {
     double compute_ms; /* attention calls and merges */
     double wait_ms;    /* blocked on a transfer that had not finished */
     double agree_ms;   /* the ranks' two status exchanges, waiting for the slowest rank included */
-    int steps;         /* ring steps (P) */
-    int steps_skipped; /* steps whose block is fully masked (causal) */
+    int steps;         /* ring steps run: P, or fewer when no rank's query sees a key in the
+                        * last ones (a causal window reaching back a few shards) */
+    int steps_skipped; /* steps whose block is fully masked for every local query */
 } flashport_dist_stats;
 
 /* Message of the last failed flashport_dist call on this thread ("" when none). */

@@ -21,23 +21,37 @@ __device__ int64_t row_offset(const fp_dist_dev_shape &s, int64_t b, int64_t h, 
     return ((b * s.seq_local + i) * s.heads + h) * s.head_dim;
 }
 
-__global__ void merge_rows(fp_dist_dev_shape s, int64_t q_off, int64_t q_len, const void *o_part,
-                           const float *lse_part, float *acc_o, float *acc_lse) {
-    int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (r >= s.batch * s.heads * q_len) return;
-    int64_t bh = r / q_len, i = q_off + r % q_len;
-    float l2 = lse_part[r];
-    float *l1 = &acc_lse[bh * s.seq_local + i];
+// One row's merge of a partial (o2 from part at off, or zeros when part is null) with LSE l2.
+__device__ void merge_row(const fp_dist_dev_shape &s, const void *part, int64_t off, float l2,
+                          float *acc_o, float *l1) {
     if (l2 == -INFINITY) return;
     float m = fmaxf(*l1, l2);
     if (isnan(*l1) || isnan(l2)) m = NAN;
     float w1 = *l1 == -INFINITY ? 0.0f : expf(*l1 - m);
     float w2 = expf(l2 - m);
     float inv = 1.0f / (w1 + w2);
-    int64_t off = row_offset(s, bh / s.heads, bh % s.heads, i);
-    for (int64_t c = 0; c < s.head_dim; c++)
-        acc_o[off + c] = (w1 * acc_o[off + c] + w2 * load(o_part, s.dtype, off + c)) * inv;
+    for (int64_t c = 0; c < s.head_dim; c++) {
+        float o2 = part ? load(part, s.dtype, off + c) : 0.0f;
+        acc_o[off + c] = (w1 * acc_o[off + c] + w2 * o2) * inv;
+    }
     *l1 = m + logf(w1 + w2);
+}
+
+__global__ void merge_rows(fp_dist_dev_shape s, int64_t q_off, int64_t q_len, const void *o_part,
+                           const float *lse_part, float *acc_o, float *acc_lse) {
+    int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (r >= s.batch * s.heads * q_len) return;
+    int64_t bh = r / q_len, i = q_off + r % q_len;
+    merge_row(s, o_part, row_offset(s, bh / s.heads, bh % s.heads, i), lse_part[r], acc_o,
+              &acc_lse[bh * s.seq_local + i]);
+}
+
+__global__ void merge_sinks(fp_dist_dev_shape s, const float *sinks, float *acc_o, float *acc_lse) {
+    int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (r >= s.batch * s.heads * s.seq_local) return;
+    int64_t bh = r / s.seq_local, i = r % s.seq_local;
+    merge_row(s, nullptr, row_offset(s, bh / s.heads, bh % s.heads, i), sinks[bh % s.heads], acc_o,
+              &acc_lse[r]);
 }
 
 __global__ void add_rows(fp_dist_dev_shape s, int64_t off, int64_t len, const void *part,
@@ -88,6 +102,13 @@ extern "C" cudaError_t fp_dist_dev_merge_rows(fp_dist_dev_shape sh, int64_t q_of
     int64_t rows = sh.batch * sh.heads * q_len;
     merge_rows<<<blocks(rows), threads, 0, stream>>>(sh, q_off, q_len, o_part, lse_part, acc_o,
                                                      acc_lse);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t fp_dist_dev_merge_sinks(fp_dist_dev_shape sh, const float *sinks,
+                                               float *acc_o, float *acc_lse, cudaStream_t stream) {
+    int64_t rows = sh.batch * sh.heads * sh.seq_local;
+    merge_sinks<<<blocks(rows), threads, 0, stream>>>(sh, sinks, acc_o, acc_lse);
     return cudaGetLastError();
 }
 

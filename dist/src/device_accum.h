@@ -24,7 +24,10 @@ fp_dist_dev_shape fp_dist_dev_shape_of(const flashport_dist_desc *d, int64_t hea
 cudaError_t fp_dist_dev_merge_rows(fp_dist_dev_shape sh, int64_t q_off, int64_t q_len,
                                    const void *o_part, const float *lse_part, float *acc_o,
                                    float *acc_lse, cudaStream_t stream);
-/* As fp_dist_add_rows. */
+/* As fp_dist_merge_sinks (shape: heads_q; sinks on the device). */
+cudaError_t fp_dist_dev_merge_sinks(fp_dist_dev_shape sh, const float *sinks, float *acc_o,
+                                    float *acc_lse, cudaStream_t stream);
+/* As fp_dist_add_rows, part of sh.dtype. */
 cudaError_t fp_dist_dev_add_rows(fp_dist_dev_shape sh, int64_t off, int64_t len, const void *part,
                                  float *acc, cudaStream_t stream);
 /* As fp_dist_lse_rows (shape: heads_q). */

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under C11 */
 #include "dist_common.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,7 @@ void flashport_dist_desc_init(flashport_dist_desc *d, flashport_dtype dtype, int
     d->head_dim = head_dim;
     d->seq_local = seq_local;
     d->seq_total = seq_total;
+    d->window_left = d->window_right = -1;
     d->sharding = FLASHPORT_DIST_CONTIGUOUS;
 }
 
@@ -46,6 +48,10 @@ void fp_dist_record_init(fp_dist_record *r, const flashport_dist_desc *d) {
     r->layout = d->layout;
     r->causal = d->causal;
     r->sharding = d->sharding;
+    r->sinks = d->sinks != NULL;
+    r->window_left = d->window_left;
+    r->window_right = d->window_right;
+    r->softcap = d->softcap;
     r->batch = d->batch;
     r->heads_q = d->heads_q;
     r->heads_kv = d->heads_kv;
@@ -73,7 +79,7 @@ void fp_dist_check_buffers(fp_dist_record *r, int n, const void *const *ptrs,
 }
 
 void fp_dist_step_desc(flashport_attention_desc *out, const flashport_dist_desc *d,
-                       const fp_dist_step *s) {
+                       const fp_dist_rect *s) {
     /* The strides are the whole shard's, so that a step's rows are a view into it. */
     flashport_attention_desc full;
     flashport_attention_desc_init(&full, d->dtype, d->batch, d->heads_q, d->heads_kv, d->seq_local,
@@ -85,9 +91,42 @@ void fp_dist_step_desc(flashport_attention_desc *out, const flashport_dist_desc 
     out->v = full.v;
     out->o = full.o;
     out->scale = d->scale;
-    out->causal = s->causal;
-    out->window_right = s->causal ? 0 : -1;
+    out->window_left = s->window_left;
+    out->window_right = s->window_right;
+    out->softcap = d->softcap;
     out->kernel = d->kernel;
+}
+
+/* The mask and the score modifiers: what the ring takes, and what it declines by name. */
+static void check_mask(fp_dist_record *r, const flashport_dist_desc *d) {
+    if (d->causal != 0 && d->causal != 1)
+        fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "causal is %d, not 0 or 1",
+                            d->causal);
+    if (d->window_left < -1 || d->window_right < -1)
+        fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT,
+                            "window_left %lld and window_right %lld must be -1 or >= 0",
+                            (long long)d->window_left, (long long)d->window_right);
+    if (d->causal && d->window_right > 0)
+        fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT,
+                            "causal is window_right = 0; window_right %lld contradicts it",
+                            (long long)d->window_right);
+    if (!(d->softcap >= 0.0f) || !isfinite(d->softcap))
+        fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT,
+                            "softcap must be 0 (off) or a finite positive value");
+    const char *declined = d->alibi != FLASHPORT_ALIBI_NONE      ? "ALiBi (alibi)"
+                           : d->bias                             ? "an additive bias (bias)"
+                           : d->q_varlen                         ? "varlen Q (q_varlen)"
+                           : d->kv_layout == FLASHPORT_KV_VARLEN ? "varlen K/V (kv_layout)"
+                           : d->kv_layout == FLASHPORT_KV_PAGED  ? "paged K/V (kv_layout)"
+                                                                 : NULL;
+    if (d->kv_layout != FLASHPORT_KV_DENSE && d->kv_layout != FLASHPORT_KV_VARLEN &&
+        d->kv_layout != FLASHPORT_KV_PAGED)
+        fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "kv_layout %d is not a layout",
+                            (int)d->kv_layout);
+    else if (declined)
+        fp_dist_record_fail(r, FLASHPORT_ERROR_UNSUPPORTED,
+                            "%s is not taken by the ring (windows, softcap and sinks are)",
+                            declined);
 }
 
 static void check_shape(fp_dist_record *r, const flashport_dist_desc *d, int ranks) {
@@ -106,9 +145,7 @@ static void check_shape(fp_dist_record *r, const flashport_dist_desc *d, int ran
     if (d->sharding != FLASHPORT_DIST_CONTIGUOUS && d->sharding != FLASHPORT_DIST_ZIGZAG)
         fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "sharding %d is not a sharding",
                             (int)d->sharding);
-    if (d->causal != 0 && d->causal != 1)
-        fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT, "causal is %d, not 0 or 1",
-                            d->causal);
+    check_mask(r, d);
     if (d->batch < 1 || d->heads_q < 1 || d->heads_kv < 1 || d->head_dim < 1 || d->seq_local < 1)
         fp_dist_record_fail(r, FLASHPORT_ERROR_INVALID_ARGUMENT,
                             "batch %lld, heads_q %lld, heads_kv %lld, head_dim %lld and seq_local "
@@ -130,30 +167,36 @@ static void check_shape(fp_dist_record *r, const flashport_dist_desc *d, int ran
                             (long long)d->seq_local);
 }
 
-/* Every distinct step shape this rank meets (at most three: the diagonal block and the two
- * off-diagonal rectangles), planned on ctx. */
+/* Every distinct rectangle shape this rank meets, planned on ctx. */
 static void check_plans(fp_dist_record *r, const flashport_dist_desc *d, flashport_context *ctx,
                         int rank, int ranks, int backward) {
-    fp_dist_step seen[3];
+    enum { SEEN = 16 }; /* a shape beyond these is planned again: correct, only slower */
+    fp_dist_rect seen[SEEN];
     int n_seen = 0;
     for (int src = 0; src < ranks && r->status == FLASHPORT_OK; src++) {
-        fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, rank, src, d->seq_local);
-        int known = s.skip;
-        for (int i = 0; i < n_seen && !known; i++)
-            known = seen[i].q_len == s.q_len && seen[i].kv_len == s.kv_len &&
-                    seen[i].causal == s.causal;
-        if (known) continue;
-        if (n_seen < 3) seen[n_seen++] = s;
-        flashport_attention_desc ad;
-        fp_dist_step_desc(&ad, d, &s);
-        flashport_plan_info info;
-        flashport_status st = backward ? flashport_attention_backward_plan(ctx, &ad, &info)
-                                       : flashport_attention_plan(ctx, &ad, &info);
-        if (st != FLASHPORT_OK)
-            fp_dist_record_fail(
-                r, st, "the %s backend cannot run a ring step (%lld x %lld rows%s): %s",
-                flashport_context_backend(ctx), (long long)s.q_len, (long long)s.kv_len,
-                s.causal ? ", causal" : "", flashport_last_error());
+        fp_dist_step s = fp_dist_step_plan(d, rank, ranks, src);
+        for (int k = 0; k < s.count && r->status == FLASHPORT_OK; k++) {
+            const fp_dist_rect *x = &s.rect[k];
+            int known = 0;
+            for (int i = 0; i < n_seen && !known; i++)
+                known = seen[i].q_len == x->q_len && seen[i].kv_len == x->kv_len &&
+                        seen[i].window_left == x->window_left &&
+                        seen[i].window_right == x->window_right;
+            if (known) continue;
+            if (n_seen < SEEN) seen[n_seen++] = *x;
+            flashport_attention_desc ad;
+            fp_dist_step_desc(&ad, d, x);
+            flashport_plan_info info;
+            flashport_status st = backward ? flashport_attention_backward_plan(ctx, &ad, &info)
+                                           : flashport_attention_plan(ctx, &ad, &info);
+            if (st != FLASHPORT_OK)
+                fp_dist_record_fail(r, st,
+                                    "the %s backend cannot run a ring step (%lld x %lld rows, "
+                                    "window %lld, %lld): %s",
+                                    flashport_context_backend(ctx), (long long)x->q_len,
+                                    (long long)x->kv_len, (long long)x->window_left,
+                                    (long long)x->window_right, flashport_last_error());
+        }
     }
 }
 
@@ -179,11 +222,15 @@ static flashport_status settle_shapes(const fp_dist_record *all, int ranks, cons
             ai = i;
             continue;
         }
-        const char *field = a->dtype != b->dtype         ? "dtype"
-                            : a->layout != b->layout     ? "layout"
-                            : a->causal != b->causal     ? "causal"
-                            : a->sharding != b->sharding ? "sharding"
-                                                         : NULL;
+        const char *field = a->dtype != b->dtype                 ? "dtype"
+                            : a->layout != b->layout             ? "layout"
+                            : a->causal != b->causal             ? "causal"
+                            : a->sharding != b->sharding         ? "sharding"
+                            : a->window_left != b->window_left   ? "window_left"
+                            : a->window_right != b->window_right ? "window_right"
+                            : a->softcap != b->softcap           ? "softcap"
+                            : a->sinks != b->sinks               ? "sinks"
+                                                                 : NULL;
         if (field)
             return fp_dist_fail(FLASHPORT_ERROR_MISMATCH, where,
                                 "rank %d's %s differs from rank %d's", i, field, ai);

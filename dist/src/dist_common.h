@@ -18,8 +18,10 @@ flashport_status fp_dist_fail(flashport_status status, const char *where, const 
 typedef struct fp_dist_record {
     int status;
     int shaped; /* 1: the shape fields below are the rank's descriptor */
-    int dtype, layout, causal, sharding;
+    int dtype, layout, causal, sharding, sinks;
     int64_t batch, heads_q, heads_kv, head_dim, seq_local, seq_total;
+    int64_t window_left, window_right;
+    float softcap;
     char message[FP_DIST_MESSAGE_MAX];
 } fp_dist_record;
 
@@ -43,9 +45,10 @@ void fp_dist_check(fp_dist_record *r, const flashport_dist_desc *d, flashport_co
  * rank's own checks may fail only as a consequence), then the first failing rank's status. */
 flashport_status fp_dist_settle(const fp_dist_record *all, int ranks, int rank, const char *where);
 
-/* The flashport descriptor of one step: the local shard's strides, the step's row counts. */
+/* The flashport descriptor of one rectangle of a step: the local shard's strides, the
+ * rectangle's row counts and window, d's score modifiers (sinks off: they join the merge). */
 void fp_dist_step_desc(flashport_attention_desc *out, const flashport_dist_desc *d,
-                       const fp_dist_step *s);
+                       const fp_dist_rect *r);
 
 /* Element offset of row i of a [B, H, n, d] shard in d->layout (head h, batch b). */
 int64_t fp_dist_row_offset(const flashport_dist_desc *d, int64_t heads, int64_t b, int64_t h,

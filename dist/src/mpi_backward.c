@@ -17,6 +17,7 @@ typedef struct backward_work {
     void *dq_part, *dk_part, *dv_part;
     float *lse_part;
     float *acc_dq;
+    float *step_dkv[2]; /* a step's dK and dV, summed over its rectangles */
 } backward_work;
 
 static int work_alloc(backward_work *w, const flashport_dist_desc *d) {
@@ -32,6 +33,10 @@ static int work_alloc(backward_work *w, const flashport_dist_desc *d) {
             w->dkv[s][t] = malloc(kv * sizeof(float));
             ok = ok && w->kv[s][t] && w->dkv[s][t];
         }
+    for (int t = 0; t < 2; t++) {
+        w->step_dkv[t] = malloc(kv * sizeof(float));
+        ok = ok && w->step_dkv[t];
+    }
     w->dq_part = malloc(q * es);
     w->dk_part = malloc(kv * es);
     w->dv_part = malloc(kv * es);
@@ -46,6 +51,7 @@ static void work_free(backward_work *w) {
             free(w->kv[s][t]);
             free(w->dkv[s][t]);
         }
+    for (int t = 0; t < 2; t++) free(w->step_dkv[t]);
     free(w->dq_part);
     free(w->dk_part);
     free(w->dv_part);
@@ -58,10 +64,10 @@ typedef struct backward_inputs {
     const float *lse;
 } backward_inputs;
 
-/* One step's gradients on the block (k, v): dQ into acc_dq, dK and dV into w->dk_part and
- * w->dv_part (rows s->kv_off .. + kv_len); returns 0 when the step failed. */
-static int step_backward(fp_dist_record *r, flashport_context *ctx, const flashport_dist_desc *d,
-                         const fp_dist_step *s, const backward_inputs *in, const char *k,
+/* One rectangle's gradients on the block (k, v): dQ into acc_dq, dK and dV into
+ * w->step_dkv; returns 0 when it failed. */
+static int rect_backward(fp_dist_record *r, flashport_context *ctx, const flashport_dist_desc *d,
+                         const fp_dist_rect *s, const backward_inputs *in, const char *k,
                          const char *v, backward_work *w) {
     flashport_attention_desc ad;
     fp_dist_step_desc(&ad, d, s);
@@ -84,7 +90,9 @@ static int step_backward(fp_dist_record *r, flashport_context *ctx, const flashp
         fp_dist_record_fail(r, st, "ring step: %s", flashport_last_error());
         return 0;
     }
-    fp_dist_add_rows(d, d->heads_q, s->q_off, s->q_len, w->dq_part, w->acc_dq);
+    fp_dist_add_rows(d, d->dtype, d->heads_q, s->q_off, s->q_len, w->dq_part, w->acc_dq);
+    fp_dist_add_rows(d, d->dtype, d->heads_kv, s->kv_off, s->kv_len, w->dk_part, w->step_dkv[0]);
+    fp_dist_add_rows(d, d->dtype, d->heads_kv, s->kv_off, s->kv_len, w->dv_part, w->step_dkv[1]);
     return 1;
 }
 
@@ -117,28 +125,31 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     int64_t kv_count = d->batch * d->heads_kv * d->seq_local * d->head_dim;
     double compute_ms = 0;
     backward_inputs in = {q, o, d_o, lse};
     const char *cur[2] = {k, v};
     MPI_Request grad_req[4] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
                                MPI_REQUEST_NULL};
-    for (int step = 0; step < P; step++) {
+    for (int step = 0; step < S; step++) {
         int src = (m.rank - step + P) % P;
         MPI_Request req[4];
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
-            fp_dist_mpi_shift(&m, &rec, cur[0], next[0], kv_count, m.element, 0, req);
-            fp_dist_mpi_shift(&m, &rec, cur[1], next[1], kv_count, m.element, 1, req + 2);
+        if (step + 1 < S) {
+            fp_dist_mpi_shift(&m, &rec, cur[0], next[0], kv_count, m.element, 0, 1, req);
+            fp_dist_mpi_shift(&m, &rec, cur[1], next[1], kv_count, m.element, 1, 1, req + 2);
         }
-        fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, m.rank, src, d->seq_local);
+        fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
         double c0 = fp_dist_now_ms();
-        int computed = 0;
-        if (s.skip)
-            skipped++;
-        else if (rec.status == FLASHPORT_OK)
-            computed = step_backward(&rec, ctx, d, &s, &in, cur[0], cur[1], &w);
+        skipped += s.count == 0;
+        int computed = s.count > 0 && rec.status == FLASHPORT_OK;
+        if (computed) {
+            memset(w.step_dkv[0], 0, sizeof(float) * (size_t)kv_count);
+            memset(w.step_dkv[1], 0, sizeof(float) * (size_t)kv_count);
+        }
+        for (int i = 0; i < s.count && computed; i++)
+            computed = rect_backward(&rec, ctx, d, &s.rect[i], &in, cur[0], cur[1], &w);
         compute_ms += fp_dist_now_ms() - c0;
 
         /* The block's gradient sums so far: zero at its first step, else what the previous
@@ -152,22 +163,25 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         }
         c0 = fp_dist_now_ms();
         if (computed) {
-            fp_dist_add_rows(d, d->heads_kv, s.kv_off, s.kv_len, w.dk_part, dkv[0]);
-            fp_dist_add_rows(d, d->heads_kv, s.kv_off, s.kv_len, w.dv_part, dkv[1]);
+            int64_t n = d->seq_local;
+            fp_dist_add_rows(d, FLASHPORT_F32, d->heads_kv, 0, n, w.step_dkv[0], dkv[0]);
+            fp_dist_add_rows(d, FLASHPORT_F32, d->heads_kv, 0, n, w.step_dkv[1], dkv[1]);
         }
         compute_ms += fp_dist_now_ms() - c0;
         float **dkv_next = w.dkv[(step + 1) % 2];
-        fp_dist_mpi_shift(&m, &rec, dkv[0], dkv_next[0], kv_count, m.f32, 2, grad_req);
-        fp_dist_mpi_shift(&m, &rec, dkv[1], dkv_next[1], kv_count, m.f32, 3, grad_req + 2);
-        if (step + 1 < P) {
+        /* on to the next holder of the block; after the last step, back to its owner */
+        int dist = step + 1 < S ? 1 : 1 - S;
+        fp_dist_mpi_shift(&m, &rec, dkv[0], dkv_next[0], kv_count, m.f32, 2, dist, grad_req);
+        fp_dist_mpi_shift(&m, &rec, dkv[1], dkv_next[1], kv_count, m.f32, 3, dist, grad_req + 2);
+        if (step + 1 < S) {
             fp_dist_mpi_wait(&m, &rec, req, 4);
             cur[0] = next[0];
             cur[1] = next[1];
         }
     }
-    /* After P steps the sums of this rank's own block are back. */
+    /* After the last step the sums of this rank's own block are back. */
     fp_dist_mpi_wait(&m, &rec, grad_req, 4);
-    float **own = w.dkv[P % 2];
+    float **own = w.dkv[S % 2];
 
     a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
@@ -183,7 +197,7 @@ flashport_status flashport_dist_attention_backward_mpi(MPI_Comm comm, flashport_
         stats->compute_ms = compute_ms;
         stats->wait_ms = m.wait_ms;
         stats->agree_ms = agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     work_free(&w);

@@ -45,9 +45,9 @@ static void work_free(forward_work *w) {
     free(w->acc_lse);
 }
 
-/* One step's attention on the block (k, v), merged into the accumulators. */
-static void step_forward(fp_dist_record *r, flashport_context *ctx, const flashport_dist_desc *d,
-                         const fp_dist_step *s, const char *q, const char *k, const char *v,
+/* One rectangle's attention on the block (k, v), merged into the accumulators. */
+static void rect_forward(fp_dist_record *r, flashport_context *ctx, const flashport_dist_desc *d,
+                         const fp_dist_rect *s, const char *q, const char *k, const char *v,
                          forward_work *w) {
     flashport_attention_desc ad;
     fp_dist_step_desc(&ad, d, s);
@@ -95,32 +95,34 @@ flashport_status flashport_dist_attention_mpi(MPI_Comm comm, flashport_context *
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     int64_t kv_count = d->batch * d->heads_kv * d->seq_local * d->head_dim;
     double compute_ms = 0;
     const char *cur[2] = {k, v}; /* the block held now: first the rank's own */
-    for (int step = 0; step < P; step++) {
+    for (int step = 0; step < S; step++) {
         int src = (m.rank - step + P) % P;
         MPI_Request req[4];
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
-            fp_dist_mpi_shift(&m, &rec, cur[0], next[0], kv_count, m.element, 0, req);
-            fp_dist_mpi_shift(&m, &rec, cur[1], next[1], kv_count, m.element, 1, req + 2);
+        if (step + 1 < S) {
+            fp_dist_mpi_shift(&m, &rec, cur[0], next[0], kv_count, m.element, 0, 1, req);
+            fp_dist_mpi_shift(&m, &rec, cur[1], next[1], kv_count, m.element, 1, 1, req + 2);
         }
-        fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, m.rank, src, d->seq_local);
+        fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
         double c0 = fp_dist_now_ms();
-        if (s.skip)
-            skipped++;
-        else if (rec.status == FLASHPORT_OK)
-            step_forward(&rec, ctx, d, &s, q, cur[0], cur[1], &w);
+        skipped += s.count == 0;
+        for (int i = 0; i < s.count && rec.status == FLASHPORT_OK; i++)
+            rect_forward(&rec, ctx, d, &s.rect[i], q, cur[0], cur[1], &w);
         compute_ms += fp_dist_now_ms() - c0;
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             fp_dist_mpi_wait(&m, &rec, req, 4);
             cur[0] = next[0];
             cur[1] = next[1];
         }
     }
 
+    /* The sinks join each row's denominator once, not once per step. */
+    if (d->sinks && rec.status == FLASHPORT_OK)
+        fp_dist_merge_sinks(d, d->sinks, w.acc_o, w.acc_lse);
     a0 = fp_dist_now_ms();
     st = fp_dist_mpi_agree(&m, &rec, where);
     agree_ms += fp_dist_now_ms() - a0;
@@ -135,7 +137,7 @@ flashport_status flashport_dist_attention_mpi(MPI_Comm comm, flashport_context *
         stats->compute_ms = compute_ms;
         stats->wait_ms = m.wait_ms;
         stats->agree_ms = agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     work_free(&w);

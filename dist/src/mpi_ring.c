@@ -66,10 +66,11 @@ flashport_status fp_dist_mpi_agree(fp_dist_mpi *m, const fp_dist_record *mine, c
 }
 
 void fp_dist_mpi_shift(fp_dist_mpi *m, fp_dist_record *r, const void *send, void *recv,
-                       int64_t count, MPI_Datatype type, int tag, MPI_Request req[2]) {
+                       int64_t count, MPI_Datatype type, int tag, int dist, MPI_Request req[2]) {
     req[0] = req[1] = MPI_REQUEST_NULL;
     if (m->broken) return; /* the ring cannot go on; a failed step alone does not stop it */
-    int next = (m->rank + 1) % m->ranks, prev = (m->rank + m->ranks - 1) % m->ranks;
+    int d = ((dist % m->ranks) + m->ranks) % m->ranks;
+    int next = (m->rank + d) % m->ranks, prev = (m->rank + m->ranks - d) % m->ranks;
     int code = MPI_Irecv(recv, (int)count, type, prev, tag, m->comm, &req[1]);
     if (code != MPI_SUCCESS) return mpi_fail(m, r, "MPI_Irecv", code);
     code = MPI_Isend(send, (int)count, type, next, tag, m->comm, &req[0]);

@@ -20,10 +20,10 @@ flashport_status fp_dist_mpi_open(fp_dist_mpi *m, MPI_Comm comm, const char *whe
 void fp_dist_mpi_close(fp_dist_mpi *m);
 /* Shares every rank's record; the status is the same on every rank (fp_dist_settle). */
 flashport_status fp_dist_mpi_agree(fp_dist_mpi *m, const fp_dist_record *mine, const char *where);
-/* Posts the send of count (<= INT_MAX, checked up front) items of type to rank + 1 and the
- * receive from rank - 1 (req[0], req[1]); the failure goes to r. */
+/* Posts the send of count (<= INT_MAX, checked up front) items of type to rank + dist and the
+ * receive from rank - dist, modulo the ranks (req[0], req[1]); the failure goes to r. */
 void fp_dist_mpi_shift(fp_dist_mpi *m, fp_dist_record *r, const void *send, void *recv,
-                       int64_t count, MPI_Datatype type, int tag, MPI_Request req[2]);
+                       int64_t count, MPI_Datatype type, int tag, int dist, MPI_Request req[2]);
 /* Waits for n requests, adding the time blocked to m->wait_ms. */
 void fp_dist_mpi_wait(fp_dist_mpi *m, fp_dist_record *r, MPI_Request *req, int n);
 

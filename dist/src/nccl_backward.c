@@ -8,13 +8,14 @@
 
 #include "nccl_ring.h"
 
-enum { SLOTS = 8, PARTS = 5, EVENTS = 7 };
+enum { SLOTS = 8, PARTS = 7, EVENTS = 7 };
 
 typedef struct backward_work {
     char *kv[2][2];   /* [slot][K or V] */
     float *dkv[2][2]; /* [slot][dK or dV] */
     char *dq_part, *dk_part, *dv_part;
     float *lse_part, *acc_dq;
+    float *step_dkv[2]; /* a step's dK and dV, summed over its rectangles */
     cudaEvent_t ready, computed[2], received[2], summed, grads_received;
 } backward_work;
 
@@ -28,9 +29,10 @@ static void work_alloc(fp_dist_nccl *m, fp_dist_record *r, backward_work *w,
                            (void **)&w->kv[1][1],  (void **)&w->dkv[0][0], (void **)&w->dkv[0][1],
                            (void **)&w->dkv[1][0], (void **)&w->dkv[1][1]};
     size_t slot_bytes[SLOTS] = {kv * es, kv * es, kv * es, kv * es, kv * 4, kv * 4, kv * 4, kv * 4};
-    void **parts[PARTS] = {(void **)&w->dq_part, (void **)&w->dk_part, (void **)&w->dv_part,
-                           (void **)&w->lse_part, (void **)&w->acc_dq};
-    size_t part_bytes[PARTS] = {q * es, kv * es, kv * es, rows * 4, q * 4};
+    void **parts[PARTS] = {(void **)&w->dq_part,    (void **)&w->dk_part, (void **)&w->dv_part,
+                           (void **)&w->lse_part,   (void **)&w->acc_dq,  (void **)&w->step_dkv[0],
+                           (void **)&w->step_dkv[1]};
+    size_t part_bytes[PARTS] = {q * es, kv * es, kv * es, rows * 4, q * 4, kv * 4, kv * 4};
     for (int i = 0; i < SLOTS + PARTS; i++) {
         size_t bytes = i < SLOTS ? slot_bytes[i] : part_bytes[i - SLOTS];
         void **p = i < SLOTS ? slots[i] : parts[i - SLOTS];
@@ -50,10 +52,10 @@ static void work_alloc(fp_dist_nccl *m, fp_dist_record *r, backward_work *w,
 }
 
 static void work_free(fp_dist_nccl *m, backward_work *w) {
-    void *bufs[SLOTS + PARTS] = {w->kv[0][0],  w->kv[0][1],  w->kv[1][0],  w->kv[1][1],
-                                 w->dkv[0][0], w->dkv[0][1], w->dkv[1][0], w->dkv[1][1],
-                                 w->dq_part,   w->dk_part,   w->dv_part,   w->lse_part,
-                                 w->acc_dq};
+    void *bufs[SLOTS + PARTS] = {w->kv[0][0],  w->kv[0][1],    w->kv[1][0],   w->kv[1][1],
+                                 w->dkv[0][0], w->dkv[0][1],   w->dkv[1][0],  w->dkv[1][1],
+                                 w->dq_part,   w->dk_part,     w->dv_part,    w->lse_part,
+                                 w->acc_dq,    w->step_dkv[0], w->step_dkv[1]};
     for (int i = 0; i < SLOTS + PARTS; i++)
         if (bufs[i]) cudaFreeAsync(bufs[i], m->main);
     cudaEvent_t evs[EVENTS] = {w->ready,       w->computed[0], w->computed[1],   w->received[0],
@@ -67,10 +69,10 @@ typedef struct backward_inputs {
     const float *lse;
 } backward_inputs;
 
-/* One step's gradients on the block (k, v), queued on the main stream: dQ into acc_dq, dK and
- * dV into w->dk_part and w->dv_part; returns 1 when queued. */
-static int step_backward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *ctx,
-                         const flashport_dist_desc *d, const fp_dist_step *s,
+/* One rectangle's gradients on the block (k, v), queued on the main stream: dQ into acc_dq,
+ * dK and dV into w->step_dkv; returns 1 when queued. */
+static int rect_backward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *ctx,
+                         const flashport_dist_desc *d, const fp_dist_rect *s,
                          const backward_inputs *in, const char *k, const char *v,
                          backward_work *w) {
     flashport_attention_desc ad;
@@ -106,9 +108,16 @@ static int step_backward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *
             fp_dist_record_fail(r, st, "ring step: %s", flashport_last_error());
             ok = 0;
         } else {
-            ok = !fp_dist_cuda_failed(
-                m, r, "the dQ sum",
-                fp_dist_dev_add_rows(qs, s->q_off, s->q_len, w->dq_part, w->acc_dq, m->main));
+            fp_dist_dev_shape ks = fp_dist_dev_shape_of(d, d->heads_kv);
+            ok = !fp_dist_cuda_failed(m, r, "the dQ sum",
+                                      fp_dist_dev_add_rows(qs, s->q_off, s->q_len, w->dq_part,
+                                                           w->acc_dq, m->main)) &&
+                 !fp_dist_cuda_failed(m, r, "the dK sum",
+                                      fp_dist_dev_add_rows(ks, s->kv_off, s->kv_len, w->dk_part,
+                                                           w->step_dkv[0], m->main)) &&
+                 !fp_dist_cuda_failed(m, r, "the dV sum",
+                                      fp_dist_dev_add_rows(ks, s->kv_off, s->kv_len, w->dv_part,
+                                                           w->step_dkv[1], m->main));
         }
     }
     for (int i = 0; i < 9; i++) flashport_buffer_free(b[i]);
@@ -143,32 +152,36 @@ flashport_status flashport_dist_attention_backward_nccl(
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     int64_t kv_count = d->batch * d->heads_kv * d->seq_local * d->head_dim;
     int64_t q_count = d->batch * d->heads_q * d->seq_local * d->head_dim;
     size_t kv_bytes = (size_t)kv_count * flashport_dtype_size(d->dtype);
-    fp_dist_dev_shape ks = fp_dist_dev_shape_of(d, d->heads_kv);
+    /* the step's float32 sums, added to the travelling ones */
+    fp_dist_dev_shape step_sums = fp_dist_dev_shape_of(d, d->heads_kv);
+    step_sums.dtype = FLASHPORT_F32;
     backward_inputs in = {q, o, d_o, lse};
     fp_dist_cuda_failed(&m, &rec, "fill", fp_dist_dev_fill(w.acc_dq, 0.0f, q_count, m.main));
     fp_dist_cuda_failed(&m, &rec, "fill", fp_dist_dev_fill(w.dkv[0][0], 0.0f, kv_count, m.main));
     fp_dist_cuda_failed(&m, &rec, "fill", fp_dist_dev_fill(w.dkv[0][1], 0.0f, kv_count, m.main));
     fp_dist_cuda_failed(&m, &rec, "cudaEventRecord", cudaEventRecord(w.ready, m.main));
     const char *cur[2] = {k, v};
-    for (int step = 0; step < P && !m.broken; step++) {
+    for (int step = 0; step < S && !m.broken; step++) {
         int src = (m.rank - step + P) % P;
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             cudaEvent_t after = step == 0 ? w.ready : w.computed[(step - 1) % 2];
             const void *send[2] = {cur[0], cur[1]};
             void *recv[2] = {next[0], next[1]};
-            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, after, w.received[step % 2]);
+            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, 1, after, w.received[step % 2]);
         }
-        fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, m.rank, src, d->seq_local);
-        int computed = 0;
-        if (s.skip)
-            skipped++;
-        else if (rec.status == FLASHPORT_OK)
-            computed = step_backward(&m, &rec, ctx, d, &s, &in, cur[0], cur[1], &w);
+        fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
+        skipped += s.count == 0;
+        int computed = s.count > 0 && rec.status == FLASHPORT_OK;
+        for (int t = 0; t < 2 && computed; t++)
+            computed = !fp_dist_cuda_failed(
+                &m, &rec, "fill", fp_dist_dev_fill(w.step_dkv[t], 0.0f, kv_count, m.main));
+        for (int i = 0; i < s.count && computed; i++)
+            computed = rect_backward(&m, &rec, ctx, d, &s.rect[i], &in, cur[0], cur[1], &w);
         fp_dist_cuda_failed(&m, &rec, "cudaEventRecord",
                             cudaEventRecord(w.computed[step % 2], m.main));
 
@@ -176,29 +189,26 @@ flashport_status flashport_dist_attention_backward_nccl(
          * step's part joins them and they move on behind the block. */
         float **dkv = w.dkv[step % 2];
         if (step > 0) fp_dist_nccl_wait(&m, &rec, w.grads_received);
-        if (computed) {
+        for (int t = 0; t < 2 && computed; t++)
             fp_dist_cuda_failed(
-                &m, &rec, "the dK sum",
-                fp_dist_dev_add_rows(ks, s.kv_off, s.kv_len, w.dk_part, dkv[0], m.main));
-            fp_dist_cuda_failed(
-                &m, &rec, "the dV sum",
-                fp_dist_dev_add_rows(ks, s.kv_off, s.kv_len, w.dv_part, dkv[1], m.main));
-        }
+                &m, &rec, t ? "the dV sum" : "the dK sum",
+                fp_dist_dev_add_rows(step_sums, 0, d->seq_local, w.step_dkv[t], dkv[t], m.main));
         fp_dist_cuda_failed(&m, &rec, "cudaEventRecord", cudaEventRecord(w.summed, m.main));
         float **dkv_next = w.dkv[(step + 1) % 2];
         const void *gsend[2] = {dkv[0], dkv[1]};
         void *grecv[2] = {dkv_next[0], dkv_next[1]};
-        fp_dist_nccl_shift(&m, &rec, 2, gsend, grecv, (size_t)kv_count * sizeof(float), w.summed,
-                           w.grads_received);
-        if (step + 1 < P) {
+        /* on to the next holder of the block; after the last step, back to its owner */
+        fp_dist_nccl_shift(&m, &rec, 2, gsend, grecv, (size_t)kv_count * sizeof(float),
+                           step + 1 < S ? 1 : 1 - S, w.summed, w.grads_received);
+        if (step + 1 < S) {
             fp_dist_nccl_wait(&m, &rec, w.received[step % 2]);
             cur[0] = next[0];
             cur[1] = next[1];
         }
     }
-    /* After P steps the sums of this rank's own block are back. */
+    /* After the last step the sums of this rank's own block are back. */
     fp_dist_nccl_wait(&m, &rec, w.grads_received);
-    float **own = w.dkv[P % 2];
+    float **own = w.dkv[S % 2];
 
     double wait_ms = fp_dist_nccl_wait_ms(&m);
     a0 = fp_dist_now_ms();
@@ -219,7 +229,7 @@ flashport_status flashport_dist_attention_backward_nccl(
         stats->wait_ms = wait_ms;
         stats->agree_ms = agree_ms;
         stats->compute_ms = stats->total_ms - wait_ms - agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     fp_dist_nccl_close(&m);

@@ -50,9 +50,9 @@ static void work_free(fp_dist_nccl *m, forward_work *w) {
         if (evs[i]) cudaEventDestroy(evs[i]);
 }
 
-/* One step's attention on the block (k, v), queued on the main stream with its merge. */
-static void step_forward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *ctx,
-                         const flashport_dist_desc *d, const fp_dist_step *s, const char *q,
+/* One rectangle's attention on the block (k, v), queued on the main stream with its merge. */
+static void rect_forward(fp_dist_nccl *m, fp_dist_record *r, flashport_context *ctx,
+                         const flashport_dist_desc *d, const fp_dist_rect *s, const char *q,
                          const char *k, const char *v, forward_work *w) {
     flashport_attention_desc ad;
     fp_dist_step_desc(&ad, d, s);
@@ -109,7 +109,7 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
         return st;
     }
 
-    int P = m.ranks, skipped = 0;
+    int P = m.ranks, S = fp_dist_ring_steps(d, P), skipped = 0;
     size_t kv_bytes = (size_t)(d->batch * d->heads_kv * d->seq_local * d->head_dim) *
                       flashport_dtype_size(d->dtype);
     int64_t q_count = d->batch * d->heads_q * d->seq_local * d->head_dim;
@@ -118,30 +118,34 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
     fp_dist_cuda_failed(&m, &rec, "fill", fp_dist_dev_fill(w.acc_lse, -INFINITY, rows, m.main));
     fp_dist_cuda_failed(&m, &rec, "cudaEventRecord", cudaEventRecord(w.ready, m.main));
     const char *cur[2] = {k, v};
-    for (int step = 0; step < P && !m.broken; step++) {
+    for (int step = 0; step < S && !m.broken; step++) {
         int src = (m.rank - step + P) % P;
         char **next = w.kv[step % 2];
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             /* the slot received into was read by the previous step's attention */
             cudaEvent_t after = step == 0 ? w.ready : w.computed[(step - 1) % 2];
             const void *send[2] = {cur[0], cur[1]};
             void *recv[2] = {next[0], next[1]};
-            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, after, w.received[step % 2]);
+            fp_dist_nccl_shift(&m, &rec, 2, send, recv, kv_bytes, 1, after, w.received[step % 2]);
         }
-        fp_dist_step s = fp_dist_step_plan(d->sharding, d->causal, m.rank, src, d->seq_local);
-        if (s.skip)
-            skipped++;
-        else if (rec.status == FLASHPORT_OK)
-            step_forward(&m, &rec, ctx, d, &s, q, cur[0], cur[1], &w);
+        fp_dist_step s = fp_dist_step_plan(d, m.rank, P, src);
+        skipped += s.count == 0;
+        for (int i = 0; i < s.count && rec.status == FLASHPORT_OK; i++)
+            rect_forward(&m, &rec, ctx, d, &s.rect[i], q, cur[0], cur[1], &w);
         fp_dist_cuda_failed(&m, &rec, "cudaEventRecord",
                             cudaEventRecord(w.computed[step % 2], m.main));
-        if (step + 1 < P) {
+        if (step + 1 < S) {
             fp_dist_nccl_wait(&m, &rec, w.received[step % 2]);
             cur[0] = next[0];
             cur[1] = next[1];
         }
     }
 
+    /* The sinks join each row's denominator once, not once per step. */
+    if (d->sinks && rec.status == FLASHPORT_OK)
+        fp_dist_cuda_failed(&m, &rec, "the sinks' merge",
+                            fp_dist_dev_merge_sinks(fp_dist_dev_shape_of(d, d->heads_q), d->sinks,
+                                                    w.acc_o, w.acc_lse, m.main));
     double wait_ms = fp_dist_nccl_wait_ms(&m);
     a0 = fp_dist_now_ms();
     st = fp_dist_nccl_agree(&m, &rec, where);
@@ -162,7 +166,7 @@ flashport_status flashport_dist_attention_nccl(ncclComm_t comm, cudaStream_t str
         stats->wait_ms = wait_ms;
         stats->agree_ms = agree_ms;
         stats->compute_ms = stats->total_ms - wait_ms - agree_ms;
-        stats->steps = P;
+        stats->steps = S;
         stats->steps_skipped = skipped;
     }
     fp_dist_nccl_close(&m);

@@ -104,20 +104,22 @@ flashport_status fp_dist_nccl_agree(fp_dist_nccl *m, const fp_dist_record *mine,
 }
 
 void fp_dist_nccl_shift(fp_dist_nccl *m, fp_dist_record *r, int n, const void *const *send,
-                        void *const *recv, size_t bytes, cudaEvent_t after, cudaEvent_t done) {
+                        void *const *recv, size_t bytes, int dist, cudaEvent_t after,
+                        cudaEvent_t done) {
     if (m->broken) return;
     if (fp_dist_cuda_failed(m, r, "cudaStreamWaitEvent",
                             cudaStreamWaitEvent(m->comm_stream, after, 0)))
         return;
-    if (m->ranks == 1) {
-        /* the ring of one rank: the block comes back to itself */
+    int d = ((dist % m->ranks) + m->ranks) % m->ranks;
+    if (d == 0) {
+        /* the ring of one rank, or a shift of whole turns: the buffers come back to this rank */
         for (int i = 0; i < n; i++)
             if (fp_dist_cuda_failed(m, r, "cudaMemcpyAsync",
                                     cudaMemcpyAsync(recv[i], send[i], bytes,
                                                     cudaMemcpyDeviceToDevice, m->comm_stream)))
                 return;
     } else {
-        int next = (m->rank + 1) % m->ranks, prev = (m->rank + m->ranks - 1) % m->ranks;
+        int next = (m->rank + d) % m->ranks, prev = (m->rank + m->ranks - d) % m->ranks;
         ncclResult_t e = ncclGroupStart();
         for (int i = 0; i < n && e == ncclSuccess; i++) {
             e = ncclSend(send[i], bytes, ncclChar, next, m->comm, m->comm_stream);

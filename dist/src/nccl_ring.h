@@ -28,9 +28,11 @@ void fp_dist_nccl_check_context(fp_dist_record *r, flashport_context *ctx);
 /* Shares every rank's record over NCCL and waits for it; the same status on every rank. */
 flashport_status fp_dist_nccl_agree(fp_dist_nccl *m, const fp_dist_record *mine, const char *where);
 /* Queues on the transfer stream, after `after` (an event of the main stream): the sends of n
- * buffers of `bytes` each to rank + 1 and the receives from rank - 1, then records `done`. */
+ * buffers of `bytes` each to rank + dist and the receives from rank - dist (modulo the ranks),
+ * then records `done`. */
 void fp_dist_nccl_shift(fp_dist_nccl *m, fp_dist_record *r, int n, const void *const *send,
-                        void *const *recv, size_t bytes, cudaEvent_t after, cudaEvent_t done);
+                        void *const *recv, size_t bytes, int dist, cudaEvent_t after,
+                        cudaEvent_t done);
 /* The main stream waits for `done` (a stall timed when stats are asked for). */
 void fp_dist_nccl_wait(fp_dist_nccl *m, fp_dist_record *r, cudaEvent_t done);
 /* Records the failure of a CUDA call (a no-op for cudaSuccess); returns 1 when it failed. */

@@ -17,29 +17,67 @@ typedef struct tcase {
     int64_t batch, heads_q, heads_kv, seq, dim;
     int causal;
     flashport_dist_sharding sharding;
+    int64_t window_left, window_right; /* global positions; -1: unbounded */
+    float softcap;
+    int sinks; /* 1: per-head sink logits (case_reference makes them) */
 } tcase;
 
 /* The problems every ring test runs (N divisible by 2P for P = 1, 2, 4). */
 static const tcase dist_cases[] = {
-    /* dtype, layout, B, Hq, Hkv, N, d, causal, sharding */
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 4, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS},
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 4, 64, 32, 1, FLASHPORT_DIST_CONTIGUOUS},
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 4, 64, 32, 1, FLASHPORT_DIST_ZIGZAG},
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 2, 64, 32, 0, FLASHPORT_DIST_ZIGZAG},
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 2, 64, 32, 1, FLASHPORT_DIST_ZIGZAG},
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 4, 1, 96, 64, 1, FLASHPORT_DIST_ZIGZAG},
-    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 4, 2, 96, 64, 1, FLASHPORT_DIST_CONTIGUOUS},
-    {FLASHPORT_BF16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 1, FLASHPORT_DIST_ZIGZAG},
-    {FLASHPORT_BF16, FLASHPORT_LAYOUT_BNHD, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS},
-    {FLASHPORT_F16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 1, FLASHPORT_DIST_ZIGZAG},
+    /* dtype, layout, B, Hq, Hkv, N, d, causal, sharding, window_left, window_right, softcap, sinks
+     */
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 4, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS, -1, -1, 0,
+     0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 4, 64, 32, 1, FLASHPORT_DIST_CONTIGUOUS, -1, -1, 0,
+     0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 4, 64, 32, 1, FLASHPORT_DIST_ZIGZAG, -1, -1, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 2, 64, 32, 0, FLASHPORT_DIST_ZIGZAG, -1, -1, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 2, 4, 2, 64, 32, 1, FLASHPORT_DIST_ZIGZAG, -1, -1, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 4, 1, 96, 64, 1, FLASHPORT_DIST_ZIGZAG, -1, -1, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 4, 2, 96, 64, 1, FLASHPORT_DIST_CONTIGUOUS, -1, -1, 0,
+     0},
+    {FLASHPORT_BF16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 1, FLASHPORT_DIST_ZIGZAG, -1, -1, 0,
+     0},
+    {FLASHPORT_BF16, FLASHPORT_LAYOUT_BNHD, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS, -1, -1,
+     0, 0},
+    {FLASHPORT_F16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 1, FLASHPORT_DIST_ZIGZAG, -1, -1, 0, 0},
+    /* Windows on global positions: at P = 4 a shard is 16 rows, a zig-zag chunk 8. */
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS, 5, 3, 0,
+     0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 32, 0, FLASHPORT_DIST_ZIGZAG, 5, 3, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 2, 2, 64, 32, 1, FLASHPORT_DIST_ZIGZAG, 20, -1, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 2, 1, 64, 32, 1, FLASHPORT_DIST_CONTIGUOUS, 3, 0, 0,
+     0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_CONTIGUOUS, 100, 70,
+     0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_ZIGZAG, 17, -1, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_ZIGZAG, -1, 9, 0, 0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 2, 2, 64, 32, 0, FLASHPORT_DIST_ZIGZAG, 0, 0, 0, 0},
+    {FLASHPORT_F16, FLASHPORT_LAYOUT_BNHD, 1, 2, 2, 64, 32, 1, FLASHPORT_DIST_CONTIGUOUS, 6, -1, 0,
+     0},
+    /* Softcap and sinks, alone and with a window */
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 32, 1, FLASHPORT_DIST_ZIGZAG, -1, -1, 0.5f,
+     0},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 32, 1, FLASHPORT_DIST_CONTIGUOUS, -1, -1, 0,
+     1},
+    {FLASHPORT_F32, FLASHPORT_LAYOUT_BNHD, 1, 4, 4, 64, 32, 0, FLASHPORT_DIST_ZIGZAG, 9, 2, 0, 1},
+    {FLASHPORT_BF16, FLASHPORT_LAYOUT_BHND, 1, 4, 2, 64, 64, 0, FLASHPORT_DIST_ZIGZAG, 12, 4, 1.0f,
+     1},
 };
 enum { DIST_CASES = sizeof dist_cases / sizeof dist_cases[0] };
 
 static void case_name(const tcase *c, int ranks, char *out, size_t size) {
-    snprintf(out, size, "P=%d %s %s B=%lld Hq=%lld Hkv=%lld N=%lld d=%lld%s %s", ranks,
+    char mods[96] = "";
+    if (c->window_left >= 0 || c->window_right >= 0)
+        snprintf(mods, sizeof mods, " window(%lld,%lld)", (long long)c->window_left,
+                 (long long)c->window_right);
+    if (c->softcap > 0)
+        snprintf(mods + strlen(mods), sizeof mods - strlen(mods), " softcap %g", c->softcap);
+    if (c->sinks) snprintf(mods + strlen(mods), sizeof mods - strlen(mods), " sinks");
+    snprintf(out, size, "P=%d %s %s B=%lld Hq=%lld Hkv=%lld N=%lld d=%lld%s%s %s", ranks,
              flashport_dtype_name(c->dtype), c->layout == FLASHPORT_LAYOUT_BHND ? "bhnd" : "bnhd",
              (long long)c->batch, (long long)c->heads_q, (long long)c->heads_kv, (long long)c->seq,
-             (long long)c->dim, c->causal ? " causal" : "",
+             (long long)c->dim, c->causal ? " causal" : "", mods,
              c->sharding == FLASHPORT_DIST_ZIGZAG ? "zigzag" : "contiguous");
 }
 
@@ -82,6 +120,9 @@ static flashport_dist_desc case_desc(const tcase *c, int ranks) {
     flashport_dist_desc_init(&d, c->dtype, c->batch, c->heads_q, c->heads_kv, c->seq / ranks,
                              c->seq, c->dim, c->layout);
     d.causal = c->causal;
+    d.window_left = c->window_left;
+    d.window_right = c->window_right;
+    d.softcap = c->softcap;
     d.sharding = c->sharding;
     return d;
 }
@@ -92,7 +133,10 @@ static flashport_attention_desc case_full_desc(const tcase *c) {
     flashport_attention_desc_init(&ad, c->dtype, c->batch, c->heads_q, c->heads_kv, c->seq, c->seq,
                                   c->dim, c->layout);
     ad.causal = c->causal;
-    ad.window_right = c->causal ? 0 : -1;
+    ad.window_left = c->window_left;
+    ad.window_right = c->window_right;
+    ad.softcap = c->softcap;
+    ad.sinks = c->sinks;
     return ad;
 }
 
@@ -153,6 +197,7 @@ typedef struct case_ref {
     void *q, *k, *v, *d_o;
     void *o, *d_q, *d_k, *d_v;
     float *lse;
+    float *sinks;              /* f32 [heads_q] with c->sinks, else NULL */
     flashport_status backward; /* the backward call's status (UNSUPPORTED: ctx has none) */
 } case_ref;
 
@@ -165,18 +210,55 @@ static flashport_status case_reference(flashport_context *ctx, const tcase *c, c
     r->o = malloc(qn * es), r->d_q = malloc(qn * es);
     r->d_k = malloc(kvn * es), r->d_v = malloc(kvn * es);
     r->lse = malloc(sizeof(float) * (size_t)(c->batch * c->heads_q * c->seq));
+    r->sinks = NULL;
+    if (c->sinks) {
+        /* about a row's LSE (log of its visible keys), so that the sink takes a real share */
+        uint64_t seed = 5;
+        r->sinks = malloc(sizeof(float) * (size_t)c->heads_q);
+        for (int64_t h = 0; h < c->heads_q; h++) r->sinks[h] = 2.5f + 1.5f * case_rnd(&seed);
+    }
     flashport_attention_desc ad = case_full_desc(c);
     flashport_attention_host_args a = FLASHPORT_ATTENTION_HOST_ARGS_INIT;
-    a.q = r->q, a.k = r->k, a.v = r->v, a.o = r->o, a.lse = r->lse;
+    a.q = r->q, a.k = r->k, a.v = r->v, a.o = r->o, a.lse = r->lse, a.sinks = r->sinks;
     flashport_status st = flashport_attention_run_host(ctx, &ad, &a);
     a.d_o = r->d_o, a.d_q = r->d_q, a.d_k = r->d_k, a.d_v = r->d_v;
     r->backward = st == FLASHPORT_OK ? flashport_attention_backward_host(ctx, &ad, &a) : st;
     return st;
 }
 
+/* Whether query row gi sees key row gj under the case's mask (global positions). */
+static int case_visible(const tcase *c, int64_t gi, int64_t gj) {
+    int64_t right = c->causal ? 0 : c->window_right;
+    return (c->window_left < 0 || gj >= gi - c->window_left) && (right < 0 || gj <= gi + right);
+}
+
+/* Whether a query of rank `rank` sees a key of rank `src`, pair by pair. */
+static int case_sees(const tcase *c, const flashport_dist_desc *d, int rank, int ranks, int src) {
+    for (int64_t i = 0; i < d->seq_local; i++)
+        for (int64_t j = 0; j < d->seq_local; j++)
+            if (case_visible(c, flashport_dist_global_row(d, rank, ranks, i),
+                             flashport_dist_global_row(d, src, ranks, j)))
+                return 1;
+    return 0;
+}
+
+/* What the ring must do, counted pair by pair: *steps, 1 + the last step (rank r holds the block
+ * of rank r - step) at which any rank sees a key, and *skipped, the steps before it at which
+ * rank `rank` sees none. */
+static void case_ring(const tcase *c, const flashport_dist_desc *d, int rank, int ranks, int *steps,
+                      int *skipped) {
+    *steps = 1;
+    for (int step = 1; step < ranks; step++)
+        for (int r = 0; r < ranks; r++)
+            if (case_sees(c, d, r, ranks, (r - step + ranks) % ranks)) *steps = step + 1;
+    *skipped = 0;
+    for (int step = 0; step < *steps; step++)
+        *skipped += !case_sees(c, d, rank, ranks, (rank - step + ranks) % ranks);
+}
+
 static void case_ref_free(case_ref *r) {
-    void *p[] = {r->q, r->k, r->v, r->d_o, r->o, r->d_q, r->d_k, r->d_v, r->lse};
-    for (int i = 0; i < 9; i++) free(p[i]);
+    void *p[] = {r->q, r->k, r->v, r->d_o, r->o, r->d_q, r->d_k, r->d_v, r->lse, r->sinks};
+    for (int i = 0; i < 10; i++) free(p[i]);
 }
 
 #endif /* DIST_CASE_H */

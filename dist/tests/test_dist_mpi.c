@@ -1,9 +1,11 @@
 /*
  * Run under mpirun with P ranks: the ring's forward and backward results on each rank's shard
  * equal the single-process results of the same backend on the whole sequence, within the
- * conformance tolerances, for contiguous and zig-zag sharding, causal or not, MHA, GQA and
- * MQA, f32, f16 and bf16, both layouts (dist_case.h); bad input gets the same status on every rank
- * with a message, and no output is written.
+ * conformance tolerances, for contiguous and zig-zag sharding, causal or not, sliding windows,
+ * softcap and sinks, MHA, GQA and MQA, f32, f16 and bf16, both layouts (dist_case.h), with the
+ * fully masked steps skipped and the ring cut short where a window ends it; bad input and the
+ * features the ring declines get the same status on every rank with a message, and no output is
+ * written.
  *
  * Usage: test_dist_mpi BACKEND   (exit 77 when the backend is not available here)
  */
@@ -41,6 +43,7 @@ static void run_case(flashport_context *ctx, const tcase *c) {
     }
     size_t es = flashport_dtype_size(c->dtype);
     flashport_dist_desc d = case_desc(c, ranks);
+    d.sinks = ref.sinks;
     void *lq = case_shard(c, &d, rank, ranks, c->heads_q, ref.q);
     void *lk = case_shard(c, &d, rank, ranks, c->heads_kv, ref.k);
     void *lv = case_shard(c, &d, rank, ranks, c->heads_kv, ref.v);
@@ -74,11 +77,11 @@ static void run_case(flashport_context *ctx, const tcase *c) {
         expect(e <= g_tol, "dK rel L2", name, e, g_tol);
         e = rel_l2(c, &d, c->heads_kv, dv, ref.d_v);
         expect(e <= g_tol, "dV rel L2", name, e, g_tol);
-        int want_skipped = 0;
-        if (c->causal && c->sharding == FLASHPORT_DIST_CONTIGUOUS) want_skipped = ranks - 1 - rank;
-        if (stats.steps != ranks || stats.steps_skipped != want_skipped) {
+        int want_steps, want_skipped;
+        case_ring(c, &d, rank, ranks, &want_steps, &want_skipped);
+        if (stats.steps != want_steps || stats.steps_skipped != want_skipped) {
             fprintf(stderr, "FAIL %s (rank %d): %d steps, %d skipped; expected %d, %d\n", name,
-                    rank, stats.steps, stats.steps_skipped, ranks, want_skipped);
+                    rank, stats.steps, stats.steps_skipped, want_steps, want_skipped);
             failures++;
         }
     }
@@ -91,9 +94,9 @@ static void run_case(flashport_context *ctx, const tcase *c) {
 typedef enum dropped { KEEP_ALL, DROP_Q, DROP_LSE } dropped;
 
 /* Each rank passes its own descriptor and buffers (`drop` one as NULL); every rank must get
- * `want`, a message naming a rank, and untouched outputs. */
+ * `want`, a message naming a rank (and containing `names` when given), and untouched outputs. */
 static void bad_case(flashport_context *ctx, const char *name, const flashport_dist_desc *d,
-                     dropped drop, int backward, flashport_status want) {
+                     dropped drop, int backward, flashport_status want, const char *names) {
     enum { CAP = 4096 };
     static float in[CAP], out[4][CAP], lse[CAP];
     for (int i = 0; i < CAP; i++) in[i] = 0.25f;
@@ -110,7 +113,9 @@ static void bad_case(flashport_context *ctx, const char *name, const flashport_d
     for (int t = 0; t < 4; t++)
         for (int i = 0; i < CAP; i++) touched |= out[t][i] != 7.0f;
     const char *msg = flashport_dist_last_error();
-    int ok = st == want && !touched && strstr(msg, "rank ") != NULL, all_ok;
+    int ok = st == want && !touched && strstr(msg, "rank ") != NULL &&
+             (!names || strstr(msg, names) != NULL),
+        all_ok;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!ok) {
         fprintf(stderr, "FAIL bad input '%s' (rank %d): status %s (want %s), outputs %s, '%s'\n",
@@ -128,30 +133,70 @@ static void bad_inputs(flashport_context *ctx) {
     flashport_dist_desc_init(&d, FLASHPORT_F32, 1, 2, 1, n, n * ranks, 8, FLASHPORT_LAYOUT_BHND);
     flashport_dist_desc mine = d;
     mine.seq_total = n * ranks + 1; /* P does not divide N */
-    bad_case(ctx, "ranks do not divide N", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_INVALID_ARGUMENT);
+    bad_case(ctx, "ranks do not divide N", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_INVALID_ARGUMENT,
+             NULL);
     mine = d;
     mine.sharding = FLASHPORT_DIST_ZIGZAG;
     mine.seq_local = 3, mine.seq_total = 3 * ranks;
-    bad_case(ctx, "zig-zag with odd shards", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_INVALID_ARGUMENT);
+    bad_case(ctx, "zig-zag with odd shards", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_INVALID_ARGUMENT,
+             NULL);
     bad_case(ctx, "q NULL on the last rank", &d, rank == ranks - 1 ? DROP_Q : KEEP_ALL, 0,
-             FLASHPORT_ERROR_INVALID_ARGUMENT);
+             FLASHPORT_ERROR_INVALID_ARGUMENT, NULL);
     bad_case(ctx, "backward without an LSE on rank 0", &d, rank == 0 ? DROP_LSE : KEEP_ALL, 1,
-             FLASHPORT_ERROR_INVALID_ARGUMENT);
+             FLASHPORT_ERROR_INVALID_ARGUMENT, NULL);
     mine = d;
     mine.heads_q = 3, mine.heads_kv = 2;
     bad_case(ctx, "heads_q not a multiple of heads_kv", &mine, KEEP_ALL, 1,
-             FLASHPORT_ERROR_INVALID_ARGUMENT);
+             FLASHPORT_ERROR_INVALID_ARGUMENT, NULL);
     mine = d;
     mine.kernel = "no_such_kernel";
     bad_case(ctx, "a kernel the backend does not have", &mine, KEEP_ALL, 0,
-             FLASHPORT_ERROR_UNKNOWN_KERNEL);
+             FLASHPORT_ERROR_UNKNOWN_KERNEL, NULL);
+    /* The masks' fields out of range, and what the ring declines (on one rank only: the same
+     * status everywhere). */
+    mine = d;
+    mine.window_left = -2;
+    bad_case(ctx, "window_left -2", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_INVALID_ARGUMENT,
+             "window_left");
+    mine = d;
+    mine.causal = 1, mine.window_right = 3;
+    bad_case(ctx, "causal with window_right 3", &mine, KEEP_ALL, 1,
+             FLASHPORT_ERROR_INVALID_ARGUMENT, "causal");
+    mine = d;
+    mine.softcap = -1.0f;
+    bad_case(ctx, "a negative softcap", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_INVALID_ARGUMENT,
+             "softcap");
+    mine = d;
+    if (rank == ranks - 1) mine.alibi = FLASHPORT_ALIBI_PER_HEAD;
+    bad_case(ctx, "ALiBi on the last rank", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_UNSUPPORTED,
+             "ALiBi");
+    mine = d;
+    if (rank == 0) mine.bias = 1;
+    bad_case(ctx, "a bias on rank 0", &mine, KEEP_ALL, 1, FLASHPORT_ERROR_UNSUPPORTED, "bias");
+    mine = d;
+    mine.q_varlen = 1;
+    bad_case(ctx, "varlen Q", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_UNSUPPORTED, "varlen");
+    mine = d;
+    mine.kv_layout = FLASHPORT_KV_VARLEN;
+    bad_case(ctx, "varlen K/V", &mine, KEEP_ALL, 1, FLASHPORT_ERROR_UNSUPPORTED, "varlen");
+    mine = d;
+    mine.kv_layout = FLASHPORT_KV_PAGED;
+    bad_case(ctx, "paged K/V", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_UNSUPPORTED, "paged");
     if (ranks < 2) return;
     mine = d;
     if (rank == 1) mine.seq_local = n / 2;
-    bad_case(ctx, "rank 1's shard is shorter", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_MISMATCH);
+    bad_case(ctx, "rank 1's shard is shorter", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_MISMATCH, NULL);
     mine = d;
     if (rank == ranks - 1) mine.causal = 1;
-    bad_case(ctx, "causal on one rank only", &mine, KEEP_ALL, 1, FLASHPORT_ERROR_MISMATCH);
+    bad_case(ctx, "causal on one rank only", &mine, KEEP_ALL, 1, FLASHPORT_ERROR_MISMATCH, NULL);
+    mine = d;
+    if (rank == 1) mine.window_left = 5;
+    bad_case(ctx, "a window on rank 1 only", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_MISMATCH,
+             "window_left");
+    static const float sinks[2] = {1.0f, 2.0f};
+    mine = d;
+    if (rank == 0) mine.sinks = sinks;
+    bad_case(ctx, "sinks on rank 0 only", &mine, KEEP_ALL, 0, FLASHPORT_ERROR_MISMATCH, "sinks");
 }
 
 int main(int argc, char **argv) {

@@ -2,11 +2,12 @@
  * The NCCL ring in one process, one thread and one GPU per rank (P = the GPUs visible, or the
  * argument): each rank's forward and backward results equal the single-GPU cuda results on the
  * whole sequence (dist_case.h's problems; f32 judged at the tf32 class's tolerance, since the
- * planner may pick a tf32 variant for one shape and not another). Where the cuda backend has
- * no backward pass, the ring's backward must decline with FLASHPORT_ERROR_UNSUPPORTED on every
- * rank, and the output says that the backward was not compared; a problem that cuda declines
- * whole, the ring declines on every rank. Bad input gets the same status on every rank. Exit 77
- * without a GPU or the cuda backend.
+ * planner may pick a tf32 variant for one shape and not another), with the fully masked steps
+ * skipped, the ring cut short where a window ends it, and the sinks in device memory. Where the
+ * cuda backend has no backward pass, the ring's backward must decline with
+ * FLASHPORT_ERROR_UNSUPPORTED on every rank, and the output says that the backward was not
+ * compared; a problem that cuda declines whole, the ring declines on every rank. Bad input gets the
+ * same status on every rank. Exit 77 without a GPU or the cuda backend.
  *
  * Usage: test_dist_nccl [P]
  */
@@ -29,6 +30,8 @@ typedef struct rank_job {
     char message[512], backward_message[512];
     double sums[5][2]; /* O, dQ, dK, dV squared errors and references */
     double lse_err;
+    /* the forward's steps and skipped steps, and what they must be */
+    int steps, skipped, want_steps, want_skipped;
     int touched; /* bad input: an output changed */
 } rank_job;
 
@@ -54,7 +57,8 @@ static void *run_rank(void *arg) {
         snprintf(j->message, sizeof j->message, "%s", flashport_last_error());
         return NULL;
     }
-    const flashport_dist_desc *d = &j->desc;
+    flashport_dist_desc dd = j->desc;
+    const flashport_dist_desc *d = &dd;
     flashport_dist_desc shape = case_desc(c, j->ranks); /* the buffers' sizes */
     size_t es = flashport_dtype_size(c->dtype);
     size_t qb = (size_t)(c->batch * c->heads_q * shape.seq_local * c->dim) * es;
@@ -67,12 +71,20 @@ static void *run_rank(void *arg) {
     void *q = to_device(hq, qb), *k = to_device(hk, kvb), *v = to_device(hv, kvb);
     void *d_o = to_device(hdo, qb), *o = to_device(NULL, qb), *lse = to_device(NULL, lb);
     void *dq = to_device(NULL, qb), *dk = to_device(NULL, kvb), *dv = to_device(NULL, kvb);
-    j->status = flashport_dist_attention_nccl(j->comm, stream, ctx, d, q, k, v, o, lse, NULL);
-    if (j->status == FLASHPORT_OK)
-        j->status = flashport_dist_attention_backward_nccl(j->comm, stream, ctx, d, q, k, v, o, lse,
-                                                           d_o, dq, dk, dv, NULL);
+    float *sinks = NULL;
+    if (c->sinks) dd.sinks = sinks = to_device(j->ref->sinks, sizeof(float) * (size_t)c->heads_q);
+    flashport_dist_stats stats = {0};
+    j->status = flashport_dist_attention_nccl(j->comm, stream, ctx, d, q, k, v, o, lse, &stats);
+    j->steps = stats.steps, j->skipped = stats.steps_skipped;
+    case_ring(c, &shape, j->rank, j->ranks, &j->want_steps, &j->want_skipped);
     if (j->status != FLASHPORT_OK)
         snprintf(j->message, sizeof j->message, "%s", flashport_dist_last_error());
+    else
+        j->backward = flashport_dist_attention_backward_nccl(j->comm, stream, ctx, d, q, k, v, o,
+                                                             lse, d_o, dq, dk, dv, NULL);
+    if (j->status == FLASHPORT_OK && j->backward != FLASHPORT_OK)
+        snprintf(j->backward_message, sizeof j->backward_message, "%s",
+                 flashport_dist_last_error());
     cudaStreamSynchronize(stream);
     void *out[4] = {malloc(qb), malloc(qb), malloc(kvb), malloc(kvb)};
     float *hl = malloc(lb);
@@ -95,8 +107,8 @@ static void *run_rank(void *arg) {
     }
     void *hp[] = {hq, hk, hv, hdo, out[0], out[1], out[2], out[3], hl};
     for (int i = 0; i < 9; i++) free(hp[i]);
-    void *dp[] = {q, k, v, d_o, o, lse, dq, dk, dv};
-    for (int i = 0; i < 9; i++) cudaFree(dp[i]);
+    void *dp[] = {q, k, v, d_o, o, lse, dq, dk, dv, sinks};
+    for (int i = 0; i < 10; i++) cudaFree(dp[i]);
     flashport_context_destroy(ctx);
     cudaStreamDestroy(stream);
     return NULL;
@@ -181,6 +193,12 @@ int main(int argc, char **argv) {
         for (int r = 0; r < ranks; r++) {
             if (jobs[r].status != FLASHPORT_OK) {
                 fprintf(stderr, "FAIL %s (rank %d): %s\n", name, r, jobs[r].message);
+                ok = 0;
+            } else if (jobs[r].steps != jobs[r].want_steps ||
+                       jobs[r].skipped != jobs[r].want_skipped) {
+                fprintf(stderr, "FAIL %s (rank %d): %d steps, %d skipped; expected %d, %d\n", name,
+                        r, jobs[r].steps, jobs[r].skipped, jobs[r].want_steps,
+                        jobs[r].want_skipped);
                 ok = 0;
             } else if (jobs[r].backward != want_bwd) {
                 fprintf(stderr, "FAIL %s (rank %d): backward %s, expected %s: %s\n", name, r,

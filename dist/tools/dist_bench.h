@@ -13,6 +13,7 @@ typedef struct bench_options {
     int nccl;
     flashport_dtype dtype;
     int64_t batch, heads_q, heads_kv, seq, dim;
+    int64_t window_left, window_right; /* -1: unbounded */
     int causal, zigzag, backward, warmup, iters, json;
 } bench_options;
 

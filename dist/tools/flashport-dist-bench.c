@@ -20,6 +20,8 @@ static const char usage[] =
     "  --dtype f32|f16|bf16  (default f32)\n"
     "  --batch B --heads H --heads-kv HKV --seq N --dim D  (default 1 8 8 4096 64)\n"
     "  --causal           causal mask\n"
+    "  --window L,R       sliding window on global positions (-1: unbounded; with --causal\n"
+    "                     R is 0)\n"
     "  --contiguous       contiguous shards (default with --causal: zig-zag)\n"
     "  --backward         time the backward call too (forward + backward per iteration)\n"
     "  --warmup W --iters I  (default 1 3)\n"
@@ -31,7 +33,7 @@ static const char usage[] =
     "Exit codes: 0 measured, 1 a call failed, 2 usage.\n";
 
 static int parse(int argc, char **argv, bench_options *o) {
-    *o = (bench_options){"cpu_simd", 0, FLASHPORT_F32, 1, 8, 8, 4096, 64, 0, 1, 0, 1, 3, 0};
+    *o = (bench_options){"cpu_simd", 0, FLASHPORT_F32, 1, 8, 8, 4096, 64, -1, -1, 0, 0, 0, 1, 3, 0};
     int contiguous = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -59,6 +61,10 @@ static int parse(int argc, char **argv, bench_options *o) {
                 o->dtype = FLASHPORT_BF16;
             else
                 return 0;
+        } else if (!strcmp(a, "--window") && v) {
+            long long l, r;
+            if (sscanf(argv[++i], "%lld,%lld", &l, &r) != 2) return 0;
+            o->window_left = l, o->window_right = r;
         } else if (!strcmp(a, "--nccl")) {
             o->nccl = 1;
         } else if (!strcmp(a, "--causal")) {
@@ -96,23 +102,29 @@ static void report(const bench_options *o, int ranks, double median, const doubl
                    int skipped) {
     const char *dt = flashport_dtype_name(o->dtype);
     const char *backend = o->nccl ? "cuda (nccl)" : o->backend;
+    char window[64] = "";
+    if (o->window_left >= 0 || o->window_right >= 0)
+        snprintf(window, sizeof window, " window(%lld,%lld)", (long long)o->window_left,
+                 (long long)o->window_right);
     if (o->json)
         printf("{\"tool\": \"flashport-dist-bench\", \"backend\": \"%s\", \"ranks\": %d, "
                "\"dtype\": \"%s\", \"batch\": %lld, \"heads_q\": %lld, \"heads_kv\": %lld, "
-               "\"seq\": %lld, \"head_dim\": %lld, \"causal\": %d, \"sharding\": \"%s\", "
+               "\"seq\": %lld, \"head_dim\": %lld, \"causal\": %d, \"window_left\": %lld, "
+               "\"window_right\": %lld, \"sharding\": \"%s\", "
                "\"backward\": %d, \"iters\": %d, \"median_ms\": %.3f, \"wait_share\": %.4f, "
                "\"compute_share\": %.4f, \"agree_share\": %.4f, \"rank0_steps_skipped\": %d}\n",
                backend, ranks, dt, (long long)o->batch, (long long)o->heads_q,
                (long long)o->heads_kv, (long long)o->seq, (long long)o->dim, o->causal,
+               (long long)o->window_left, (long long)o->window_right,
                o->zigzag ? "zigzag" : "contiguous", o->backward, o->iters, median, all[0] / all[3],
                all[1] / all[3], all[2] / all[3], skipped);
     else
-        printf("%s, %d rank(s), %s, B=%lld H=%lld/%lld N=%lld d=%lld%s%s: %.3f ms per %s "
+        printf("%s, %d rank(s), %s, B=%lld H=%lld/%lld N=%lld d=%lld%s%s%s: %.3f ms per %s "
                "(slowest rank, median of %d); wait %.1f%%, compute %.1f%%, status exchanges %.1f%% "
                "of the ranks' time\n",
                backend, ranks, dt, (long long)o->batch, (long long)o->heads_q,
                (long long)o->heads_kv, (long long)o->seq, (long long)o->dim,
-               o->causal ? " causal" : "", o->zigzag ? " zigzag" : "", median,
+               o->causal ? " causal" : "", window, o->zigzag ? " zigzag" : "", median,
                o->backward ? "forward+backward" : "forward", o->iters, 100 * all[0] / all[3],
                100 * all[1] / all[3], 100 * all[2] / all[3]);
 }
@@ -137,6 +149,8 @@ int main(int argc, char **argv) {
     flashport_dist_desc_init(&d, o.dtype, o.batch, o.heads_q, o.heads_kv, o.seq / ranks, o.seq,
                              o.dim, FLASHPORT_LAYOUT_BHND);
     d.causal = o.causal;
+    d.window_left = o.window_left;
+    d.window_right = o.window_right;
     d.sharding = o.zigzag ? FLASHPORT_DIST_ZIGZAG : FLASHPORT_DIST_CONTIGUOUS;
     bench_runner r = {0};
     int failed = open_runner(&o, &d, &r) != 0, any;
