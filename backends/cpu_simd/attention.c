@@ -445,22 +445,26 @@ static int by_cost(const void *x, const void *y) {
     return (a->b > b->b) - (a->b < b->b);
 }
 
-/* Every query tile of every sequence, with its cost (rows times keys visited, plus the rows'
- * own conversion and store), sorted so that the long ones start early and the short ones fill
- * the gaps at the end. */
+/* Every query tile of every sequence. With a team, sorted by cost (rows times keys visited,
+ * plus the rows' own conversion and store) so that the long ones start early and the short
+ * ones fill the gaps at the end. One thread has no gaps to fill: it takes each sequence's
+ * tiles in position order, so that each tile finds all but its newest keys in the K/V ring
+ * (in cost order a window's partial last tile and its first ones, which see fewer keys, fall
+ * between tiles far from them and convert every key again). */
 static int64_t list_tiles(const call *c, tile_entry *list) {
     const fp_problem *p = c->p;
+    const int sorted = c->t->threads > 1;
     int64_t n = 0;
     for (int64_t b = 0; b < p->batch; ++b) {
         const cs_seq s = cs_seq_of(c->p, c->a, b);
         for (int64_t i0 = 0; i0 < s.nq; i0 += c->t->queries) {
             const int64_t nq = min64(c->t->queries, s.nq - i0);
-            int64_t lo, hi;
-            tile_keys(p, &s, i0, nq, &lo, &hi);
+            int64_t lo = 0, hi = 0;
+            if (sorted) tile_keys(p, &s, i0, nq, &lo, &hi);
             list[n++] = (tile_entry){nq * (hi - lo + 1), b, i0};
         }
     }
-    qsort(list, (size_t)n, sizeof *list, by_cost);
+    if (sorted) qsort(list, (size_t)n, sizeof *list, by_cost);
     return n;
 }
 
