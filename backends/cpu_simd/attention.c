@@ -74,7 +74,7 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
 /* Byte offsets of one thread's scratch arrays, each on a cache line. */
 typedef struct scratch_layout {
     size_t q, o, k, v, s, bias, m, l, alpha, lo, hi, key_lo, key_hi, slope, diag, bias_at, group_lo,
-        group_hi, total;
+        group_hi, group_ragged, total;
 } scratch_layout;
 
 static scratch_layout layout_of(const cs_tiling *t) {
@@ -100,6 +100,7 @@ static scratch_layout layout_of(const cs_tiling *t) {
     L.bias_at = cs_scratch_place(&at, t->rows, sizeof(int64_t));
     L.group_lo = cs_scratch_place(&at, t->rows / CS_PV_ROWS, sizeof(int));
     L.group_hi = cs_scratch_place(&at, t->rows / CS_PV_ROWS, sizeof(int));
+    L.group_ragged = cs_scratch_place(&at, t->rows / CS_PV_ROWS, sizeof(int));
     L.total = at;
     return L;
 }
@@ -147,6 +148,7 @@ typedef struct tile_scratch {
     int64_t *key_lo, *key_hi; /* keys of the sequence each row sees */
     int64_t *bias_at;         /* element of the row's bias at key 0 */
     int *group_lo, *group_hi; /* keys every row of a P V group sees */
+    int *group_ragged;        /* whether some row of the group sees other keys too */
 } tile_scratch;
 
 /* Converts keys [j0, j0 + n) into rows [row, row + n) of the ring. */
@@ -368,41 +370,38 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
                 ts->diag[r] = (float)(position_of(&tp, r) + s->nkv - s->nq - j0);
         if (mods.bias) gather_bias(c, ts, real, j0);
         ops->softmax(ts->s, rows, score_rows, ts->lo, ts->hi, &mods, ts->m, ts->l, ts->alpha);
-        /* The group kernel takes the keys every real row of the group sees; a row's keys
-         * outside them are added by itself afterwards (the group kernel applies the
-         * rescaling), so that no row ever touches a key it cannot see (0 * NaN from a hidden V
-         * row must not reach it). Columns outermost: one strip of V serves every group from
-         * L1. */
+        /* The group kernel takes the keys every real row of the group sees; where its rows'
+         * keys differ, the ranged one adds each row's others in the same registers, and no row
+         * ever touches a key it cannot see (0 * NaN from a hidden V row must not reach it).
+         * Columns outermost: one strip of V serves every group from L1. */
         for (int g = 0; g < real; g += CS_PV_ROWS) {
-            int a = 0, e = n;
+            int a = 0, e = n, ragged = 0;
             for (int r = g; r < g + CS_PV_ROWS && r < real; ++r) {
                 a = ts->lo[r] > a ? ts->lo[r] : a;
                 e = ts->hi[r] < e ? ts->hi[r] : e;
+                ragged |= ts->lo[r] != ts->lo[g] || ts->hi[r] != ts->hi[g];
             }
             ts->group_lo[g / CS_PV_ROWS] = a;
             ts->group_hi[g / CS_PV_ROWS] = e > a ? e : a;
+            ts->group_ragged[g / CS_PV_ROWS] = ragged;
         }
         for (int64_t c0 = 0; c0 < dq; c0 += CS_PV_COLS)
             for (int g = 0; g < real; g += CS_PV_ROWS) {
                 const int a = ts->group_lo[g / CS_PV_ROWS], e = ts->group_hi[g / CS_PV_ROWS];
-                ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, vb + (int64_t)a * dq + c0, dq,
-                             min64(CS_PV_COLS, dq - c0), e - a, ts->alpha + g,
-                             ts->o + (int64_t)g * dq + c0);
+                const int64_t cols = min64(CS_PV_COLS, dq - c0);
+                if (!ts->group_ragged[g / CS_PV_ROWS])
+                    ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, vb + (int64_t)a * dq + c0, dq,
+                                 cols, e - a, ts->alpha + g, ts->o + (int64_t)g * dq + c0);
+                else
+                    ops->pv_rows_ranged(ts->s + g, rows, vb + c0, dq, cols, a, e,
+                                        (int)min64(CS_PV_ROWS, real - g), ts->lo + g, ts->hi + g,
+                                        ts->alpha + g, ts->o + (int64_t)g * dq + c0);
                 if (pf_done < pf_n) {
                     const int64_t take = min64(pf_n - pf_done, (pf_n + pf_calls - 1) / pf_calls);
                     cs_prefetch_keys(p, c->a, s, kvh, pf_lo + pf_done, take);
                     pf_done += take;
                 }
             }
-        for (int r = 0; r < real; ++r) {
-            const int a = ts->group_lo[r / CS_PV_ROWS], e = ts->group_hi[r / CS_PV_ROWS];
-            if (ts->lo[r] < a)
-                ops->pv_row(ts->s + r, rows, vb, dq, ts->lo[r], ts->hi[r] < a ? ts->hi[r] : a,
-                            ts->o + (int64_t)r * dq);
-            if (ts->hi[r] > e)
-                ops->pv_row(ts->s + r, rows, vb, dq, ts->lo[r] > e ? ts->lo[r] : e, ts->hi[r],
-                            ts->o + (int64_t)r * dq);
-        }
         j0 += n;
     }
     store_tile(c, ts, &tp, real);
@@ -429,6 +428,7 @@ static tile_scratch scratch_of(const call *c, void *base, int thread) {
         .bias_at = (int64_t *)(b + c->L.bias_at),
         .group_lo = (int *)(b + c->L.group_lo),
         .group_hi = (int *)(b + c->L.group_hi),
+        .group_ragged = (int *)(b + c->L.group_ragged),
         .ring_b = -1,
     };
     return ts;
@@ -445,22 +445,26 @@ static int by_cost(const void *x, const void *y) {
     return (a->b > b->b) - (a->b < b->b);
 }
 
-/* Every query tile of every sequence, with its cost (rows times keys visited, plus the rows'
- * own conversion and store), sorted so that the long ones start early and the short ones fill
- * the gaps at the end. */
+/* Every query tile of every sequence. With a team, sorted by cost (rows times keys visited,
+ * plus the rows' own conversion and store) so that the long ones start early and the short
+ * ones fill the gaps at the end. One thread has no gaps to fill: it takes each sequence's
+ * tiles in position order, so that each tile finds all but its newest keys in the K/V ring
+ * (in cost order a window's partial last tile and its first ones, which see fewer keys, fall
+ * between tiles far from them and convert every key again). */
 static int64_t list_tiles(const call *c, tile_entry *list) {
     const fp_problem *p = c->p;
+    const int sorted = c->t->threads > 1;
     int64_t n = 0;
     for (int64_t b = 0; b < p->batch; ++b) {
         const cs_seq s = cs_seq_of(c->p, c->a, b);
         for (int64_t i0 = 0; i0 < s.nq; i0 += c->t->queries) {
             const int64_t nq = min64(c->t->queries, s.nq - i0);
-            int64_t lo, hi;
-            tile_keys(p, &s, i0, nq, &lo, &hi);
+            int64_t lo = 0, hi = 0;
+            if (sorted) tile_keys(p, &s, i0, nq, &lo, &hi);
             list[n++] = (tile_entry){nq * (hi - lo + 1), b, i0};
         }
     }
-    qsort(list, (size_t)n, sizeof *list, by_cost);
+    if (sorted) qsort(list, (size_t)n, sizeof *list, by_cost);
     return n;
 }
 

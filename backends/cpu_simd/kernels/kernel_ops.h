@@ -87,10 +87,14 @@ typedef struct cs_kernel_ops {
      * dq floats apart. */
     void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols, int keys,
                     const float *alpha, float *o);
-    /* One row: o += sum_{j0 <= j < j1} p[j * ldp] * v_j (the keys of a row outside its
-     * group's common range). */
-    void (*pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
-                   float *o);
+    /* pv_rows for a group whose rows see different keys of the block (along a window's edges
+     * or the causal diagonal), p and v at the block's key 0: keys a <= j < e, which every row
+     * r < n sees, for all CS_PV_ROWS rows, and each row r < n also its keys lo[r] <= j < hi[r]
+     * outside [a, e) (none when lo[r] >= hi[r]); no row takes a key it does not see, so a
+     * hidden V row holding inf or NaN never reaches it. */
+    void (*pv_rows_ranged)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                           int a, int e, int n, const int *lo, const int *hi, const float *alpha,
+                           float *o);
     /* The decode path's kernels (decode.c): a few query rows (a handful of heads times a few
      * positions per KV head) against K and V rows read where they are, through a pointer per
      * key, in their own dtype (f32, f16 or bf16), widened in registers: no converted copy of

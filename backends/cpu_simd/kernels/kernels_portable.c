@@ -231,13 +231,18 @@ static void pv_rows_portable(const float *p, int64_t ldp, const float *v, int64_
     }
 }
 
-static void pv_row_portable(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
-                            float *o) {
-    for (int j = j0; j < j1; ++j) {
-        const float *vrow = v + (int64_t)j * dq;
-        const float pj = p[(int64_t)j * ldp];
-        for (int64_t c = 0; c < dq; ++c) o[c] += pj * vrow[c];
-    }
+static void pv_rows_ranged_portable(const float *p, int64_t ldp, const float *v, int64_t dq,
+                                    int64_t cols, int a, int e, int n, const int *lo, const int *hi,
+                                    const float *alpha, float *o) {
+    pv_rows_portable(p + (int64_t)a * ldp, ldp, v + (int64_t)a * dq, dq, cols, e - a, alpha, o);
+    for (int r = 0; r < n; ++r)
+        for (int j = lo[r]; j < hi[r]; ++j) {
+            if (j >= a && j < e) continue;
+            const float *vrow = v + (int64_t)j * dq;
+            const float pj = p[(int64_t)j * ldp + r];
+            float *orow = o + (int64_t)r * dq;
+            for (int64_t c = 0; c < cols; ++c) orow[c] += pj * vrow[c];
+        }
 }
 
 /* The SIMD paths' gradient step, CS_ROW_STEP rows at a time with the lanes innermost. */
@@ -286,7 +291,7 @@ const cs_kernel_ops cs_kernels_portable = {
     .decode_pv = decode_pv_portable,
     .softmax = softmax_portable,
     .pv_rows = pv_rows_portable,
-    .pv_row = pv_row_portable,
+    .pv_rows_ranged = pv_rows_ranged_portable,
     .grads = grads_portable,
     .pt_rows = pt_rows_portable,
 };

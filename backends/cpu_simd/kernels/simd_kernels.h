@@ -310,21 +310,36 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, c
     }
 }
 
-/* CS_PV_ROWS rows x 2 registers of columns of O, in registers for the whole key block: per key,
+/* CS_PV_ROWS rows x 2 registers of columns of O, in registers for the whole key range: per key,
  * two loads of V and CS_PV_ROWS broadcasts of P feed 2 * CS_PV_ROWS FMAs. The strip's last
  * columns (cols is a multiple of CS_DIM_STEP, not of two registers) take one register at a
- * time, the last one masked where it is half a register. */
-static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
-                             int keys, const float *alpha, float *o) {
+ * time, the last one masked where it is half a register. Keys [a, e) go to every row; with
+ * `ranged` (a constant at each call) each row r < n also takes its keys lo[r] <= j < hi[r]
+ * outside them, in the same registers: a key a row does not see is never multiplied in, so a
+ * hidden V row that holds inf or NaN cannot reach it. */
+static inline __attribute__((always_inline)) void
+SIMD_FN(pv_strip)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols, int a,
+                  int e, int n, const int *lo, const int *hi, const float *alpha, float *o,
+                  const int ranged) {
+    /* The rows' own ranges (empty for rows past n) and the keys outside [a, e) any row sees. */
+    int rlo[CS_PV_ROWS], rhi[CS_PV_ROWS], ua = a, ue = e;
+    if (ranged)
+        for (int r = 0; r < CS_PV_ROWS; ++r) {
+            const int seen = r < n && lo[r] < hi[r];
+            rlo[r] = seen ? lo[r] : 0;
+            rhi[r] = seen ? hi[r] : 0;
+            ua = seen && lo[r] < ua ? lo[r] : ua;
+            ue = seen && hi[r] > ue ? hi[r] : ue;
+        }
     int64_t c = 0;
     for (; c + 2 * VL <= cols; c += 2 * VL) {
         vf acc[CS_PV_ROWS][2];
         for (int r = 0; r < CS_PV_ROWS; ++r) {
-            const vf a = vf_broadcast(alpha + r);
-            acc[r][0] = vf_mul(a, vf_loadu(o + r * dq + c));
-            acc[r][1] = vf_mul(a, vf_loadu(o + r * dq + c + VL));
+            const vf s = vf_broadcast(alpha + r);
+            acc[r][0] = vf_mul(s, vf_loadu(o + r * dq + c));
+            acc[r][1] = vf_mul(s, vf_loadu(o + r * dq + c + VL));
         }
-        for (int j = 0; j < keys; ++j) {
+        for (int j = a; j < e; ++j) {
             const vf v0 = vf_loadu(v + (int64_t)j * dq + c);
             const vf v1 = vf_loadu(v + (int64_t)j * dq + c + VL);
             const float *pj = p + (int64_t)j * ldp;
@@ -334,35 +349,55 @@ static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_
                 acc[r][1] = vf_fmadd(pr, v1, acc[r][1]);
             }
         }
+        if (ranged)
+            for (int side = 0; side < 2; ++side)
+                for (int j = side ? e : ua; j < (side ? ue : a); ++j) {
+                    const vf v0 = vf_loadu(v + (int64_t)j * dq + c);
+                    const vf v1 = vf_loadu(v + (int64_t)j * dq + c + VL);
+                    const float *pj = p + (int64_t)j * ldp;
+                    for (int r = 0; r < CS_PV_ROWS; ++r)
+                        if (rlo[r] <= j && j < rhi[r]) {
+                            const vf pr = vf_broadcast(pj + r);
+                            acc[r][0] = vf_fmadd(pr, v0, acc[r][0]);
+                            acc[r][1] = vf_fmadd(pr, v1, acc[r][1]);
+                        }
+                }
         for (int r = 0; r < CS_PV_ROWS; ++r) {
             vf_storeu(o + r * dq + c, acc[r][0]);
             vf_storeu(o + r * dq + c + VL, acc[r][1]);
         }
     }
     for (; c < cols; c += VL) {
-        const vlanes n = vlanes_first(cols - c);
+        const vlanes m = vlanes_first(cols - c);
         vf acc[CS_PV_ROWS];
         for (int r = 0; r < CS_PV_ROWS; ++r)
-            acc[r] = vf_mul(vf_broadcast(alpha + r), vf_load_lanes(o + r * dq + c, n));
-        for (int j = 0; j < keys; ++j) {
-            const vf v0 = vf_load_lanes(v + (int64_t)j * dq + c, n);
+            acc[r] = vf_mul(vf_broadcast(alpha + r), vf_load_lanes(o + r * dq + c, m));
+        for (int j = a; j < e; ++j) {
+            const vf v0 = vf_load_lanes(v + (int64_t)j * dq + c, m);
             for (int r = 0; r < CS_PV_ROWS; ++r)
                 acc[r] = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp + r), v0, acc[r]);
         }
-        for (int r = 0; r < CS_PV_ROWS; ++r) vf_store_lanes(o + r * dq + c, acc[r], n);
+        if (ranged)
+            for (int side = 0; side < 2; ++side)
+                for (int j = side ? e : ua; j < (side ? ue : a); ++j) {
+                    const vf v0 = vf_load_lanes(v + (int64_t)j * dq + c, m);
+                    for (int r = 0; r < CS_PV_ROWS; ++r)
+                        if (rlo[r] <= j && j < rhi[r])
+                            acc[r] = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp + r), v0, acc[r]);
+                }
+        for (int r = 0; r < CS_PV_ROWS; ++r) vf_store_lanes(o + r * dq + c, acc[r], m);
     }
 }
 
-static void SIMD_FN(pv_row)(const float *p, int64_t ldp, const float *v, int64_t dq, int j0, int j1,
-                            float *o) {
-    for (int64_t c = 0; c < dq; c += VL) {
-        const vlanes n = vlanes_first(dq - c);
-        vf acc = vf_load_lanes(o + c, n);
-        for (int j = j0; j < j1; ++j)
-            acc = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp),
-                           vf_load_lanes(v + (int64_t)j * dq + c, n), acc);
-        vf_store_lanes(o + c, acc, n);
-    }
+static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                             int keys, const float *alpha, float *o) {
+    SIMD_FN(pv_strip)(p, ldp, v, dq, cols, 0, keys, 0, NULL, NULL, alpha, o, 0);
+}
+
+static void SIMD_FN(pv_rows_ranged)(const float *p, int64_t ldp, const float *v, int64_t dq,
+                                    int64_t cols, int a, int e, int n, const int *lo, const int *hi,
+                                    const float *alpha, float *o) {
+    SIMD_FN(pv_strip)(p, ldp, v, dq, cols, a, e, n, lo, hi, alpha, o, 1);
 }
 
 /* One register of rows, every key of the block: the logits as the softmax forms them, P from
@@ -459,7 +494,7 @@ const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .decode_pv = SIMD_FN(decode_pv),
     .softmax = SIMD_FN(softmax),
     .pv_rows = SIMD_FN(pv_rows),
-    .pv_row = SIMD_FN(pv_row),
+    .pv_rows_ranged = SIMD_FN(pv_rows_ranged),
     .grads = SIMD_FN(grads),
     .pt_rows = SIMD_FN(pt_rows),
 };
