@@ -152,6 +152,10 @@ typedef struct tile_scratch {
 /* Converts keys [j0, j0 + n) into rows [row, row + n) of the ring. */
 static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
+    if (c->ops->load_kv) {
+        cs_place_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k, ts->v, row);
+        return;
+    }
     cs_convert_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k + row * c->t->dq,
                   ts->v + row * c->t->dq, 0, 0);
 }
@@ -254,6 +258,10 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
                          dq,
                          cs_descale(c->p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
+    }
+    if (c->ops->pack_q) {
+        c->ops->pack_q(rows_tmp, real, rows, dq, ts->q);
+        return;
     }
     for (int r = 0; r < rows; ++r) {
         float *panel = ts->q + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;

@@ -69,16 +69,34 @@ static void detect_x86(cs_cpu *cpu) {
     const unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
     const int ymm_ok = avx && (xcr0 & 0x6) == 0x6;
     const int zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0;
-    int avx2 = 0, avx512f = 0;
+    /* XTILECFG and XTILEDATA (XCR0 bits 17 and 18): the OS can save the AMX tiles. */
+    const int tiles_ok = (xcr0 & 0x60000) == 0x60000;
+    int avx2 = 0, avx512f = 0, bw = 0, fp16 = 0, amx_tile = 0, amx_bf16 = 0;
+    int bf16 = 0, amx_fp16 = 0;
     if (max_leaf >= 7) {
         __get_cpuid_count(7, 0, &a, &b, &c, &d);
+        const unsigned int subleaves = a;
         avx2 = (b >> 5) & 1;
         avx512f = (b >> 16) & 1;
+        bw = (b >> 30) & 1;
+        amx_bf16 = (d >> 22) & 1;
+        fp16 = (d >> 23) & 1;
+        amx_tile = (d >> 24) & 1;
+        if (subleaves >= 1) {
+            __get_cpuid_count(7, 1, &a, &b, &c, &d);
+            bf16 = (a >> 5) & 1;
+            amx_fp16 = (a >> 21) & 1;
+        }
     }
     cpu->avx2 = ymm_ok && avx2;
     cpu->fma = ymm_ok && fma;
     cpu->f16c = ymm_ok && f16c;
     cpu->avx512f = zmm_ok && avx512f;
+    cpu->avx512bw = cpu->avx512f && bw;
+    cpu->avx512_bf16 = cpu->avx512bw && bf16;
+    cpu->avx512_fp16 = cpu->avx512bw && fp16;
+    cpu->amx_bf16 = tiles_ok && amx_tile && amx_bf16;
+    cpu->amx_fp16 = tiles_ok && amx_tile && amx_fp16;
 
     __get_cpuid(0x80000000, &a, &b, &c, &d);
     if (a >= 0x80000004) {
@@ -109,8 +127,11 @@ const cs_cpu *cs_cpu_get(void) {
 }
 
 void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len) {
-    snprintf(buf, len, "%s%s%s%s", cpu->avx2 ? "avx2," : "", cpu->fma ? "fma," : "",
-             cpu->f16c ? "f16c," : "", cpu->avx512f ? "avx512f," : "");
+    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s", cpu->avx2 ? "avx2," : "", cpu->fma ? "fma," : "",
+             cpu->f16c ? "f16c," : "", cpu->avx512f ? "avx512f," : "",
+             cpu->avx512bw ? "avx512bw," : "", cpu->avx512_bf16 ? "avx512_bf16," : "",
+             cpu->avx512_fp16 ? "avx512_fp16," : "", cpu->amx_bf16 ? "amx_bf16," : "",
+             cpu->amx_fp16 ? "amx_fp16," : "");
     size_t n = strlen(buf);
     if (n)
         buf[n - 1] = '\0';

@@ -42,7 +42,25 @@ int cs_avx512_usable(const char **why) {
 #endif
 }
 
+int cs_avx512bf16_usable(const char **why) {
+#if defined(CS_HAVE_AVX512BF16_KERNELS)
+    if (!cs_cpu_get()->avx512_bf16) {
+        *why = "no AVX512-BF16 (vdpbf16ps) with AVX512BW, or the OS does not save ZMM state "
+               "(cpuid, XCR0)";
+        return 0;
+    }
+    *why = "cpuid: AVX512-BF16 and AVX512BW present, ZMM state enabled";
+    return 1;
+#else
+    *why = "this build has no AVX512-BF16 kernels (not an x86-64 compiler with -mavx512bf16)";
+    return 0;
+#endif
+}
+
 const cs_kernel_ops *cs_variant_ops(int variant) {
+#if defined(CS_HAVE_AVX512BF16_KERNELS)
+    if (variant == CS_VARIANT_AVX512BF16) return &cs_kernels_avx512bf16;
+#endif
 #if defined(CS_HAVE_AVX512_KERNELS)
     if (variant == CS_VARIANT_AVX512) return &cs_kernels_avx512;
 #endif
@@ -54,6 +72,7 @@ const cs_kernel_ops *cs_variant_ops(int variant) {
 
 int cs_usable(int variant, int f16, const char **why) {
     if (variant == CS_VARIANT_AVX512) return cs_avx512_usable(why);
+    if (variant == CS_VARIANT_AVX512BF16) return cs_avx512bf16_usable(why);
     if (variant == CS_VARIANT_AVX2) return cs_avx2_usable(f16, why);
     *why = "plain C, runs on any CPU";
     return 1;
@@ -108,6 +127,16 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
     return FLASHPORT_OK;
 }
 
+/* bf16 inputs take the AVX512-BF16 tile path when the CPU has it, unless the problem is a
+ * decode's: its float32 kernels read each K/V row once from memory, and memory bounds it, not
+ * the products. Forced, avx512bf16 runs every bf16 forward problem on the tile path. */
+static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
+    const char *why_bf16;
+    if (p->dtype != FLASHPORT_BF16 || decode || !cs_avx512bf16_usable(&why_bf16)) return 0;
+    snprintf(why, len, "bf16 inputs, %s", why_bf16);
+    return 1;
+}
+
 flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     /* binary16 conversions: f16 in or out, and E5M2 (the upper byte of a binary16). */
     const int f16 = p->dtype == FLASHPORT_F16 || p->out_dtype == FLASHPORT_F16 ||
@@ -131,9 +160,18 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
     if (op == FP_OP_BACKWARD) return plan_backward(p, why, threads, why_threads, out);
-    cs_tiling t;
     const char *why_path;
-    if (cs_decode_takes(p, &why_path)) {
+    const int decode = cs_decode_takes(p, &why_path);
+    if (forced < 0 && pick_bf16(p, decode, why, sizeof why)) out->variant = CS_VARIANT_AVX512BF16;
+    if (out->variant == CS_VARIANT_AVX512BF16 && p->dtype != FLASHPORT_BF16) {
+        snprintf(out->reason, sizeof out->reason,
+                 "avx512bf16 multiplies pairs of bf16 values: Q, K and V must be bf16 (these "
+                 "are %s); the avx512 path takes every dtype",
+                 flashport_dtype_name(p->dtype));
+        return cs_host->error(FLASHPORT_ERROR_UNSUPPORTED, CS_NAME, "plan: %s", out->reason);
+    }
+    cs_tiling t;
+    if (decode && out->variant != CS_VARIANT_AVX512BF16) {
         cs_decode_choose(p, threads, &t);
         snprintf(out->reason, sizeof out->reason,
                  "%s (%s); decode (%s): %d query rows per KV head, blocks of %d keys, splits of "
@@ -144,9 +182,10 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
     } else {
         cs_tiling_choose(p, threads, &t);
         snprintf(out->reason, sizeof out->reason,
-                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (not decode: "
-                 "%s); %d thread%s (%s)",
-                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, why_path,
+                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (%s: %s); %d "
+                 "thread%s (%s)",
+                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys,
+                 decode ? "decode shape, forced onto the tile path" : "not decode", why_path,
                  t.threads, t.threads == 1 ? "" : "s", why_threads);
         out->workspace_bytes = cs_scratch_bytes(&t);
     }
