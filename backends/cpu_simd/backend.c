@@ -57,15 +57,17 @@ static flashport_status device_info(int device, flashport_device_info *out) {
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     out->compute_units = topo->cores;
 
-    char features[128], path[384], topology[160];
+    char features[128], half[96], path[384], topology[160];
     cs_cpu_feature_list(cpu, features, sizeof features);
+    cs_cpu_half_products(cpu, half, sizeof half);
     chosen_path(path, sizeof path);
     cs_topology_summary(topo, topology, sizeof topology);
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
     snprintf(out->details, sizeof out->details,
-             "features=%s; path=%s; threads=%d (%s); openmp=%s; topology=%s", features, path,
-             threads, why_threads,
+             "features=%s; 16-bit products: %s; path=%s; threads=%d (%s); openmp=%s; "
+             "topology=%s",
+             features, half, path, threads, why_threads,
 #if defined(_OPENMP)
              "yes",
 #else

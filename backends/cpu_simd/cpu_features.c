@@ -138,3 +138,9 @@ void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len) {
     else
         snprintf(buf, len, "none");
 }
+
+void cs_cpu_half_products(const cs_cpu *cpu, char *buf, unsigned long len) {
+    snprintf(buf, len, "avx512_bf16=%s, avx512_fp16=%s, amx_bf16=%s, amx_fp16=%s",
+             cpu->avx512_bf16 ? "yes" : "no", cpu->avx512_fp16 ? "yes" : "no",
+             cpu->amx_bf16 ? "yes" : "no", cpu->amx_fp16 ? "yes" : "no");
+}

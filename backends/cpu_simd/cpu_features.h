@@ -18,4 +18,8 @@ const cs_cpu *cs_cpu_get(void);
 /* "avx2,fma,f16c,avx512f,..." (the usable ones, "none" when none) into buf. */
 void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len);
 
+/* "avx512_bf16=yes, avx512_fp16=no, amx_bf16=no, amx_fp16=no": each unit of 16-bit products,
+ * present or not, so that an absent one is said to be absent. */
+void cs_cpu_half_products(const cs_cpu *cpu, char *buf, unsigned long len);
+
 #endif /* CS_CPU_FEATURES_H */
