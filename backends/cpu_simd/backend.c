@@ -37,10 +37,13 @@ static int probe(char *reason, size_t reason_len) {
 static void chosen_path(char *buf, size_t len) {
     char why[160];
     const int variant = cs_auto_variant(0, why, sizeof why);
-    const char *why_bf16;
-    const int bf16 = cs_avx512bf16_usable(&why_bf16);
-    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s)", cs_variant_name(variant), why,
-             bf16 ? cs_variant_name(CS_VARIANT_AVX512BF16) : cs_variant_name(variant), why_bf16);
+    const char *why_bf16, *why_amx;
+    const int bf16 = cs_avx512bf16_usable(&why_bf16), amx = cs_amxbf16_usable(&why_amx);
+    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s; amxbf16: %s)", cs_variant_name(variant), why,
+             amx    ? cs_variant_name(CS_VARIANT_AMXBF16)
+             : bf16 ? cs_variant_name(CS_VARIANT_AVX512BF16)
+                    : cs_variant_name(variant),
+             why_bf16, why_amx);
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {
@@ -189,6 +192,11 @@ static const fp_variant variants[CS_VARIANT_COUNT] = {
                                "bf16) by vdpbf16ps, f32 sums; needs AVX512-BF16 and AVX512BW",
                                FP_PRECISION_NATIVE,
                                CS_FEATURES & ~(FP_FEATURE_FP8 | FP_FEATURE_BACKWARD)},
+    [CS_VARIANT_AMXBF16] = {"amxbf16",
+                            "AMX-BF16 tiles for bf16 inputs: Q K^T on tiles, P V by vdpbf16ps, "
+                            "f32 sums; needs AMX-BF16, AVX512-BF16 and Linux's tile permission",
+                            FP_PRECISION_NATIVE,
+                            CS_FEATURES & ~(FP_FEATURE_FP8 | FP_FEATURE_BACKWARD)},
 };
 
 const char *cs_variant_name(int variant) {

@@ -1,3 +1,5 @@
+/* syscall: beyond C11 and POSIX. */
+#define _GNU_SOURCE
 #include "cpu_features.h"
 
 #include <pthread.h>
@@ -7,6 +9,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define CS_X86 1
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define CS_ARCH_REQ_XCOMP_PERM 0x1023 /* asm/prctl.h */
+#define CS_XFEATURE_XTILEDATA  18
 #endif
 
 static cs_cpu g_cpu;
@@ -143,4 +151,31 @@ void cs_cpu_half_products(const cs_cpu *cpu, char *buf, unsigned long len) {
     snprintf(buf, len, "avx512_bf16=%s, avx512_fp16=%s, amx_bf16=%s, amx_fp16=%s",
              cpu->avx512_bf16 ? "yes" : "no", cpu->avx512_fp16 ? "yes" : "no",
              cpu->amx_bf16 ? "yes" : "no", cpu->amx_fp16 ? "yes" : "no");
+}
+
+static int g_amx_granted;
+static const char *g_amx_why = "not asked";
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+
+static void ask_amx(void) {
+    if (!cs_cpu_get()->amx_bf16) {
+        g_amx_why = "no AMX-BF16 tiles, or the OS does not enable their state (cpuid, XCR0)";
+        return;
+    }
+#if defined(CS_ARCH_REQ_XCOMP_PERM)
+    if (syscall(SYS_arch_prctl, CS_ARCH_REQ_XCOMP_PERM, CS_XFEATURE_XTILEDATA) != 0) {
+        g_amx_why = "Linux refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)";
+        return;
+    }
+    g_amx_granted = 1;
+    g_amx_why = "cpuid: AMX-BF16 present; Linux granted the tile state";
+#else
+    g_amx_why = "AMX tiles are requested from Linux on x86-64 only";
+#endif
+}
+
+int cs_amx_permitted(const char **why) {
+    pthread_once(&g_amx_once, ask_amx);
+    *why = g_amx_why;
+    return g_amx_granted;
 }

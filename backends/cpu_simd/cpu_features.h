@@ -18,6 +18,11 @@ const cs_cpu *cs_cpu_get(void);
 /* "avx2,fma,f16c,avx512f,..." (the usable ones, "none" when none) into buf. */
 void cs_cpu_feature_list(const cs_cpu *cpu, char *buf, unsigned long len);
 
+/* Asks Linux, once per process, for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM):
+ * the first tile instruction of a process that did not ask faults. 1 when granted; else 0 and
+ * why. */
+int cs_amx_permitted(const char **why);
+
 /* "avx512_bf16=yes, avx512_fp16=no, amx_bf16=no, amx_fp16=no": each unit of 16-bit products,
  * present or not, so that an absent one is said to be absent. */
 void cs_cpu_half_products(const cs_cpu *cpu, char *buf, unsigned long len);

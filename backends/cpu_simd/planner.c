@@ -57,7 +57,23 @@ int cs_avx512bf16_usable(const char **why) {
 #endif
 }
 
+int cs_amxbf16_usable(const char **why) {
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+    if (!cs_cpu_get()->avx512_bf16) {
+        *why = "no AVX512-BF16 beside the tiles (its P V and softmax run there) (cpuid)";
+        return 0;
+    }
+    return cs_amx_permitted(why);
+#else
+    *why = "this build has no AMX kernels (not an x86-64 compiler with -mamx-tile -mamx-bf16)";
+    return 0;
+#endif
+}
+
 const cs_kernel_ops *cs_variant_ops(int variant) {
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+    if (variant == CS_VARIANT_AMXBF16) return &cs_kernels_amxbf16;
+#endif
 #if defined(CS_HAVE_AVX512BF16_KERNELS)
     if (variant == CS_VARIANT_AVX512BF16) return &cs_kernels_avx512bf16;
 #endif
@@ -73,6 +89,7 @@ const cs_kernel_ops *cs_variant_ops(int variant) {
 int cs_usable(int variant, int f16, const char **why) {
     if (variant == CS_VARIANT_AVX512) return cs_avx512_usable(why);
     if (variant == CS_VARIANT_AVX512BF16) return cs_avx512bf16_usable(why);
+    if (variant == CS_VARIANT_AMXBF16) return cs_amxbf16_usable(why);
     if (variant == CS_VARIANT_AVX2) return cs_avx2_usable(f16, why);
     *why = "plain C, runs on any CPU";
     return 1;
@@ -127,14 +144,19 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
     return FLASHPORT_OK;
 }
 
-/* bf16 inputs take the AVX512-BF16 tile path when the CPU has it, unless the problem is a
- * decode's: its float32 kernels read each K/V row once from memory, and memory bounds it, not
- * the products. Forced, avx512bf16 runs every bf16 forward problem on the tile path. */
+/* The variant of bf16 products for p, or -1: bf16 inputs take the AMX tile path, else the
+ * AVX512-BF16 one, where the CPU has it, unless the problem is a decode's: its float32 kernels
+ * read each K/V row once from memory, and memory bounds it, not the products. Forced,
+ * avx512bf16 or amxbf16 runs every bf16 forward problem on the tile path. */
 static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
-    const char *why_bf16;
-    if (p->dtype != FLASHPORT_BF16 || decode || !cs_avx512bf16_usable(&why_bf16)) return 0;
-    snprintf(why, len, "bf16 inputs, %s", why_bf16);
-    return 1;
+    const char *why_bf16, *why_amx;
+    if (p->dtype != FLASHPORT_BF16 || decode || !cs_avx512bf16_usable(&why_bf16)) return -1;
+    if (cs_amxbf16_usable(&why_amx)) {
+        snprintf(why, len, "bf16 inputs, %s", why_amx);
+        return CS_VARIANT_AMXBF16;
+    }
+    snprintf(why, len, "bf16 inputs, %s; amxbf16: %s", why_bf16, why_amx);
+    return CS_VARIANT_AVX512BF16;
 }
 
 flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out) {
@@ -162,16 +184,18 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
     if (op == FP_OP_BACKWARD) return plan_backward(p, why, threads, why_threads, out);
     const char *why_path;
     const int decode = cs_decode_takes(p, &why_path);
-    if (forced < 0 && pick_bf16(p, decode, why, sizeof why)) out->variant = CS_VARIANT_AVX512BF16;
-    if (out->variant == CS_VARIANT_AVX512BF16 && p->dtype != FLASHPORT_BF16) {
+    const int bf16 = forced < 0 ? pick_bf16(p, decode, why, sizeof why) : -1;
+    if (bf16 >= 0) out->variant = bf16;
+    const int pairs = out->variant == CS_VARIANT_AVX512BF16 || out->variant == CS_VARIANT_AMXBF16;
+    if (pairs && p->dtype != FLASHPORT_BF16) {
         snprintf(out->reason, sizeof out->reason,
-                 "avx512bf16 multiplies pairs of bf16 values: Q, K and V must be bf16 (these "
-                 "are %s); the avx512 path takes every dtype",
-                 flashport_dtype_name(p->dtype));
+                 "%s multiplies pairs of bf16 values: Q, K and V must be bf16 (these are %s); "
+                 "the avx512 path takes every dtype",
+                 cs_variant_name(out->variant), flashport_dtype_name(p->dtype));
         return cs_host->error(FLASHPORT_ERROR_UNSUPPORTED, CS_NAME, "plan: %s", out->reason);
     }
     cs_tiling t;
-    if (decode && out->variant != CS_VARIANT_AVX512BF16) {
+    if (decode && !pairs) {
         cs_decode_choose(p, threads, &t);
         snprintf(out->reason, sizeof out->reason,
                  "%s (%s); decode (%s): %d query rows per KV head, blocks of %d keys, splits of "

@@ -10,11 +10,11 @@
  * counts. Every output element and LSE entry is checked; everything the call must not write
  * (gaps between rows, packed rows no sequence owns) must keep its poison.
  *
- * avx512bf16, the path of bf16 products, takes bf16 data only and no FP8: on it every problem
- * has bf16 Q/K/V and O, every combination of the other features.
+ * avx512bf16 and amxbf16, the paths of bf16 products, take bf16 data only and no FP8: on them
+ * every problem has bf16 Q/K/V and O, every combination of the other features.
  *
  * A path the planner refuses exits 77 (ctest: skipped) with the planner's reason; test_cpu_simd
- * checks that such a refusal is right for this CPU (for avx512bf16, this test does).
+ * checks that such a refusal is right for this CPU (for the bf16 paths, this test does).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,6 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "flashport.h"
 #include "fp_half.h"
@@ -40,7 +44,7 @@ enum {
     F_FP8 = 1 << 7,
     F_ALL = (1 << 8) - 1
 };
-/* Set for avx512bf16: every problem's data is bf16, none is FP8. */
+/* Set for avx512bf16 and amxbf16: every problem's data is bf16, none is FP8. */
 static int bf16_only;
 /* The dtype of the edge cases that need exact data: f32, or bf16 on the bf16 path. */
 static flashport_dtype exact_dtype(void) { return bf16_only ? FLASHPORT_BF16 : FLASHPORT_F32; }
@@ -734,16 +738,30 @@ static int bf16_built_and_present(void) {
 #endif
 }
 
+/* AMX-BF16 and AMX-TILE in cpuid leaf 7 (EDX bits 22 and 24); whether the OS enables the tile
+ * state is the planner's to say. */
+static int amx_in_cpuid(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (d >> 22 & 1) && (d >> 24 & 1);
+#else
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3 ||
         (strcmp(argv[1], "portable") != 0 && strcmp(argv[1], "avx2") != 0 &&
-         strcmp(argv[1], "avx512") != 0 && strcmp(argv[1], "avx512bf16") != 0) ||
+         strcmp(argv[1], "avx512") != 0 && strcmp(argv[1], "avx512bf16") != 0 &&
+         strcmp(argv[1], "amxbf16") != 0) ||
         (argc == 3 && strcmp(argv[2], "decode") != 0)) {
-        fprintf(stderr, "usage: %s portable|avx2|avx512|avx512bf16 [decode]\n", argv[0]);
+        fprintf(stderr, "usage: %s portable|avx2|avx512|avx512bf16|amxbf16 [decode]\n", argv[0]);
         return 2;
     }
     const char *kernel = argv[1];
-    bf16_only = strcmp(kernel, "avx512bf16") == 0;
+    const int amx = strcmp(kernel, "amxbf16") == 0;
+    bf16_only = amx || strcmp(kernel, "avx512bf16") == 0;
     flashport_context *ctx = NULL;
     if (flashport_context_create("cpu_simd", &ctx) != FLASHPORT_OK) {
         printf("FAIL: cannot open cpu_simd: %s\n", flashport_last_error());
@@ -753,9 +771,14 @@ int main(int argc, char **argv) {
     if (!runnable(ctx, kernel, why, sizeof why)) {
         printf("SKIP: %s cannot run here: %s\n", kernel, why);
         flashport_context_destroy(ctx);
-        if (bf16_only && bf16_built_and_present()) {
+        if (!amx && bf16_only && bf16_built_and_present()) {
             printf("FAIL: the compiler's cpuid reports avx512bf16 and avx512bw, and this build "
                    "has the path\n");
+            return 1;
+        }
+        if (amx && amx_in_cpuid() && !strstr(why, "Linux") && !strstr(why, "XCR0") &&
+            !strstr(why, "build")) {
+            printf("FAIL: cpuid reports AMX-BF16, and the reason is not the OS's or the build's\n");
             return 1;
         }
         return EXIT_SKIP;

@@ -154,5 +154,8 @@ extern const cs_kernel_ops cs_kernels_avx512bf16;
 /* The vdpbf16ps rate loop: floating-point operations done (one pair product = 4). */
 double cs_bf16_dot_peak(int64_t iterations);
 #endif
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+extern const cs_kernel_ops cs_kernels_amxbf16;
+#endif
 
 #endif /* CS_KERNEL_OPS_H */
