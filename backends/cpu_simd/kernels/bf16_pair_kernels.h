@@ -14,7 +14,8 @@
  *   - O += P V sums over the keys. Row R of the V ring holds, for each column c, the pair
  *     (v_R[c], v_R+1[c]) in one 32-bit word: every row starts a pair, so a group of rows may
  *     begin its keys anywhere. Converting key R writes the low halves of its own row and the
- *     high halves of row R - 1. After the softmax, P is rounded to bf16 in place, each
+ *     high halves of row R - 1 (the whole of its row with key R + 1 of the same run, which then
+ *     leaves row R alone). After the softmax, P is rounded to bf16 in place, each
  *     score's 32-bit slot j then holding the pair (p_j, p_j+1) of its row, as GPU FlashAttention
  *     rounds P to the input type before its P V product. A run of an odd number of keys ends
  *     on one key taken alone, in float32 from its bf16 values, so that no product ever reads
@@ -64,32 +65,41 @@ static inline __m256i row16(const uint16_t *s, int64_t c, int64_t d) {
     return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(n, s + c));
 }
 
-static void load_kv_bf16(const void *k, const void *v, int64_t d, int64_t dq, float *k_ring,
-                         float *v_ring, int64_t row) {
+static void load_kv_bf16(const void *k, const void *v, const void *v_next, int first, int64_t d,
+                         int64_t dq, float *k_ring, float *v_ring, int64_t row) {
     uint16_t *kr = (uint16_t *)(k_ring + row * dq);
-    float *own = v_ring + row * dq, *prev = row > 0 ? own - dq : NULL;
+    float *own = v_ring + row * dq, *prev = first && row > 0 ? own - dq : NULL;
     /* Steps of 16 columns; the last may be 8 (dq is a multiple of 8): K's store of 16 then
-     * stays inside its row's space of 2 dq bf16, V's are masked to dq. */
+     * stays inside its row's space of 2 dq bf16, V's are masked to dq. With the next key's row
+     * at hand, this row's pairs are whole: one store, no merge. */
     for (int64_t c = 0; c < dq; c += VL) {
         _mm256_storeu_si256((__m256i *)(kr + c), row16((const uint16_t *)k, c, d));
         const __m512i x = _mm512_cvtepu16_epi32(row16((const uint16_t *)v, c, d));
         const __mmask32 words = dq - c >= VL ? 0xffffffffu : 0xffffu;
-        _mm512_mask_storeu_epi16(own + c, words & 0x55555555u, x);
+        if (v_next) {
+            const __m512i y = _mm512_cvtepu16_epi32(row16((const uint16_t *)v_next, c, d));
+            _mm512_mask_storeu_epi16(own + c, words, _mm512_or_si512(x, _mm512_slli_epi32(y, 16)));
+        } else {
+            _mm512_mask_storeu_epi16(own + c, words & 0x55555555u, x);
+        }
         if (prev) _mm512_mask_storeu_epi16(prev + c, words & 0xaaaaaaaau, _mm512_slli_epi32(x, 16));
     }
 }
 
 #if !defined(BF16_OWN_SCORES)
 /* RV registers of rows x SIMD_SCORE_KEYS keys over the column pairs [0, pairs), in chunks of
- * CS_SCORE_CHUNK columns as the float32 kernel (a chunk of 32 columns, half the stores and
- * reloads of the partial scores, measured no faster): per pair, RV loads of Q and one broadcast
- * of K per key feed RV * SIMD_SCORE_KEYS dot products of two columns each. */
+ * CS_SCORE_CHUNK pairs (32 columns): vdpbf16ps rounds after each of its two products, so a
+ * chunk meets 32 roundings, as many as 32 columns of the float32 kernel would and twice its
+ * chunk's, still far below the bf16 inputs' own 2^-9; against chunks of 16 columns, half the
+ * stores and reloads of the partial scores, 2-4% faster at d = 128 (one thread, Zen 5). Per
+ * pair, RV loads of Q and one broadcast of K per key feed RV * SIMD_SCORE_KEYS dot products of
+ * two columns each. */
 static inline __attribute__((always_inline)) void scores_tile_bf16(const uint32_t *qp,
                                                                    const float *k, int64_t pairs,
                                                                    int64_t dq, float *st,
                                                                    int64_t ldst, const int RV) {
-    for (int64_t c0 = 0; c0 < pairs; c0 += CS_SCORE_CHUNK / 2) {
-        const int64_t c1 = c0 + CS_SCORE_CHUNK / 2 < pairs ? c0 + CS_SCORE_CHUNK / 2 : pairs;
+    for (int64_t c0 = 0; c0 < pairs; c0 += CS_SCORE_CHUNK) {
+        const int64_t c1 = c0 + CS_SCORE_CHUNK < pairs ? c0 + CS_SCORE_CHUNK : pairs;
         __m512 acc[SIMD_SCORE_KEYS][SCORE_RV];
         for (int jj = 0; jj < SIMD_SCORE_KEYS; ++jj)
             for (int rv = 0; rv < RV; ++rv) acc[jj][rv] = _mm512_setzero_ps();

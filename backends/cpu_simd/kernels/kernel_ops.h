@@ -72,11 +72,13 @@ typedef struct cs_kernel_ops {
      *   pack_q: the tile's Q panels at qp from `rows` rows of dq floats (rows r < real; the
      *     others zero);
      *   load_kv: the bf16 rows k and v (d values) of the key at row `row` of the K and V
-     *     rings (rows of dq floats); it may write into the row before (the previous key's)
-     *     of v_ring, never into another. */
+     *     rings (rows of dq floats); v_next: V's row of the key at row + 1 when the caller has it
+     *     (NULL when not); first: this key starts a run of consecutive keys placed together
+     *     (the row before holds the previous key, which was placed without it). It may write
+     *     into the row before of v_ring, never into another. */
     void (*pack_q)(const float *rows, int real, int n, int64_t dq, float *qp);
-    void (*load_kv)(const void *k, const void *v, int64_t d, int64_t dq, float *k_ring,
-                    float *v_ring, int64_t row);
+    void (*load_kv)(const void *k, const void *v, const void *v_next, int first, int64_t d,
+                    int64_t dq, float *k_ring, float *v_ring, int64_t row);
     /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP) and at least the
      * keys lo[r] <= j < hi[r] that row r sees (others may be written too; skipping the rest
      * pays where ranges move along the rows, as a window's do over a tile's positions); k has
