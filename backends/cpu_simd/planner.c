@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "cpu_features.h"
 #include "decode.h"
+#include "scratch.h"
 #include "topology.h"
 
 int cs_avx2_usable(int f16, const char **why) {
@@ -204,7 +205,8 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
                  t.threads, t.threads == 1 ? "" : "s", why_threads);
         out->workspace_bytes = cs_decode_scratch_bytes(p, &t);
     } else {
-        cs_tiling_choose(p, threads, &t);
+        const int64_t dq = round_up(p->head_dim, CS_DIM_STEP);
+        cs_tiling_choose(p, threads, cs_ring_key_bytes(cs_variant_ops(out->variant), dq), &t);
         snprintf(out->reason, sizeof out->reason,
                  "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (%s: %s); %d "
                  "thread%s (%s)",
