@@ -20,7 +20,7 @@
  *     rounds P to the input type before its P V product. A run of an odd number of keys ends
  *     on one key taken alone, in float32 from its bf16 values, so that no product ever reads
  *     a key its row does not see (0 * NaN from a hidden V row would reach it).
- * Every accumulator is float32; vdpbf16ps rounds its sum to nearest even and treats bf16
+ * Every accumulator is float32; vdpbf16ps rounds each addition to nearest even and treats bf16
  * subnormals as zero. An includer with scores of its own (AMX tiles) defines BF16_OWN_SCORES.
  */
 #ifndef CS_BF16_PAIR_KERNELS_H
@@ -42,7 +42,7 @@ static inline __m512i bf16_lanes(__m512 x) {
     return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
 }
 
-/* The low (even key) bf16 of each 32-bit pair as a float. */
+/* The low bf16 of each 32-bit pair (the pair's first key) as a float. */
 static inline __m512 low_as_f32(__m512i pairs) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
 }
