@@ -75,7 +75,8 @@ static void model_dp(int c, int a, int b) {
         }
         for (int n = 0; n < 16; ++n) z[m][n] = tile_f32(C, m, n);
     }
-    /* n innermost: GCC 12's -O3 vectorised the k-innermost order of these loops wrongly. */
+    /* n innermost: with k innermost, GCC 12.2 at -O3 gave wrong sums here (right at -O2, and
+     * with clang). */
     const int rows = C->rows, cols = C->colsb / 4, pairs = B->rows;
     for (int m = 0; m < rows; ++m)
         for (int k = 0; k < pairs; ++k)
