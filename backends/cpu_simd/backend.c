@@ -39,11 +39,9 @@ static void chosen_path(char *buf, size_t len) {
     const int variant = cs_auto_variant(0, why, sizeof why);
     const char *why_bf16, *why_amx;
     const int bf16 = cs_avx512bf16_usable(&why_bf16), amx = cs_amxbf16_usable(&why_amx);
-    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s; amxbf16: %s)", cs_variant_name(variant), why,
-             amx    ? cs_variant_name(CS_VARIANT_AMXBF16)
-             : bf16 ? cs_variant_name(CS_VARIANT_AVX512BF16)
-                    : cs_variant_name(variant),
-             why_bf16, why_amx);
+    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s); amxbf16 %s (%s)", cs_variant_name(variant),
+             why, bf16 ? cs_variant_name(CS_VARIANT_AVX512BF16) : cs_variant_name(variant),
+             why_bf16, amx ? "runs when forced" : "cannot run", why_amx);
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {
