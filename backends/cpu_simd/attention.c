@@ -15,16 +15,16 @@
 #include "sequences.h"
 #include "topology.h"
 
-/* The K and V rings together hold at most this: every key a tile visits when they fit (2048
- * keys at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the
- * source rows would be, so the bound only caps the scratch. */
+/* The K and V rows of a ring's keys take at most this: every key a tile visits when they fit
+ * (2048 keys of float32 rows at d = 128), else one block. A ring larger than a core's L2 is read
+ * from L3, as the source rows would be, so the bound only caps the scratch. */
 #define RING_BYTES ((int64_t)2 << 20)
 
 static int masked(const fp_problem *p) {
     return p->causal || p->window_left >= 0 || p->window_right >= 0;
 }
 
-void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
+void cs_tiling_choose(const fp_problem *p, int threads, int64_t key_bytes, cs_tiling *t) {
     t->dq = round_up(p->head_dim, CS_DIM_STEP);
     t->split = 0;
     /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
@@ -58,7 +58,7 @@ void cs_tiling_choose(const fp_problem *p, int threads, cs_tiling *t) {
     /* A tile visits at most its positions plus both sides of the window, or every key; the
      * ring keeps CS_KEY_STEP free slots past them for a block's zero rows. The sides are
      * clamped to what the ring could hold before they are added (they may be INT64_MAX). */
-    const int64_t most = RING_BYTES / (2 * (int64_t)sizeof(float) * t->dq) - 2 * CS_KEY_STEP;
+    const int64_t most = RING_BYTES / key_bytes - 2 * CS_KEY_STEP;
     const int64_t right = p->causal ? 0 : p->window_right;
     int64_t reach = p->seq_kv;
     if (p->window_left >= 0 && right >= 0)
@@ -154,6 +154,10 @@ typedef struct tile_scratch {
 /* Converts keys [j0, j0 + n) into rows [row, row + n) of the ring. */
 static void pack_kv(const call *c, tile_scratch *ts, const cs_seq *s, int64_t kvh, int64_t j0,
                     int64_t n, int64_t row) {
+    if (c->ops->load_kv) {
+        cs_place_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k, ts->v, row);
+        return;
+    }
     cs_convert_kv(c->ops, c->p, c->a, s, kvh, j0, n, c->t->dq, ts->k + row * c->t->dq,
                   ts->v + row * c->t->dq, 0, 0);
 }
@@ -256,6 +260,10 @@ static void pack_q(const call *c, tile_scratch *ts, const tile_pos *tp, int real
                          dq,
                          cs_descale(c->p, c->a->q_descale, p->heads_q, p->seq_q, tp->s->b, h, i),
                          rows_tmp + (int64_t)r * dq);
+    }
+    if (c->ops->pack_q) {
+        c->ops->pack_q(rows_tmp, real, rows, dq, ts->q);
+        return;
     }
     for (int r = 0; r < rows; ++r) {
         float *panel = ts->q + (int64_t)(r / CS_Q_PANEL) * dq * CS_Q_PANEL + r % CS_Q_PANEL;

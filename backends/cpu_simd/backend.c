@@ -37,7 +37,11 @@ static int probe(char *reason, size_t reason_len) {
 static void chosen_path(char *buf, size_t len) {
     char why[160];
     const int variant = cs_auto_variant(0, why, sizeof why);
-    snprintf(buf, len, "%s (%s)", cs_variant_name(variant), why);
+    const char *why_bf16, *why_amx;
+    const int bf16 = cs_avx512bf16_usable(&why_bf16), amx = cs_amxbf16_usable(&why_amx);
+    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s); amxbf16 %s (%s)", cs_variant_name(variant),
+             why, bf16 ? cs_variant_name(CS_VARIANT_AVX512BF16) : cs_variant_name(variant),
+             why_bf16, amx ? "runs when forced" : "cannot run", why_amx);
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {
@@ -54,15 +58,17 @@ static flashport_status device_info(int device, flashport_device_info *out) {
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     out->compute_units = topo->cores;
 
-    char features[64], path[192], topology[160];
+    char features[128], half[96], path[384], topology[160];
     cs_cpu_feature_list(cpu, features, sizeof features);
+    cs_cpu_half_products(cpu, half, sizeof half);
     chosen_path(path, sizeof path);
     cs_topology_summary(topo, topology, sizeof topology);
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
     snprintf(out->details, sizeof out->details,
-             "features=%s; path=%s; threads=%d (%s); openmp=%s; topology=%s", features, path,
-             threads, why_threads,
+             "features=%s; 16-bit products: %s; path=%s; threads=%d (%s); openmp=%s; "
+             "topology=%s",
+             features, half, path, threads, why_threads,
 #if defined(_OPENMP)
              "yes",
 #else
@@ -152,7 +158,7 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     cs_device *d = calloc(1, sizeof *d);
     if (!d)
         return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME, "open: out of host memory");
-    char path[192];
+    char path[384];
     chosen_path(path, sizeof path);
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
@@ -177,6 +183,18 @@ static const fp_variant variants[CS_VARIANT_COUNT] = {
     [CS_VARIANT_AVX512] =
         {"avx512", "AVX-512F 16-wide tiles on 32 registers, masked remainders; needs AVX-512F",
          FP_PRECISION_NATIVE, CS_FEATURES},
+    /* bf16 products: the forward tile path only. FP8 inputs are not bf16, and the backward
+     * pass keeps its float32 products (avx512). */
+    [CS_VARIANT_AVX512BF16] = {"avx512bf16",
+                               "AVX512-BF16 tiles for bf16 inputs: Q K^T and P V (P rounded to "
+                               "bf16) by vdpbf16ps, f32 sums; needs AVX512-BF16 and AVX512BW",
+                               FP_PRECISION_NATIVE,
+                               CS_FEATURES & ~(FP_FEATURE_FP8 | FP_FEATURE_BACKWARD)},
+    [CS_VARIANT_AMXBF16] = {"amxbf16",
+                            "AMX-BF16 tiles for bf16 inputs: Q K^T on tiles, P V by vdpbf16ps, "
+                            "f32 sums; needs AMX-BF16, AVX512-BF16 and Linux's tile permission",
+                            FP_PRECISION_NATIVE,
+                            CS_FEATURES & ~(FP_FEATURE_FP8 | FP_FEATURE_BACKWARD)},
 };
 
 const char *cs_variant_name(int variant) {

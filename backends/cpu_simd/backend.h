@@ -7,7 +7,14 @@
 
 #define CS_NAME "cpu_simd"
 
-enum { CS_VARIANT_AVX2 = 0, CS_VARIANT_PORTABLE = 1, CS_VARIANT_AVX512 = 2, CS_VARIANT_COUNT = 3 };
+enum {
+    CS_VARIANT_AVX2 = 0,
+    CS_VARIANT_PORTABLE = 1,
+    CS_VARIANT_AVX512 = 2,
+    CS_VARIANT_AVX512BF16 = 3,
+    CS_VARIANT_AMXBF16 = 4,
+    CS_VARIANT_COUNT = 5
+};
 
 /* The core's services, kept by the entry function. */
 extern const fp_host *cs_host;
@@ -16,6 +23,8 @@ extern const fp_host *cs_host;
  * E5M2 input), and why or why not. */
 int cs_avx2_usable(int f16, const char **why);
 int cs_avx512_usable(const char **why);
+int cs_avx512bf16_usable(const char **why);
+int cs_amxbf16_usable(const char **why);
 int cs_usable(int variant, int f16, const char **why);
 /* The path the planner takes when none is forced, with the reason in why[len]. */
 int cs_auto_variant(int f16, char *why, unsigned long len);

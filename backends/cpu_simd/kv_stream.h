@@ -62,4 +62,24 @@ static inline void cs_convert_kv(const cs_kernel_ops *ops, const fp_problem *p, 
     }
 }
 
+/* Places the bf16 keys [j0, j0 + n) of KV head kvh into rows [row, row + n) of the K and V
+ * rings through the kernels' own layout (ops->load_kv), a page at a time; each key is handed
+ * the next key's V row within its page. */
+static inline void cs_place_kv(const cs_kernel_ops *ops, const fp_problem *p, const fp_args *a,
+                               const cs_seq *s, int64_t kvh, int64_t j0, int64_t n, int64_t dq,
+                               float *k_ring, float *v_ring, int64_t row) {
+    const size_t es = fp_dtype_size(p->dtype);
+    for (int64_t j = 0; j < n;) {
+        int64_t k_at, v_at;
+        const int64_t rest = cs_kv_rows(p, s, kvh, j0 + j, &k_at, &v_at);
+        const int64_t run = rest < n - j ? rest : n - j;
+        const char *v_rows = (const char *)a->v + (size_t)v_at * es;
+        for (int64_t r = 0; r < run; ++r, ++j)
+            ops->load_kv((const char *)a->k + (size_t)(k_at + r * p->k.seq) * es,
+                         v_rows + (size_t)(r * p->v.seq) * es,
+                         r + 1 < run ? v_rows + (size_t)((r + 1) * p->v.seq) * es : NULL, r == 0,
+                         p->head_dim, dq, k_ring, v_ring, row + j);
+    }
+}
+
 #endif /* CS_KV_STREAM_H */

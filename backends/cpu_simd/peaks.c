@@ -131,6 +131,15 @@ flashport_status cs_measure_peaks(flashport_peaks *out) {
         kind = "AVX2 FMA loop (12 independent 8-wide chains), forced by FLASHPORT_KERNEL";
     }
 #endif
+#if defined(CS_HAVE_AVX512BF16_KERNELS)
+    /* The bf16 path's products are vdpbf16ps, not FMAs: its ceiling is their rate (two
+     * products per lane, twice the FMA's operations per instruction where both issue alike). */
+    if (forced && strcmp(forced, "avx512bf16") == 0 && cs_avx512bf16_usable(&why)) {
+        loop = cs_bf16_dot_peak;
+        kind = "AVX512-BF16 dot-product loop (12 independent 16-wide vdpbf16ps chains, 4 "
+               "operations per lane), forced by FLASHPORT_KERNEL";
+    }
+#endif
     const int threads = cs_threads_default(&why);
     const int64_t iterations = calibrate(loop);
     out->f32_fma_tflops_per_core = fma_rate(loop, iterations, 1) * 1e-12;

@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "cpu_features.h"
 #include "decode.h"
+#include "scratch.h"
 #include "topology.h"
 
 int cs_avx2_usable(int f16, const char **why) {
@@ -42,7 +43,41 @@ int cs_avx512_usable(const char **why) {
 #endif
 }
 
+int cs_avx512bf16_usable(const char **why) {
+#if defined(CS_HAVE_AVX512BF16_KERNELS)
+    if (!cs_cpu_get()->avx512_bf16) {
+        *why = "no AVX512-BF16 (vdpbf16ps) with AVX512BW, or the OS does not save ZMM state "
+               "(cpuid, XCR0)";
+        return 0;
+    }
+    *why = "cpuid: AVX512-BF16 and AVX512BW present, ZMM state enabled";
+    return 1;
+#else
+    *why = "this build has no AVX512-BF16 kernels (not an x86-64 compiler with -mavx512bf16)";
+    return 0;
+#endif
+}
+
+int cs_amxbf16_usable(const char **why) {
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+    if (!cs_cpu_get()->avx512_bf16) {
+        *why = "no AVX512-BF16 beside the tiles (its P V and softmax run there) (cpuid)";
+        return 0;
+    }
+    return cs_amx_permitted(why);
+#else
+    *why = "this build has no AMX kernels (not an x86-64 compiler with -mamx-tile -mamx-bf16)";
+    return 0;
+#endif
+}
+
 const cs_kernel_ops *cs_variant_ops(int variant) {
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+    if (variant == CS_VARIANT_AMXBF16) return &cs_kernels_amxbf16;
+#endif
+#if defined(CS_HAVE_AVX512BF16_KERNELS)
+    if (variant == CS_VARIANT_AVX512BF16) return &cs_kernels_avx512bf16;
+#endif
 #if defined(CS_HAVE_AVX512_KERNELS)
     if (variant == CS_VARIANT_AVX512) return &cs_kernels_avx512;
 #endif
@@ -54,6 +89,8 @@ const cs_kernel_ops *cs_variant_ops(int variant) {
 
 int cs_usable(int variant, int f16, const char **why) {
     if (variant == CS_VARIANT_AVX512) return cs_avx512_usable(why);
+    if (variant == CS_VARIANT_AVX512BF16) return cs_avx512bf16_usable(why);
+    if (variant == CS_VARIANT_AMXBF16) return cs_amxbf16_usable(why);
     if (variant == CS_VARIANT_AVX2) return cs_avx2_usable(f16, why);
     *why = "plain C, runs on any CPU";
     return 1;
@@ -108,6 +145,18 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
     return FLASHPORT_OK;
 }
 
+/* The variant of bf16 products for p, or -1: bf16 inputs take the AVX512-BF16 tile path where
+ * the CPU has it, unless the problem is a decode's: its float32 kernels read each K/V row once
+ * from memory, and memory bounds it, not the products. amxbf16 runs only when forced until it
+ * has been checked and measured on a CPU with AMX (none of the development machines has one).
+ * Forced, avx512bf16 or amxbf16 runs every bf16 forward problem on the tile path. */
+static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
+    const char *why_bf16;
+    if (p->dtype != FLASHPORT_BF16 || decode || !cs_avx512bf16_usable(&why_bf16)) return -1;
+    snprintf(why, len, "bf16 inputs, %s", why_bf16);
+    return CS_VARIANT_AVX512BF16;
+}
+
 flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     /* binary16 conversions: f16 in or out, and E5M2 (the upper byte of a binary16). */
     const int f16 = p->dtype == FLASHPORT_F16 || p->out_dtype == FLASHPORT_F16 ||
@@ -131,9 +180,20 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);
     if (op == FP_OP_BACKWARD) return plan_backward(p, why, threads, why_threads, out);
-    cs_tiling t;
     const char *why_path;
-    if (cs_decode_takes(p, &why_path)) {
+    const int decode = cs_decode_takes(p, &why_path);
+    const int bf16 = forced < 0 ? pick_bf16(p, decode, why, sizeof why) : -1;
+    if (bf16 >= 0) out->variant = bf16;
+    const int pairs = out->variant == CS_VARIANT_AVX512BF16 || out->variant == CS_VARIANT_AMXBF16;
+    if (pairs && p->dtype != FLASHPORT_BF16) {
+        snprintf(out->reason, sizeof out->reason,
+                 "%s multiplies pairs of bf16 values: Q, K and V must be bf16 (these are %s); "
+                 "the avx512 path takes every dtype",
+                 cs_variant_name(out->variant), flashport_dtype_name(p->dtype));
+        return cs_host->error(FLASHPORT_ERROR_UNSUPPORTED, CS_NAME, "plan: %s", out->reason);
+    }
+    cs_tiling t;
+    if (decode && !pairs) {
         cs_decode_choose(p, threads, &t);
         snprintf(out->reason, sizeof out->reason,
                  "%s (%s); decode (%s): %d query rows per KV head, blocks of %d keys, splits of "
@@ -142,11 +202,13 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
                  t.threads, t.threads == 1 ? "" : "s", why_threads);
         out->workspace_bytes = cs_decode_scratch_bytes(p, &t);
     } else {
-        cs_tiling_choose(p, threads, &t);
+        const int64_t dq = round_up(p->head_dim, CS_DIM_STEP);
+        cs_tiling_choose(p, threads, cs_ring_key_bytes(cs_variant_ops(out->variant), dq), &t);
         snprintf(out->reason, sizeof out->reason,
-                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (not decode: "
-                 "%s); %d thread%s (%s)",
-                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, why_path,
+                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (%s: %s); %d "
+                 "thread%s (%s)",
+                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys,
+                 decode ? "decode shape, forced onto the tile path" : "not decode", why_path,
                  t.threads, t.threads == 1 ? "" : "s", why_threads);
         out->workspace_bytes = cs_scratch_bytes(&t);
     }

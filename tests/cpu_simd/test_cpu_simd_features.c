@@ -10,8 +10,11 @@
  * counts. Every output element and LSE entry is checked; everything the call must not write
  * (gaps between rows, packed rows no sequence owns) must keep its poison.
  *
+ * avx512bf16 and amxbf16, the paths of bf16 products, take bf16 data only and no FP8: on them
+ * every problem has bf16 Q/K/V and O, every combination of the other features.
+ *
  * A path the planner refuses exits 77 (ctest: skipped) with the planner's reason; test_cpu_simd
- * checks that such a refusal is right for this CPU.
+ * checks that such a refusal is right for this CPU (for the bf16 paths, this test does).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -20,6 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "flashport.h"
 #include "fp_half.h"
@@ -37,6 +44,11 @@ enum {
     F_FP8 = 1 << 7,
     F_ALL = (1 << 8) - 1
 };
+/* Set for avx512bf16 and amxbf16: every problem's data is bf16, none is FP8. */
+static int bf16_only;
+/* The dtype of the edge cases that need exact data: f32, or bf16 on the bf16 path. */
+static flashport_dtype exact_dtype(void) { return bf16_only ? FLASHPORT_BF16 : FLASHPORT_F32; }
+
 static const char *const feature_names[] = {"window", "softcap", "alibi", "bias",
                                             "sinks",  "varlen",  "paged", "fp8"};
 
@@ -127,6 +139,7 @@ static spec random_spec(unsigned f, int big) {
               : kind < 3 ? floats[kind]
                          : FLASHPORT_F32;
     s.out_dtype = f & F_FP8 ? floats[pick(0, 2)] : s.dtype;
+    if (bf16_only) s.dtype = s.out_dtype = FLASHPORT_BF16;
     s.layout = pick(0, 1) ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND;
     s.scale = pick(0, 3) == 0 ? (float)uniform(0.05, 0.5) : 0.0f;
     s.row_gaps = (int)pick(0, 1);
@@ -584,7 +597,7 @@ static int edge_cases(flashport_context *ctx, flashport_context *ref, const char
     for (int t = 0; t < 2; ++t)
         for (int hidden = 0; hidden <= 1; ++hidden) {
             s = random_spec(F_WINDOW | F_ALIBI, 1);
-            s.dtype = s.out_dtype = FLASHPORT_F32;
+            s.dtype = s.out_dtype = exact_dtype();
             s.seq_q = 200;
             s.seq_kv = 300;
             s.causal = 0;
@@ -604,7 +617,7 @@ static int edge_cases(flashport_context *ctx, flashport_context *ref, const char
     failures += check(ctx, ref, &s, kernel, 1);
     /* Saturated softcap: raw logits far past the cap. */
     s = random_spec(F_SOFTCAP | F_WINDOW, 1);
-    s.dtype = s.out_dtype = FLASHPORT_F32;
+    s.dtype = s.out_dtype = exact_dtype();
     s.softcap = 5.0f;
     s.scale = 3.0f;
     failures += check(ctx, ref, &s, kernel, 1);
@@ -614,7 +627,7 @@ static int edge_cases(flashport_context *ctx, flashport_context *ref, const char
         setenv("FLASHPORT_NUM_THREADS", *n, 1);
         printf("FLASHPORT_NUM_THREADS=%s\n", *n);
         for (unsigned f = F_WINDOW | F_VARLEN; f <= F_ALL; f += 37) {
-            s = random_spec(f, 1);
+            s = random_spec(bf16_only ? f & ~(unsigned)F_FP8 : f, 1);
             failures += check(ctx, ref, &s, kernel, 1);
         }
     }
@@ -704,8 +717,9 @@ static int decode_cases(flashport_context *ctx, flashport_context *ref, const ch
 /* Whether the planner takes the kernel here; else the reason. */
 static int runnable(flashport_context *ctx, const char *kernel, char *why, size_t len) {
     flashport_attention_desc d;
-    flashport_attention_desc_init(&d, FLASHPORT_FP8_E5M2, 1, 1, 1, 4, 4, 8, FLASHPORT_LAYOUT_BHND);
-    d.out_dtype = FLASHPORT_F16;
+    flashport_attention_desc_init(&d, bf16_only ? FLASHPORT_BF16 : FLASHPORT_FP8_E5M2, 1, 1, 1, 4,
+                                  4, 8, FLASHPORT_LAYOUT_BHND);
+    d.out_dtype = bf16_only ? FLASHPORT_BF16 : FLASHPORT_F16;
     d.kernel = kernel;
     flashport_plan_info info;
     const flashport_status st = flashport_attention_plan(ctx, &d, &info);
@@ -713,15 +727,41 @@ static int runnable(flashport_context *ctx, const char *kernel, char *why, size_
     return st == FLASHPORT_OK;
 }
 
+/* Whether this build has the avx512bf16 path and the compiler's own cpuid says the CPU runs it
+ * (the planner also asks the OS about ZMM state, which every OS with AVX-512 saves). */
+static int bf16_built_and_present(void) {
+#if defined(CS_TEST_BUILT_AVX512BF16)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+#else
+    return 0;
+#endif
+}
+
+/* AMX-BF16 and AMX-TILE in cpuid leaf 7 (EDX bits 22 and 24); whether the OS enables the tile
+ * state is the planner's to say. */
+static int amx_in_cpuid(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (d >> 22 & 1) && (d >> 24 & 1);
+#else
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3 ||
         (strcmp(argv[1], "portable") != 0 && strcmp(argv[1], "avx2") != 0 &&
-         strcmp(argv[1], "avx512") != 0) ||
+         strcmp(argv[1], "avx512") != 0 && strcmp(argv[1], "avx512bf16") != 0 &&
+         strcmp(argv[1], "amxbf16") != 0) ||
         (argc == 3 && strcmp(argv[2], "decode") != 0)) {
-        fprintf(stderr, "usage: %s portable|avx2|avx512 [decode]\n", argv[0]);
+        fprintf(stderr, "usage: %s portable|avx2|avx512|avx512bf16|amxbf16 [decode]\n", argv[0]);
         return 2;
     }
     const char *kernel = argv[1];
+    const int amx = strcmp(kernel, "amxbf16") == 0;
+    bf16_only = amx || strcmp(kernel, "avx512bf16") == 0;
     flashport_context *ctx = NULL;
     if (flashport_context_create("cpu_simd", &ctx) != FLASHPORT_OK) {
         printf("FAIL: cannot open cpu_simd: %s\n", flashport_last_error());
@@ -731,6 +771,16 @@ int main(int argc, char **argv) {
     if (!runnable(ctx, kernel, why, sizeof why)) {
         printf("SKIP: %s cannot run here: %s\n", kernel, why);
         flashport_context_destroy(ctx);
+        if (!amx && bf16_only && bf16_built_and_present()) {
+            printf("FAIL: the compiler's cpuid reports avx512bf16 and avx512bw, and this build "
+                   "has the path\n");
+            return 1;
+        }
+        if (amx && amx_in_cpuid() && !strstr(why, "Linux") && !strstr(why, "XCR0") &&
+            !strstr(why, "build")) {
+            printf("FAIL: cpuid reports AMX-BF16, and the reason is not the OS's or the build's\n");
+            return 1;
+        }
         return EXIT_SKIP;
     }
     flashport_context *ref = NULL;
@@ -750,7 +800,7 @@ int main(int argc, char **argv) {
     /* Every combination of features twice, small; every third one once more with several
      * tiles and key blocks (the reference's double loops dominate the test's time). */
     for (unsigned f = 0; f <= F_ALL; ++f)
-        for (int round = 0; round < (f % 3 == 0 ? 3 : 2); ++round) {
+        for (int round = 0; round < (f % 3 == 0 ? 3 : 2) && !(bf16_only && f & F_FP8); ++round) {
             const spec s = random_spec(f, round == 2);
             failures += check(ctx, ref, &s, kernel, 0);
             ++cases;

@@ -65,6 +65,20 @@ typedef struct cs_kernel_ops {
     /* dst[0..d) = mul * src[0..d) converted to dtype (f32, f16 or bf16; round to nearest
      * even). */
     void (*store_row)(const float *src, int64_t d, float mul, flashport_dtype dtype, void *dst);
+    /* Optional, NULL in the float32 paths, whose tiles hold Q, K and V as laid out above. A
+     * path whose products take 16-bit pairs (kernels_avx512bf16.c) keeps the tile's operands
+     * in layouts of its own, in the same space, read only by its scores, softmax, pv_rows and
+     * pv_rows_ranged:
+     *   pack_q: the tile's Q panels at qp from `rows` rows of dq floats (rows r < real; the
+     *     others zero);
+     *   load_kv: the bf16 rows k and v (d values) of the key at row `row` of the K and V
+     *     rings (rows of dq floats); v_next: V's row of the key at row + 1 when the caller has it
+     *     (NULL when not); first: this key starts a run of consecutive keys placed together
+     *     (the row before holds the previous key, which was placed without it). It may write
+     *     into the row before of v_ring, never into another. */
+    void (*pack_q)(const float *rows, int real, int n, int64_t dq, float *qp);
+    void (*load_kv)(const void *k, const void *v, const void *v_next, int first, int64_t d,
+                    int64_t dq, float *k_ring, float *v_ring, int64_t row);
     /* st[j * ldst + r] = q_r . k_j for r < rows (a multiple of CS_ROW_STEP) and at least the
      * keys lo[r] <= j < hi[r] that row r sees (others may be written too; skipping the rest
      * pays where ranges move along the rows, as a window's do over a tile's positions); k has
@@ -139,6 +153,15 @@ double cs_fma_peak_avx2(int64_t iterations);
 #if defined(CS_HAVE_AVX512_KERNELS)
 extern const cs_kernel_ops cs_kernels_avx512;
 double cs_fma_peak_avx512(int64_t iterations);
+#endif
+
+#if defined(CS_HAVE_AVX512BF16_KERNELS)
+extern const cs_kernel_ops cs_kernels_avx512bf16;
+/* The vdpbf16ps rate loop: floating-point operations done (one pair product = 4). */
+double cs_bf16_dot_peak(int64_t iterations);
+#endif
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+extern const cs_kernel_ops cs_kernels_amxbf16;
 #endif
 
 #endif /* CS_KERNEL_OPS_H */

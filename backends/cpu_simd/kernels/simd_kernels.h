@@ -20,6 +20,10 @@
  *   vlanes_first vf_load_lanes vf_store_lanes (the other lanes read as 0, are not written)
  *   vi_loadu vi_gt vf_lt vf_eq vf_isnan vmask_or vmask_andnot (b and not a) vf_select vf_keep
  *   (x where m, else 0) vf_drop (0 where m, else x)
+ *
+ * A file whose products take other operand layouts (kernels_avx512bf16.c: 16-bit pairs)
+ * defines SIMD_OWN_PRODUCTS: the float32 scores, pv_rows and pv_rows_ranged, the table and the FMA
+ * rate loop are then left out, and it builds its own table from its products and the rest.
  */
 #include <math.h>
 #include <stdint.h>
@@ -115,6 +119,7 @@ static void SIMD_FN(store_row)(const float *src, int64_t d, float mul, flashport
     }
 }
 
+#if !defined(SIMD_OWN_PRODUCTS)
 /* RV registers of rows (VL * RV rows of one Q panel) x SIMD_SCORE_KEYS keys: the accumulators
  * stay in registers across a chunk of the head dimension; per column, RV loads of Q and one
  * broadcast of K per key feed RV * SIMD_SCORE_KEYS FMAs. Called with a constant RV so that the
@@ -145,6 +150,7 @@ SIMD_FN(scores_tile)(const float *qp, const float *k, int64_t d, int64_t dq, int
         }
     }
 }
+#endif
 
 /* Union of the key ranges of rows [0, n): [*j0, *j1), or j1 = 0 when no row sees a key. */
 static inline void SIMD_FN(rows_keys)(const int *lo, const int *hi, int n, int *j0, int *j1) {
@@ -157,6 +163,7 @@ static inline void SIMD_FN(rows_keys)(const int *lo, const int *hi, int n, int *
         }
 }
 
+#if !defined(SIMD_OWN_PRODUCTS)
 /* Register tiles of up to SCORE_RV registers of rows. For each step of SIMD_SCORE_KEYS keys
  * only the registers from the first to the last whose rows see one of the step's keys take
  * part: a tile's rows are positions in order, so along a window's edges the rows of a panel
@@ -188,6 +195,7 @@ static void SIMD_FN(scores)(const float *qp, const float *k, int64_t d, int64_t 
         }
     }
 }
+#endif
 
 /* 2^x for x <= 0 (or NaN, which stays NaN): x = n + f with n an integer and |f| <= 1/2,
  * 2^f by the polynomial, times 2^n. */
@@ -310,6 +318,7 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, c
     }
 }
 
+#if !defined(SIMD_OWN_PRODUCTS)
 /* CS_PV_ROWS rows x 2 registers of columns of O, in registers for the whole key range: per key,
  * two loads of V and CS_PV_ROWS broadcasts of P feed 2 * CS_PV_ROWS FMAs. The strip's last
  * columns (cols is a multiple of CS_DIM_STEP, not of two registers) take one register at a
@@ -399,6 +408,7 @@ static void SIMD_FN(pv_rows_ranged)(const float *p, int64_t ldp, const float *v,
                                     const float *alpha, float *o) {
     SIMD_FN(pv_strip)(p, ldp, v, dq, cols, a, e, n, lo, hi, alpha, o, 1);
 }
+#endif
 
 /* One register of rows, every key of the block: the logits as the softmax forms them, P from
  * the row's LSE, and dS; entries of keys a row does not see are zeroed by mask, so that stale
@@ -484,6 +494,7 @@ static void SIMD_FN(pt_rows)(const float *a, int64_t lda, const float *x, int64_
 
 #include "decode_kernels.h"
 
+#if !defined(SIMD_OWN_PRODUCTS)
 const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .name = SIMD_NAME_STR,
     .load_row = SIMD_FN(load_row),
@@ -517,3 +528,4 @@ double SIMD_FN(cs_fma_peak)(int64_t iterations) {
     (void)sink;
     return (double)iterations * FMA_CHAINS * VL * 2;
 }
+#endif
