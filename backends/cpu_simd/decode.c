@@ -268,8 +268,8 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
         }
         for (int r = 0; r < real; ++r) {
             const int64_t h = head_of(c, kvh, r), i = position_of(c, r);
-            ops->load_row(cs_q_row(c->a->q, &p->q, fp_dtype_size(p->dtype), s, h, i),
-                          p->dtype, p->head_dim, dq,
+            ops->load_row(cs_q_row(c->a->q, &p->q, fp_dtype_size(p->dtype), s, h, i), p->dtype,
+                          p->head_dim, dq,
                           cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, s->b, h, i),
                           rs->q + r * dq);
         }
@@ -308,7 +308,8 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
             if (mods.slope)
                 for (int r = 0; r < real; ++r)
                     rs->diag[r] = (float)(position_of(c, r) + s->nkv - s->nq - j0);
-            ops->softmax(rs->s, ld, score_rows, rs->lo, rs->hi, &mods, rs->m, rs->l, rs->alpha);
+            ops->decode_softmax(rs->s, ld, score_rows, rs->lo, rs->hi, &mods, rs->m, rs->l,
+                                rs->alpha);
             pv_block(c, rs, real, dt, d);
         }
     }
@@ -353,9 +354,8 @@ static void merge(const call *c, int64_t b, int64_t kvh, float *acc) {
         const int64_t h = head_of(c, kvh, r), i = position_of(c, r);
         float mul, row_lse;
         cs_row_normaliser(top, l, sinks ? sinks[h] : -INFINITY, &mul, &row_lse);
-        c->ops->store_row(
-            acc, p->head_dim, mul, p->out_dtype,
-            (void *)cs_q_row(c->a->o, &p->o, fp_dtype_size(p->out_dtype), &s, h, i));
+        c->ops->store_row(acc, p->head_dim, mul, p->out_dtype,
+                          (void *)cs_q_row(c->a->o, &p->o, fp_dtype_size(p->out_dtype), &s, h, i));
         if (lse) lse[cs_lse_index(p, &s, h, i)] = row_lse;
     }
 }

@@ -145,15 +145,17 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
     return FLASHPORT_OK;
 }
 
-/* The variant of bf16 products for p, or -1: bf16 inputs take the AVX512-BF16 tile path where
- * the CPU has it, unless the problem is a decode's: its float32 kernels read each K/V row once
- * from memory, and memory bounds it, not the products. amxbf16 runs only when forced until it
- * has been checked and measured on a CPU with AMX (none of the development machines has one).
- * Forced, avx512bf16 or amxbf16 runs every bf16 forward problem on the tile path. */
+/* The variant of bf16 products for p, or -1: bf16 inputs take the AVX512-BF16 variant where
+ * the CPU has it: its tile path, or for a decode the decode path with the scores on its dot
+ * products (half the instructions per key of widening K, which bounds one core's bf16 decode).
+ * amxbf16 runs only when forced until it has been checked and measured on a CPU with AMX (none
+ * of the development machines has one). Forced, avx512bf16 or amxbf16 runs every bf16 forward
+ * problem on the tile path. */
 static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
     const char *why_bf16;
-    if (p->dtype != FLASHPORT_BF16 || decode || !cs_avx512bf16_usable(&why_bf16)) return -1;
-    snprintf(why, len, "bf16 inputs, %s", why_bf16);
+    if (p->dtype != FLASHPORT_BF16 || !cs_avx512bf16_usable(&why_bf16)) return -1;
+    snprintf(why, len, "bf16 inputs, %s%s", why_bf16,
+             decode ? "; decode scores on its dot products" : "");
     return CS_VARIANT_AVX512BF16;
 }
 
@@ -193,7 +195,7 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
         return cs_host->error(FLASHPORT_ERROR_UNSUPPORTED, CS_NAME, "plan: %s", out->reason);
     }
     cs_tiling t;
-    if (decode && !pairs) {
+    if (decode && (!pairs || forced < 0)) {
         cs_decode_choose(p, threads, &t);
         snprintf(out->reason, sizeof out->reason,
                  "%s (%s); decode (%s): %d query rows per KV head, blocks of %d keys, splits of "

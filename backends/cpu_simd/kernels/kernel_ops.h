@@ -123,6 +123,10 @@ typedef struct cs_kernel_ops {
      * sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of o are ldo floats apart. */
     void (*decode_pv)(const float *p, int64_t ldp, const void *const *v, flashport_dtype dt,
                       int64_t d, int keys, int rows, const float *alpha, float *o, int64_t ldo);
+    /* softmax with P left in float32, as decode_pv reads it (the pair variants' softmax
+     * rounds P to bf16 pairs for their own P V). */
+    void (*decode_softmax)(float *st, int64_t ldst, int rows, const int *lo, const int *hi,
+                           const cs_score_mods *mods, float *m, float *l, float *alpha);
 
     /* Backward: the gradients of one block's scores. For rows r < rows (a multiple of
      * CS_ROW_STEP) and keys j < keys (a multiple of CS_KEY_STEP), where row r sees key j

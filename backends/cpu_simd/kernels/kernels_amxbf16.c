@@ -46,6 +46,7 @@ const cs_kernel_ops cs_kernels_amxbf16 = {
     .decode_step = VL,
     .decode_scores = SIMD_FN(decode_scores),
     .decode_pv = SIMD_FN(decode_pv),
+    .decode_softmax = SIMD_FN(softmax),
     .softmax = softmax_bf16,
     .pv_rows = pv_rows_bf16,
     .pv_rows_ranged = pv_rows_ranged_bf16,

@@ -15,8 +15,11 @@
 
 #include "bf16_pair_kernels.h"
 
-/* The backward pass and the decode path take float32 operands: their entries are the AVX-512F
- * kernels compiled here (the planner sends neither to this variant). */
+#include "decode_bf16_kernels.h"
+
+/* The backward pass takes float32 operands: its entries are the AVX-512F kernels compiled here
+ * (the planner does not send it to this variant). The decode path's scores of bf16 K are dot
+ * products (decode_bf16_kernels.h); its P V widens V to float32, as P is float32. */
 const cs_kernel_ops cs_kernels_avx512bf16 = {
     .name = SIMD_NAME_STR,
     .load_row = SIMD_FN(load_row),
@@ -25,8 +28,9 @@ const cs_kernel_ops cs_kernels_avx512bf16 = {
     .load_kv = load_kv_bf16,
     .scores = scores_bf16,
     .decode_step = VL,
-    .decode_scores = SIMD_FN(decode_scores),
+    .decode_scores = decode_scores_bf16,
     .decode_pv = SIMD_FN(decode_pv),
+    .decode_softmax = SIMD_FN(softmax),
     .softmax = softmax_bf16,
     .pv_rows = pv_rows_bf16,
     .pv_rows_ranged = pv_rows_ranged_bf16,

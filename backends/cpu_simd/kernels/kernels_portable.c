@@ -289,6 +289,7 @@ const cs_kernel_ops cs_kernels_portable = {
     .decode_step = 1,
     .decode_scores = decode_scores_portable,
     .decode_pv = decode_pv_portable,
+    .decode_softmax = softmax_portable,
     .softmax = softmax_portable,
     .pv_rows = pv_rows_portable,
     .pv_rows_ranged = pv_rows_ranged_portable,

@@ -503,6 +503,7 @@ const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .decode_step = VL,
     .decode_scores = SIMD_FN(decode_scores),
     .decode_pv = SIMD_FN(decode_pv),
+    .decode_softmax = SIMD_FN(softmax),
     .softmax = SIMD_FN(softmax),
     .pv_rows = SIMD_FN(pv_rows),
     .pv_rows_ranged = SIMD_FN(pv_rows_ranged),
