@@ -22,23 +22,41 @@ static inline __attribute__((always_inline)) vf SIMD_FN(row_load)(const void *ro
 #define DECODE_ACC (VL >= 16 ? 16 : 8)
 
 /* RB rows x KB keys: RB * KB accumulators along the head dimension, each load of Q feeding KB
- * FMAs and each load of K RB. A remainder of half a register (f32 rows, d a multiple of
- * CS_DIM_STEP) is read masked. The sums are folded four registers at a time: four rows of a
- * key, or four keys of a row. Constants at every call, so that the compiler unrolls it. */
+ * FMAs and each load of K RB; with CH = 2 each score has two, for alternate registers of
+ * columns (two chains of FMAs where RB * KB alone would be too few to hide their latency), added
+ * before the sums. A remainder of half a register (f32 rows, d a multiple of CS_DIM_STEP) is
+ * read masked. The sums are folded four registers at a time: four rows of a key, or four keys
+ * of a row. Constants at every call, so that the compiler unrolls it. */
 static inline __attribute__((always_inline)) void
 SIMD_FN(decode_scores_tile)(const float *q, int64_t dq, const void *const *k, int64_t d, float *st,
-                            int64_t ldst, const int RB, const int KB, const int dt) {
-    vf acc[DECODE_ACC];
-    for (int i = 0; i < RB * KB; ++i) acc[i] = vf_zero();
+                            int64_t ldst, const int RB, const int KB, const int CH, const int dt) {
+    vf acc[DECODE_ACC], odd[DECODE_ACC];
+    for (int i = 0; i < RB * KB; ++i) acc[i] = odd[i] = vf_zero();
     int64_t c = 0;
-    for (; c + VL <= d; c += VL) {
+    for (; c + CH * VL <= d; c += CH * VL) {
         vf y[DECODE_ACC / 2];
         for (int jj = 0; jj < KB; ++jj) y[jj] = SIMD_FN(row_load)(k[jj], c, dt);
         for (int r = 0; r < RB; ++r) {
             const vf x = vf_loadu(q + r * dq + c);
             for (int jj = 0; jj < KB; ++jj) acc[jj * RB + r] = vf_fmadd(x, y[jj], acc[jj * RB + r]);
         }
+        if (CH == 2) {
+            for (int jj = 0; jj < KB; ++jj) y[jj] = SIMD_FN(row_load)(k[jj], c + VL, dt);
+            for (int r = 0; r < RB; ++r) {
+                const vf x = vf_loadu(q + r * dq + c + VL);
+                for (int jj = 0; jj < KB; ++jj)
+                    odd[jj * RB + r] = vf_fmadd(x, y[jj], odd[jj * RB + r]);
+            }
+        }
     }
+    for (; c + VL <= d; c += VL)
+        for (int jj = 0; jj < KB; ++jj) {
+            const vf y = SIMD_FN(row_load)(k[jj], c, dt);
+            for (int r = 0; r < RB; ++r)
+                acc[jj * RB + r] = vf_fmadd(vf_loadu(q + r * dq + c), y, acc[jj * RB + r]);
+        }
+    if (CH == 2)
+        for (int i = 0; i < RB * KB; ++i) acc[i] = vf_add(acc[i], odd[i]);
     if (c < d) {
         const vlanes n = vlanes_first(d - c);
         for (int r = 0; r < RB; ++r) {
@@ -71,29 +89,34 @@ static inline __attribute__((always_inline)) void
 SIMD_FN(decode_scores_keys)(const float *q, int64_t dq, int rows, const void *const *k, int64_t d,
                             int j0, int j1, float *st, int64_t ldst, const int RB, const int KB,
                             const int dt) {
+    /* One row alone: two chains per score while that keeps the accumulators in registers. */
+    const int CH1 = 2 * KB <= DECODE_ACC ? 2 : 1;
     for (int j = j0; j + KB <= j1; j += KB) {
         float *out = st + (int64_t)j * ldst;
         int r = 0;
         for (; r + RB <= rows; r += RB)
-            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, RB, KB, dt);
+            SIMD_FN(decode_scores_tile)
+            (q + r * dq, dq, k + j, d, out + r, ldst, RB, KB, RB == 1 ? CH1 : 1, dt);
         if (RB == 4 && rows - r == 3)
-            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 3, KB, dt);
+            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 3, KB, 1, dt);
         else if (RB == 4 && rows - r == 2)
-            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 2, KB, dt);
+            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 2, KB, 1, dt);
         else if (rows - r == 1)
-            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 1, KB, dt);
+            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 1, KB, CH1, dt);
     }
 }
 
-/* Four rows at a time with DECODE_ACC / 4 keys; one or two rows with DECODE_ACC / 2 keys, so
- * that every tile has DECODE_ACC independent sums to hide the FMA latency; the remaining keys
+/* Four rows at a time with DECODE_ACC / 4 keys; one or two rows with four keys (the decode
+ * path's calls take four: a wider tile would leave every key to the one-key remainder, one
+ * chain of dependent FMAs per score), a lone row with two chains per score; the remaining keys
  * one by one. */
 static inline __attribute__((always_inline)) void
 SIMD_FN(decode_scores_dt)(const float *q, int64_t dq, int rows, const void *const *k, int64_t d,
                           int keys, float *st, int64_t ldst, const int dt) {
     if (rows <= 2) {
-        const int main = keys / (DECODE_ACC / 2) * (DECODE_ACC / 2);
-        SIMD_FN(decode_scores_keys)(q, dq, rows, k, d, 0, main, st, ldst, 2, DECODE_ACC / 2, dt);
+        const int KB = DECODE_ACC / 2 < 4 ? DECODE_ACC / 2 : 4;
+        const int main = keys / KB * KB;
+        SIMD_FN(decode_scores_keys)(q, dq, rows, k, d, 0, main, st, ldst, 2, KB, dt);
         SIMD_FN(decode_scores_keys)(q, dq, rows, k, d, main, keys, st, ldst, 2, 1, dt);
     } else {
         const int main = keys / (DECODE_ACC / 4) * (DECODE_ACC / 4);
