@@ -147,7 +147,8 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
 
 /* The variant of bf16 products for p, or -1: bf16 inputs take the AVX512-BF16 variant where
  * the CPU has it: its tile path, or for a decode the decode path with the scores on its dot
- * products (half the instructions per key of widening K, which bounds one core's bf16 decode).
+ * products (half the instructions per key of widening K; groups of many rows, which compute
+ * bounds rather than memory, gain most).
  * amxbf16 runs only when forced until it has been checked and measured on a CPU with AMX (none
  * of the development machines has one). Forced, avx512bf16 or amxbf16 runs every bf16 forward
  * problem on the tile path. */

@@ -3,8 +3,9 @@
  * multiplied as it lies in memory, 32 values a register, with no widening; Q (float32 rows
  * holding bf16 values, so converting them back is exact) is narrowed to pairs once per tile
  * of keys. Each instruction adds two products per float32 lane, so a score takes half the
- * instructions of the widening kernel (decode_kernels.h), whose loads and shuffles are what
- * bound a bf16 decode on one core. Sums stay float32. f32 and f16 K take the widening kernel.
+ * instructions of the widening kernel (decode_kernels.h), whose widening and FMAs take most of
+ * a core's time when a group has many rows. Sums stay float32; bf16 subnormals count as zero
+ * (vdpbf16ps). f32 and f16 K take the widening kernel.
  */
 
 /* 32 bf16 values of a row from column c, or the 16 of a half register with zeros above. */
