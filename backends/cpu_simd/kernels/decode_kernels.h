@@ -94,9 +94,8 @@ SIMD_FN(decode_scores_keys)(const float *q, int64_t dq, int rows, const void *co
     for (int j = j0; j + KB <= j1; j += KB) {
         float *out = st + (int64_t)j * ldst;
         int r = 0;
-        for (; r + RB <= rows; r += RB)
-            SIMD_FN(decode_scores_tile)
-            (q + r * dq, dq, k + j, d, out + r, ldst, RB, KB, RB == 1 ? CH1 : 1, dt);
+        for (; r + RB <= rows; r += RB) SIMD_FN(decode_scores_tile)
+        (q + r * dq, dq, k + j, d, out + r, ldst, RB, KB, RB == 1 ? CH1 : 1, dt);
         if (RB == 4 && rows - r == 3)
             SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 3, KB, 1, dt);
         else if (RB == 4 && rows - r == 2)
