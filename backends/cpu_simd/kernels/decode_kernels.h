@@ -90,12 +90,12 @@ SIMD_FN(decode_scores_keys)(const float *q, int64_t dq, int rows, const void *co
                             int j0, int j1, float *st, int64_t ldst, const int RB, const int KB,
                             const int dt) {
     /* One row alone: two chains per score while that keeps the accumulators in registers. */
-    const int CH1 = 2 * KB <= DECODE_ACC ? 2 : 1;
+    const int CH1 = 2 * KB <= DECODE_ACC ? 2 : 1, CH = RB == 1 ? CH1 : 1;
     for (int j = j0; j + KB <= j1; j += KB) {
         float *out = st + (int64_t)j * ldst;
         int r = 0;
-        for (; r + RB <= rows; r += RB) SIMD_FN(decode_scores_tile)
-        (q + r * dq, dq, k + j, d, out + r, ldst, RB, KB, RB == 1 ? CH1 : 1, dt);
+        for (; r + RB <= rows; r += RB)
+            SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, RB, KB, CH, dt);
         if (RB == 4 && rows - r == 3)
             SIMD_FN(decode_scores_tile)(q + r * dq, dq, k + j, d, out + r, ldst, 3, KB, 1, dt);
         else if (RB == 4 && rows - r == 2)
