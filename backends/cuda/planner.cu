@@ -197,10 +197,9 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
     const char *first = small_grid ? split : plain, *second = small_grid ? plain : split;
     const int hopper = !f32 && props->cc_major == 9 && find_kernel(HOPPER_KERNEL) >= 0;
     const char *hopper_kind = "f16/bf16 on Hopper (wgmma, TMA, warp specialisation)";
-    /* The Hopper kernel's per-score ALiBi and bias run slower than the mma.sync kernel's on the
-     * H200 (bench/results/2026-12-01_h200_final-kernels.md), so those problems try it second;
-     * its softcap and sinks are faster and keep it first. */
-    const int hopper_second = small_grid || p->alibi != FLASHPORT_ALIBI_NONE || p->bias.enabled;
+    /* An additive bias is a tensor read per score in both kernels; the Hopper kernel has not
+     * been timed on one against the mma.sync kernel, so bias problems keep trying it second. */
+    const int hopper_second = small_grid || p->bias.enabled;
     if (hopper && !hopper_second) {
         kinds[n_order] = hopper_kind;
         order[n_order++] = HOPPER_KERNEL;

@@ -100,6 +100,37 @@ def test_torch_cuda_errors():
     assert p.kernel is None and "softcap" in p.reason
 
 
+# The conformance suite's bounds on the relative L2 error of gradients (conformance/README.md).
+GRAD_REL_L2 = {"float32": 1e-4, "float16": 2e-3, "bfloat16": 2e-2}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_torch_cuda_autograd(dtype, causal):
+    # flashport.torch.attention under autograd on CUDA tensors (GQA, bnhd), against SDPA's
+    # float64 gradients on the host: the backward pass runs on the GPU, on the caller's stream.
+    torch = torch_cuda()
+    import flashport.torch as fpt
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q = torch.randn(2, 96, 8, 64, device="cuda", generator=g, dtype=dt)
+    k, v = (torch.randn(2, 96, 2, 64, device="cuda", generator=g, dtype=dt) for _ in range(2))
+    do = torch.randn(2, 96, 8, 64, device="cuda", generator=g, dtype=dt)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = fpt.attention(*leaves, causal=causal)
+    assert o.device == q.device and o.dtype == dt
+    (o * do).sum().backward()
+    ref = [t.detach().double().cpu().transpose(1, 2).requires_grad_() for t in (q, k, v)]
+    want = torch.nn.functional.scaled_dot_product_attention(
+        *ref, is_causal=causal, enable_gqa=True)
+    (want * do.double().cpu().transpose(1, 2)).sum().backward()
+    for name, leaf, r in zip("qkv", leaves, ref):
+        assert leaf.grad.device == q.device and leaf.grad.dtype == dt
+        got, w = leaf.grad.double().cpu().transpose(1, 2), r.grad
+        err = (torch.linalg.norm(got - w) / torch.linalg.norm(w)).item()
+        assert err <= GRAD_REL_L2[dtype], "d%s: relative L2 %.3g" % (name, err)
+
+
 def test_cupy():
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
     if not available("cuda"):

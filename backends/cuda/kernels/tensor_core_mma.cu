@@ -4,8 +4,8 @@
  * the split-KV variant shares: the support check and the launcher of every kernel instance.
  *
  * Tile configuration: each padded head dim has a few compiled candidates (mma/tile_configs.h),
- * and runs its default one (or, on a device with less shared memory than the default needs,
- * the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
+ * and runs the default one of the problem's instance (or, on a device with less shared memory
+ * than the default needs, the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
  * candidate <index> of the problem's padded head dim instead, in both variants; an index the
  * head dim does not have makes the variants decline the problem with that reason (the planner
  * then says so, and falls back to the next variant). The configuration chosen is the plan's
@@ -13,8 +13,9 @@
  *
  * Instances: per configuration and input type, dense problems run one of two instances (element
  * loads, or cp.async where Q, K and V allow it) in which the compiler has folded every API v2
- * feature away; problems with features (windows, modifiers, sinks, varlen, paged K/V) run a
- * third, general one, cp.async only, so supports() asks for strides in whole 16-byte chunks.
+ * feature away; problems with features run one of two more, cp.async only (so supports() asks
+ * for strides in whole 16-byte chunks): the masked one for layouts, windows and sinks, the
+ * modified one when softcap, ALiBi or bias is among them (fp_attn_instance_of).
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,19 +30,22 @@
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
-static int default_config(int padded_d) {
-    switch (padded_d) {
-    case 64: return FP_TC_DEFAULT_CONFIG_D64;
-    case 128: return FP_TC_DEFAULT_CONFIG_D128;
-    default: return FP_TC_DEFAULT_CONFIG_D256;
-    }
+/* The default configuration of a padded head dim for the instance a problem runs. */
+static int default_config(int padded_d, enum fp_attn_instance features) {
+    static const int configs[3][3] = {
+        {FP_TC_DEFAULT_CONFIG_D64, FP_TC_DEFAULT_CONFIG_D128, FP_TC_DEFAULT_CONFIG_D256},
+        {FP_TC_MASKED_CONFIG_D64, FP_TC_MASKED_CONFIG_D128, FP_TC_MASKED_CONFIG_D256},
+        {FP_TC_MODIFIED_CONFIG_D64, FP_TC_MODIFIED_CONFIG_D128, FP_TC_MODIFIED_CONFIG_D256},
+    };
+    return configs[features][padded_d == 64 ? 0 : padded_d == 128 ? 1 : 2];
 }
 
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
 
 /* The kernel instances of one configuration and type: dense problems by element loads or by
- * cp.async, and problems with API v2 features (by cp.async only). */
-enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_GENERAL, TC_PATHS };
+ * cp.async, and problems with API v2 features, without and with score modifiers (by cp.async
+ * only). */
+enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_MASKED, TC_MODIFIED, TC_PATHS };
 
 /* One compiled configuration: the numbers the host needs and its launchers, indexed by input
  * type (0 f16, 1 bf16) and path. */
@@ -51,22 +55,23 @@ struct tc_instance {
     instance_launcher launch[2][TC_PATHS];
 };
 
-template <typename T, typename Cfg, bool ASYNC, bool GENERAL>
+template <typename T, typename Cfg, bool ASYNC, int FEATURES>
 static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_t stream) {
     gpuError_t err =
-        fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL>, Cfg::SMEM_BYTES>();
+        fp_raise_smem_limit<fp_tc_forward_kernel<T, Cfg, ASYNC, FEATURES>, Cfg::SMEM_BYTES>();
     if (err != gpuSuccess) return err;
     constexpr int threads = Cfg::WARPS * 32;
-    fp_tc_forward_kernel<T, Cfg, ASYNC, GENERAL> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
-                                                               stream)(prm);
+    fp_tc_forward_kernel<T, Cfg, ASYNC, FEATURES> FP_GPU_LAUNCH(grid, threads, Cfg::SMEM_BYTES,
+                                                                stream)(prm);
     return gpuGetLastError();
 }
 
 #define FP_TC_LAUNCHERS(T, d, index)                                                               \
     {                                                                                              \
-        launch_instance<T, fp_tc_config<d, index>, false, false>,                                  \
-            launch_instance<T, fp_tc_config<d, index>, true, false>,                               \
-            launch_instance<T, fp_tc_config<d, index>, true, true>                                 \
+        launch_instance<T, fp_tc_config<d, index>, false, FP_ATTN_DENSE>,                          \
+            launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_DENSE>,                       \
+            launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_MASKED>,                      \
+            launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_MODIFIED>                     \
     }
 #define FP_TC_INSTANCE(d, index, warps, m_tiles, bc, stages, q_in_regs, min_blocks)                \
     {d,                                                                                            \
@@ -93,13 +98,14 @@ static int config_count(int padded_d) {
 }
 
 /* The configuration index for padded head dim padded_d: FP_TC_CONFIG_ENV when set and not
- * empty (*named = 1), else the default. -1 and the reason in why when the variable names no
- * config. */
-static int choose_config(int padded_d, int *named, char *why, size_t why_len) {
+ * empty (*named = 1), else the default of the problem's instance. -1 and the reason in why
+ * when the variable names no config. */
+static int choose_config(int padded_d, enum fp_attn_instance features, int *named, char *why,
+                         size_t why_len) {
     const int index =
         fp_config_from_env(FP_TC_CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
     *named = index != FP_CONFIG_ENV_UNSET;
-    return *named ? index : default_config(padded_d);
+    return *named ? index : default_config(padded_d, features);
 }
 
 static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
@@ -134,7 +140,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     if (!fp_attn_general_strides_fit(p, 8, why, why_len)) return 0;
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
-    *config = choose_config(padded_d, &named, why, why_len);
+    *config = choose_config(padded_d, fp_attn_instance_of(p), &named, why, why_len);
     if (*config < 0) return 0;
     /* A default sized for sm_90 may not fit a device with less shared memory; unless the config
      * was named, the lowest-numbered one that fits stands in for it. */
@@ -191,7 +197,11 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
     /* supports() checked the strides of a general problem; only the pointers can be checked
      * here. */
     if (fp_attn_general(p) && !async) return gpuErrorMisalignedAddress;
-    const int path = fp_attn_general(p) ? TC_GENERAL : async ? TC_DENSE_ASYNC : TC_DENSE_SYNC;
+    const enum fp_attn_instance features = fp_attn_instance_of(p);
+    const int path = features == FP_ATTN_MODIFIED ? TC_MODIFIED
+                     : features == FP_ATTN_MASKED ? TC_MASKED
+                     : async                      ? TC_DENSE_ASYNC
+                                                  : TC_DENSE_SYNC;
     return in->launch[p->dtype == FLASHPORT_BF16][path](prm, grid, L->stream);
 }
 

@@ -80,6 +80,32 @@ static inline int fp_attn_general(const fp_problem *p) {
     return (fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8) != 0;
 }
 
+/* The instance a kernel compiled three ways runs p on. Dense problems take one in which every
+ * feature is folded away. The score modifiers (softcap, ALiBi, bias) touch every score; the
+ * other features (varlen and paged layouts, windows, sinks) only move a block's bounds, mask
+ * the tiles at its edges and enter the final division, so they take an instance without the
+ * modifiers' code, whose registers the tiles keep. */
+enum fp_attn_instance { FP_ATTN_DENSE, FP_ATTN_MASKED, FP_ATTN_MODIFIED };
+
+static inline enum fp_attn_instance fp_attn_instance_of(const fp_problem *p) {
+    const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8;
+    if (f & (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS)) return FP_ATTN_MODIFIED;
+    return f ? FP_ATTN_MASKED : FP_ATTN_DENSE;
+}
+
+/* Writes the names of p's API v2 features that the prefill kernels implement, comma-separated,
+ * into buf (a decline that depends on them names them); returns the characters written. */
+static inline size_t fp_attn_feature_names(const fp_problem *p, char *buf, size_t len) {
+    const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8;
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
+        if ((f & bit) && used < len)
+            used += snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
+                             fp_feature_name(bit));
+    return used;
+}
+
 /* Host check of kernels whose general instances load rows with 16-byte cp.async: the Q, K and V
  * strides of a general problem must be multiples of `elems` elements. Returns 1, or 0 with a
  * reason that names the problem's features (without them the dense path runs it). */
@@ -91,12 +117,7 @@ static inline int fp_attn_general_strides_fit(const fp_problem *p, int64_t elems
         fit =
             fit && st[t]->batch % elems == 0 && st[t]->head % elems == 0 && st[t]->seq % elems == 0;
     if (fit || !fp_attn_general(p)) return 1;
-    const unsigned f = fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8;
-    size_t used = 0;
-    for (unsigned bit = 1; bit & FP_FEATURES_ALL; bit <<= 1)
-        if ((f & bit) && used < why_len)
-            used += snprintf(why + used, why_len - used, "%s%s", used ? ", " : "",
-                             fp_feature_name(bit));
+    const size_t used = fp_attn_feature_names(p, why, why_len);
     if (used < why_len)
         snprintf(why + used, why_len - used,
                  ": these need Q, K and V strides in multiples of %lld elements (16-byte rows "

@@ -126,6 +126,16 @@ __device__ __forceinline__ bool fp_score_mods_any(const fp_score_mods &m) {
  * tanh.approx (HIP builds) it is EXP2. All take +-inf and NaN where tanh does. */
 enum fp_softcap_math { FP_SOFTCAP_EXACT, FP_SOFTCAP_EXP2, FP_SOFTCAP_TANH_APPROX };
 
+/* The softcap math of the 16-bit tensor-core forwards, by input type: bf16 rounds P to 8 bits,
+ * below tanh.approx's error; f16 keeps 11 and takes the EXP2 form. */
+template <typename T> struct fp_softcap_math_of;
+template <> struct fp_softcap_math_of<gpuHalf> {
+    static constexpr fp_softcap_math value = FP_SOFTCAP_EXP2;
+};
+template <> struct fp_softcap_math_of<gpuBFloat16> {
+    static constexpr fp_softcap_math value = FP_SOFTCAP_TANH_APPROX;
+};
+
 /* scale * dot, through the softcap when there is one, in the log2 domain. */
 template <fp_softcap_math MATH = FP_SOFTCAP_EXACT>
 __device__ __forceinline__ float fp_scaled_log2(const fp_score_mods &m, float dot) {

@@ -62,7 +62,6 @@ struct fp_hopper_params {
     fp_seq_layout seq;  /* dense Q and K/V (the variant declines the rest) */
     fp_score_mods mods; /* causal, windows, softcap, ALiBi, bias, sinks */
     int group;          /* query heads per kv head */
-    float scale_log2;   /* scale * log2(e), signed */
     int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
 };
 
@@ -97,25 +96,15 @@ template <int D> struct fp_hopper_rows {
     float m[2], l[2];
 };
 
-/* S (BC keys) of one tile -> P in place, with the online-softmax update of m and l; alpha gets
- * the factor by which O must be rescaled for each of the thread's two rows. MASK: test each
- * score against the keys its row sees. */
-template <bool MASK, int D, int BC>
-static __device__ __forceinline__ void
-fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r, float scale_log2,
-                  int tid, int row0, int kb, int key_end, const fp_key_band &band) {
+/* The log2-domain scores of one tile (BC keys) -> P in place, with the online-softmax update of
+ * m and l; alpha gets the factor by which O must be rescaled for each of the thread's two
+ * rows. */
+template <int D, int BC>
+static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2],
+                                                         fp_hopper_rows<D> &r) {
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < BC / 2; ++i) {
-        float v = s[i] * scale_log2;
-        if (MASK) {
-            const int row = row0 + fp_hopper_acc_row(tid, i);
-            const int key = kb + fp_hopper_acc_col(tid, i);
-            if (key >= key_end || !fp_in_band(band, row, key)) v = -INFINITY;
-        }
-        s[i] = v;
-        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], v);
-    }
+    for (int i = 0; i < BC / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
     float base[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -158,29 +147,41 @@ fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int
     }
 }
 
-/* The raw dot products of a tile -> log2-domain scores through every modifier of the problem
- * (common/score_mods.cuh: scale and softcap, ALiBi, bias), one pass per modifier behind one
- * uniform branch, with every score its row does not see (rows past Nq included) at -inf. Then
- * the same online-softmax step as the plain tiles, on scale 1. */
-template <int D, int BC>
-static __device__ __forceinline__ void
-fp_hopper_softmax_modified(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r,
-                           const fp_score_mods &m, int b, int h, int nq, int nkv, int tid, int row0,
-                           int kb, const fp_key_band &band) {
+/* The raw dot products of a tile -> log2-domain scores, one pass per step behind one uniform
+ * branch: scale and softcap (MATH as fp_softcap_math says), ALiBi, then on edge tiles the mask
+ * of the keys each row sees, then the bias where the row sees the key. The dense instance
+ * folds the modifiers away and keeps the scale and the mask. ALiBi takes one FMA a score: a
+ * thread's distance from the diagonal is a per-thread part plus a constant of the register
+ * (fragment_layout.h), and the FMA applies the scale too when there is no softcap. */
+template <fp_softcap_math MATH, int BC>
+static __device__ __forceinline__ void fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m,
+                                                        int b, int h, int nq, int nkv, int tid,
+                                                        int row0, int kb, bool edge,
+                                                        const fp_key_band &band) {
+    const bool alibi = m.alibi != FLASHPORT_ALIBI_NONE;
+    const bool softcap = m.softcap > 0.0f;
+    if (softcap || !alibi) {
 #pragma unroll
-    for (int i = 0; i < BC / 2; ++i) {
-        const int row = row0 + fp_hopper_acc_row(tid, i);
-        const int key = kb + fp_hopper_acc_col(tid, i);
-        /* The fast softcap: f16/bf16 accuracy. */
-        s[i] = fp_hopper_seen(band, nq, nkv, row, key) ? fp_scaled_log2<FP_SOFTCAP_EXP2>(m, s[i])
-                                                       : -INFINITY;
+        for (int i = 0; i < BC / 2; ++i) s[i] = fp_scaled_log2<MATH>(m, s[i]);
     }
-    if (m.alibi != FLASHPORT_ALIBI_NONE) {
+    if (alibi) {
         const float slope = fp_alibi_slope_log2(m, b, h);
+        const float mul = softcap ? 1.0f : m.scale * FP_LOG2E;
+        const float thread_dist = (float)(kb + fp_hopper_acc_col(tid, 0) -
+                                          (row0 + fp_hopper_acc_row(tid, 0) + nkv - nq));
 #pragma unroll
-        for (int i = 0; i < BC / 2; ++i)
-            s[i] += fp_alibi_log2(slope, row0 + fp_hopper_acc_row(tid, i),
-                                  kb + fp_hopper_acc_col(tid, i), nq, nkv);
+        for (int i = 0; i < BC / 2; ++i) {
+            const float dist = thread_dist + (float)(8 * (i / 4) + i % 2 - 8 * ((i / 2) % 2));
+            s[i] = fmaf(s[i], mul, -slope * fabsf(dist));
+        }
+    }
+    if (edge) {
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) {
+            const int key = kb + fp_hopper_acc_col(tid, i);
+            if (key >= nkv || !fp_in_band(band, row0 + fp_hopper_acc_row(tid, i), key))
+                s[i] = -INFINITY;
+        }
     }
     if (m.bias) switch (m.bias_dtype) {
         case FLASHPORT_F16:
@@ -191,7 +192,6 @@ fp_hopper_softmax_modified(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows
             break;
         default: fp_hopper_add_bias<float, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
         }
-    fp_hopper_softmax<false, D, BC>(alpha, s, r, 1.0f, tid, row0, kb, nkv, band);
 }
 
 /* Keeps the P operand registers live and in place up to this point: a register-sourced wgmma
@@ -214,8 +214,8 @@ template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__nv_bfloat16>(fl
 }
 
 /* MODS: the problem has softcap, ALiBi, bias or sinks. Without, those fields are folded away
- * and the instance keeps its registers for the dense path; with, every tile runs the modified
- * softmax and the sink joins the final division. */
+ * and the instance keeps its registers for the dense path; with, every tile takes the
+ * modifiers' passes of fp_hopper_scores and the sink joins the final division. */
 template <typename T, int D, bool MODS>
 __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
@@ -339,22 +339,15 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                                1);
         fp_wgmma_commit();
     };
-    /* The softmax of tile t, on sacc once its S has landed. */
+    /* The softmax of tile t, on sacc once its S has landed. Which tiles need the per-score
+     * test is decided for the whole block: a branch that differs between warpgroups while a
+     * wgmma is in flight makes ptxas serialise them. */
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
-        if (MODS) {
-            fp_hopper_softmax_modified<D, BC>(alpha, sacc, r, mods, s.b, h, s.nq, s.nkv, tid, row0,
-                                              kb, band);
-            return;
-        }
-        /* Which tiles need the per-score test is decided for the whole block: a branch that
-         * differs between warpgroups while a wgmma is in flight makes ptxas serialise them. */
-        if (kb < span.full_lo || kb + BC > span.full_hi)
-            fp_hopper_softmax<true, D, BC>(alpha, sacc, r, a.scale_log2, tid, row0, kb, s.nkv,
-                                           band);
-        else
-            fp_hopper_softmax<false, D, BC>(alpha, sacc, r, a.scale_log2, tid, row0, kb, s.nkv,
-                                            band);
+        const bool edge = kb < span.full_lo || kb + BC > span.full_hi;
+        fp_hopper_scores<fp_softcap_math_of<T>::value, BC>(sacc, mods, s.b, h, s.nq, s.nkv, tid,
+                                                           row0, kb, edge, band);
+        fp_hopper_softmax<D, BC>(alpha, sacc, r);
     };
     auto to_operand = [&] {
 #pragma unroll

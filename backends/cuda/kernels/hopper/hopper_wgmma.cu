@@ -142,7 +142,6 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     prm.seq = fp_seq_layout_make(p, L->args);
     prm.mods = fp_score_mods_make(p, L->args);
     prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.scale_log2 = p->scale * FP_LOG2E;
     prm.o_pairs =
         (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),

@@ -35,6 +35,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../common/attention_args.cuh"
 #include "../common/kv_addressing.cuh"
 #include "../common/ptx.cuh"
 #include "../common/score_mods.cuh"
@@ -82,13 +83,14 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
 /* ASYNC: Q, K and V allow 16-byte cp.async (tile_loader.cuh). A compile-time choice, because
  * keeping both load paths in one loop keeps both paths' addresses live across it, and those
  * registers are what the larger tiles lack.
- * GENERAL: the problem has API v2 features (FP_GPU_FEATURES_NO_FP8). Without them, the
- * sequence lengths, the mask and the modifiers are known from the parameters alone (dense,
- * causal or not, nothing else), the compiler folds every feature away, and the dense kernel
- * keeps the registers that its tiles are sized for; with them, those values live in registers
- * and the kernel runs the same code on them. Only ASYNC kernels are GENERAL (the launcher
- * checks the alignment). */
-template <typename T, typename Cfg, bool ASYNC, bool GENERAL>
+ * FEATURES (fp_attn_instance, common/attention_args.cuh): FP_ATTN_DENSE folds every API v2
+ * feature away, since the sequence lengths and the mask are known from the parameters alone
+ * (dense, causal or not), and the kernel keeps the registers its tiles are sized for.
+ * FP_ATTN_MASKED keeps the layouts, windows and sinks in registers and folds the score
+ * modifiers away; FP_ATTN_MODIFIED keeps everything. Each step up costs the tile loop
+ * registers, which ptxas takes back by spilling the accumulators' neighbours. Only ASYNC
+ * kernels take features (the launcher checks the alignment). */
+template <typename T, typename Cfg, bool ASYNC, int FEATURES>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tc_forward_kernel(const fp_tc_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -110,13 +112,16 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     T *const sQ = reinterpret_cast<T *>(fp_tc_smem);
     T *const sKV = sQ + BR * D;
 
+    constexpr bool GENERAL = FEATURES != FP_ATTN_DENSE;
     fp_score_mods mods = a.mods;
     fp_seq_layout seq = a.seq;
-    if (!GENERAL) {
-        mods.window_left = mods.window_right = -1;
+    if (FEATURES != FP_ATTN_MODIFIED) {
         mods.softcap = 0.0f;
         mods.alibi = FLASHPORT_ALIBI_NONE;
         mods.bias = NULL;
+    }
+    if (!GENERAL) {
+        mods.window_left = mods.window_right = -1;
         mods.sinks = NULL;
         seq.q_varlen = 0;
         seq.kv = FLASHPORT_KV_DENSE;

@@ -18,7 +18,7 @@
 template <typename T> struct fp_mma_ops;
 
 template <> struct fp_mma_ops<__half> {
-    static constexpr fp_softcap_math SOFTCAP_MATH = FP_SOFTCAP_EXP2;
+    static constexpr fp_softcap_math SOFTCAP_MATH = fp_softcap_math_of<__half>::value;
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                uint32_t b1) {
         fp_mma_m16n8k16_f16(d, a, b0, b1);
@@ -31,7 +31,7 @@ template <> struct fp_mma_ops<__half> {
 };
 
 template <> struct fp_mma_ops<__nv_bfloat16> {
-    static constexpr fp_softcap_math SOFTCAP_MATH = FP_SOFTCAP_TANH_APPROX;
+    static constexpr fp_softcap_math SOFTCAP_MATH = fp_softcap_math_of<__nv_bfloat16>::value;
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                uint32_t b1) {
         fp_mma_m16n8k16_bf16(d, a, b0, b1);

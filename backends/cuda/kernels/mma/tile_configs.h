@@ -41,10 +41,19 @@
     X(256, 0, 8, 1, 32, 2, 0, 1)                                                                   \
     X(256, 1, 8, 1, 64, 2, 0, 1)
 
-/* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set: the fastest
- * of scripts/tc-sweep.sh on the H200 (bf16, N = 16384, causal and not; bench/results). */
+/* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set, by kernel
+ * instance (flash_forward_kernel.cuh): dense problems the fastest of scripts/tc-sweep.sh on the
+ * H200 (bf16, N = 16384, causal and not); problems with features the fastest for their
+ * instance, whose extra live values make the larger tiles spill (bf16, N = 4096, causal, with
+ * a window, paged K/V, ALiBi and softcap; bench/results). */
 #define FP_TC_DEFAULT_CONFIG_D64  1
 #define FP_TC_DEFAULT_CONFIG_D128 2
 #define FP_TC_DEFAULT_CONFIG_D256 1
+#define FP_TC_MASKED_CONFIG_D64   2
+#define FP_TC_MASKED_CONFIG_D128  1
+#define FP_TC_MASKED_CONFIG_D256  1
+#define FP_TC_MODIFIED_CONFIG_D64  1
+#define FP_TC_MODIFIED_CONFIG_D128 1
+#define FP_TC_MODIFIED_CONFIG_D256 1
 
 #endif /* FP_MMA_TILE_CONFIGS_H */
