@@ -26,17 +26,17 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     if (chosen > 1) params->split_kv = fp_split_kv_share(p, chosen, tile);
     if (params->split_kv.splits < 2) {
         /* Problems with features run a tile configuration of their own, whose key tile can
-         * leave too few keys to split where the dense one would not: name them. */
+         * leave too few keys to split where the dense one would not: name them first, so that
+         * the reason keeps them whatever its length. */
         char features[96];
         const int named = fp_attn_feature_names(p, features, sizeof features) > 0;
         snprintf(why, why_len,
-                 "no split needed: %lld blocks of %d query rows fill %d SMs, or %lld keys are "
-                 "too few to share out in %d-key tiles%s%s%s",
+                 "no split needed%s%s: %lld blocks of %d query rows fill %d SMs, or %lld keys "
+                 "are too few to share out in %d-key tiles",
+                 named ? " with the tile configuration for " : "", named ? features : "",
                  (long long)(p->batch * p->heads_q *
                              ((p->seq_q + FP_TC_BLOCK_ROWS - 1) / FP_TC_BLOCK_ROWS)),
-                 FP_TC_BLOCK_ROWS, props->sm_count, (long long)p->seq_kv, tile,
-                 named ? " (the tile configuration for " : "", named ? features : "",
-                 named ? ")" : "");
+                 FP_TC_BLOCK_ROWS, props->sm_count, (long long)p->seq_kv, tile);
         return 0;
     }
     params->split_kv.tile.config = config;
