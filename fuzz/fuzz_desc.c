@@ -46,7 +46,7 @@ static flashport_strides fz_strides(fz_bytes *b, flashport_strides s) {
 }
 
 static void fz_desc(fz_bytes *b, flashport_attention_desc *d) {
-    const flashport_dtype dtype = (flashport_dtype)(fz_u8(b) % 6); /* 5: unknown */
+    const flashport_dtype dtype = (flashport_dtype)(fz_u8(b) % 7); /* 6: unknown */
     const int64_t batch = fz_int(b), hq = fz_int(b), hkv = fz_int(b), sq = fz_int(b),
                   skv = fz_int(b), hd = fz_int(b);
     const flashport_layout layout = (flashport_layout)(fz_u8(b) & 1);
@@ -73,12 +73,12 @@ static void fz_desc(fz_bytes *b, flashport_attention_desc *d) {
     if (f & 16) d->alibi = (flashport_alibi)(fz_u8(b) % 4);
     if (f & 32) {
         d->bias.enabled = fz_u8(b) % 3;
-        d->bias.dtype = (flashport_dtype)(fz_u8(b) % 4);
+        d->bias.dtype = (flashport_dtype)(fz_u8(b) % 7);
         d->bias.batch = fz_int(b), d->bias.head = fz_int(b);
         d->bias.query = fz_int(b), d->bias.key = fz_int(b);
     }
     if (f & 64) d->sinks = fz_u8(b) % 3;
-    if (f & 128) d->out_dtype = (flashport_dtype)(fz_u8(b) % 6);
+    if (f & 128) d->out_dtype = (flashport_dtype)(fz_u8(b) % 7);
     if (g & 1) d->descale = (flashport_descale)(fz_u8(b) % 4), d->descale_block = fz_int(b);
     if (g & 2) d->deterministic = fz_u8(b) % 3;
     if (g & 4) d->q_varlen = fz_u8(b) % 3, d->total_q = fz_int(b);

@@ -81,12 +81,16 @@ static inline float fz_value(uint8_t c, int specials) {
 }
 
 static inline size_t fz_dtype_size(flashport_dtype t) {
-    return t == FLASHPORT_F32 ? 4 : t == FLASHPORT_F16 || t == FLASHPORT_BF16 ? 2 : 1;
+    return t == FLASHPORT_F64                          ? 8
+           : t == FLASHPORT_F32                        ? 4
+           : t == FLASHPORT_F16 || t == FLASHPORT_BF16 ? 2
+                                                       : 1;
 }
 
 /* Stores v as element i of an array of dtype t (FP8: the byte as it is, every code included). */
 static inline void fz_store(void *a, flashport_dtype t, size_t i, float v, uint8_t raw) {
     switch (t) {
+    case FLASHPORT_F64: ((double *)a)[i] = v; break;
     case FLASHPORT_F32: ((float *)a)[i] = v; break;
     case FLASHPORT_F16: ((uint16_t *)a)[i] = fp_f32_to_f16(v); break;
     case FLASHPORT_BF16: ((uint16_t *)a)[i] = fp_f32_to_bf16(v); break;
@@ -96,6 +100,7 @@ static inline void fz_store(void *a, flashport_dtype t, size_t i, float v, uint8
 
 static inline double fz_load(const void *a, flashport_dtype t, size_t i) {
     switch (t) {
+    case FLASHPORT_F64: return ((const double *)a)[i];
     case FLASHPORT_F32: return ((const float *)a)[i];
     case FLASHPORT_F16: return fp_f16_to_f32(((const uint16_t *)a)[i]);
     case FLASHPORT_BF16: return fp_bf16_to_f32(((const uint16_t *)a)[i]);

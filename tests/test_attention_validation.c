@@ -112,6 +112,16 @@ static void varlen_q_dense_kv(fixture *f) {
 static void descale_on_f32(fixture *f) { f->d.descale = FLASHPORT_DESCALE_TENSOR; }
 static void out_dtype_differs(fixture *f) { f->d.out_dtype = FLASHPORT_F16; }
 static void fp8_out_fp8(fixture *f) { f->d.out_dtype = FLASHPORT_FP8_E5M2; }
+static void fp8_out_f64(fixture *f) { f->d.out_dtype = FLASHPORT_F64; }
+static void f64_bias_f16(fixture *f) {
+    f->d.dtype = f->d.out_dtype = FLASHPORT_F64;
+    f->d.bias = (flashport_bias_desc){1, FLASHPORT_F16, 0, 0, NKV, 1};
+    f->a.bias = bias;
+}
+static void f32_bias_f64(fixture *f) {
+    f->d.bias = (flashport_bias_desc){1, FLASHPORT_F64, 0, 0, NKV, 1};
+    f->a.bias = bias;
+}
 static void fp8_no_descale(fixture *f) { f->d.descale = FLASHPORT_DESCALE_NONE; }
 static void block_0(fixture *f) { f->d.descale = FLASHPORT_DESCALE_BLOCK; }
 static void pages_0(fixture *f) { f->d.num_pages = 0; }
@@ -198,6 +208,11 @@ static const rejected cases[] = {
     {"f32 into f16", dense, out_dtype_differs, FLASHPORT_ERROR_INVALID_ARGUMENT,
      "out_dtype (f16) must equal dtype (f32)", 1},
     {"FP8 out_dtype", fp8, fp8_out_fp8, FLASHPORT_ERROR_INVALID_ARGUMENT, "out_dtype must be", 1},
+    {"FP8 to f64", fp8, fp8_out_f64, FLASHPORT_ERROR_INVALID_ARGUMENT, "out_dtype must be", 1},
+    {"f64 with an f16 bias", dense, f64_bias_f16, FLASHPORT_ERROR_INVALID_ARGUMENT,
+     "f32 or f64 for f64 inputs", 1},
+    {"f32 with an f64 bias", dense, f32_bias_f64, FLASHPORT_ERROR_INVALID_ARGUMENT, "bias.dtype",
+     1},
     {"FP8 without descale", fp8, fp8_no_descale, FLASHPORT_ERROR_INVALID_ARGUMENT,
      "descale must be", 1},
     {"descale_block 0", fp8, block_0, FLASHPORT_ERROR_INVALID_ARGUMENT, "descale_block", 1},

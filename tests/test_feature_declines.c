@@ -40,11 +40,14 @@ static void ask_fp8(flashport_attention_desc *d) {
     d->descale = FLASHPORT_DESCALE_TENSOR;
 }
 
+static void ask_f64(flashport_attention_desc *d) { d->dtype = d->out_dtype = FLASHPORT_F64; }
+
 static const feature features[] = {
     {"sliding window", ask_window}, {"logit softcap", ask_softcap},
     {"ALiBi", ask_alibi},           {"additive bias", ask_bias},
     {"attention sinks", ask_sinks}, {"variable-length batch", ask_varlen},
     {"paged KV cache", ask_paged},  {"FP8 inputs", ask_fp8},
+    {"float64 inputs", ask_f64},
 };
 
 static void base_desc_of(flashport_attention_desc *d, flashport_dtype dtype) {

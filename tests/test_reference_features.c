@@ -9,8 +9,9 @@
  * its sentinel.
  *
  * Random tiny problems cover each feature and their combinations (GQA, varlen, paged, window,
- * causal, softcap, ALiBi, bias, sinks, FP8 with both descale kinds, every output dtype), and the
- * test asserts that they did; then the edge cases, each also with a property of its own.
+ * causal, softcap, ALiBi, bias, sinks, FP8 with both descale kinds, every output dtype, f64
+ * inputs), and the test asserts that they did; then the edge cases, each also with a property of
+ * its own.
  */
 #include <math.h>
 #include <stdint.h>
@@ -40,7 +41,9 @@ static int is_fp8(flashport_dtype t) { return t == FLASHPORT_FP8_E4M3 || t == FL
 static double decode(flashport_dtype t, const unsigned char *p) {
     uint16_t h;
     float f;
+    double x;
     switch (t) {
+    case FLASHPORT_F64: memcpy(&x, p, 8); return x;
     case FLASHPORT_F32: memcpy(&f, p, 4); return f;
     case FLASHPORT_F16: memcpy(&h, p, 2); return fp_f16_to_f32(h);
     case FLASHPORT_BF16: memcpy(&h, p, 2); return fp_bf16_to_f32(h);
@@ -54,6 +57,7 @@ static void encode(flashport_dtype t, unsigned char *p, double x) {
     const float f = (float)x;
     uint16_t h;
     switch (t) {
+    case FLASHPORT_F64: memcpy(p, &x, 8); break;
     case FLASHPORT_F32: memcpy(p, &f, 4); break;
     case FLASHPORT_F16: h = fp_f32_to_f16(f), memcpy(p, &h, 2); break;
     case FLASHPORT_BF16: h = fp_f32_to_bf16(f), memcpy(p, &h, 2); break;
@@ -484,6 +488,7 @@ static void free_result(result *r) { free(r->o), free(r->lse); }
 /* Twice the largest relative rounding error of the output dtype: the reference rounds its
  * double result once to it (through float32), the model does not round at all. */
 static double out_tolerance(flashport_dtype t) {
+    if (t == FLASHPORT_F64) return 0x1p-40; /* no rounding: the double arithmetic's own error */
     return t == FLASHPORT_F32 ? 0x1p-23 : t == FLASHPORT_F16 ? 0x1p-10 : 0x1p-7;
 }
 
@@ -579,11 +584,11 @@ static const char *const feature_names[NF] = {"window", "causal", "softcap", "AL
                                               "sinks",  "varlen", "paged",   "FP8",   "GQA"};
 
 static shape random_shape(void) {
-    static const flashport_dtype dtypes[] = {FLASHPORT_F32, FLASHPORT_F16, FLASHPORT_BF16,
-                                             FLASHPORT_FP8_E4M3, FLASHPORT_FP8_E5M2};
+    static const flashport_dtype dtypes[] = {FLASHPORT_F32,      FLASHPORT_F16,      FLASHPORT_BF16,
+                                             FLASHPORT_FP8_E4M3, FLASHPORT_FP8_E5M2, FLASHPORT_F64};
     shape s;
     memset(&s, 0, sizeof s);
-    s.dtype = dtypes[pick(0, 4)];
+    s.dtype = dtypes[pick(0, 5)];
     s.out_dtype = is_fp8(s.dtype) ? dtypes[pick(0, 2)] : s.dtype;
     s.batch = pick(1, MAXB);
     s.heads_kv = pick(1, 2);
@@ -614,6 +619,9 @@ static shape random_shape(void) {
     s.softcap = chance(0.35) ? (float)(0.5 + 3.0 * uniform()) : 0.0f;
     s.alibi = chance(0.35) ? (flashport_alibi)pick(1, 2) : FLASHPORT_ALIBI_NONE;
     s.bias = chance(0.35) ? 1 + (int)pick(0, 2) : 0;
+    /* f64 inputs take an f32 or f64 bias */
+    if (s.bias && s.dtype == FLASHPORT_F64)
+        s.bias = 1 + (chance(0.5) ? FLASHPORT_F32 : FLASHPORT_F64);
     s.bias_broadcast = (unsigned)pick(0, 15);
     s.sinks = chance(0.35);
     if (is_fp8(s.dtype)) {
@@ -641,7 +649,7 @@ static unsigned features_of(const shape *s) {
 
 static void random_cases(flashport_context *ctx, int count) {
     int pairs[NF][NF] = {{0}};
-    int64_t masked_rows = 0, empty_sequences = 0, failed = 0;
+    int64_t masked_rows = 0, empty_sequences = 0, failed = 0, f64_cases = 0;
     for (int n = 0; n < count; n++) {
         const shape s = random_shape();
         data x;
@@ -669,6 +677,7 @@ static void random_cases(flashport_context *ctx, int count) {
             for (int b = 0; b < NF; b++) pairs[a][b] += (f >> a & 1u) && (f >> b & 1u);
         masked_rows += o.want.masked_rows;
         for (int64_t b = 0; b < s.batch; b++) empty_sequences += s.nq[b] == 0 || s.nkv[b] == 0;
+        f64_cases += s.dtype == FLASHPORT_F64;
         CHECK(o.want.nan_rows == 0);
         free_outcome(&o);
         free_data(&x);
@@ -681,9 +690,11 @@ static void random_cases(flashport_context *ctx, int count) {
                         feature_names[b], pairs[a][b]);
             CHECK(pairs[a][b] >= 10);
         }
-    CHECK(masked_rows > 0 && empty_sequences > 0);
-    printf("random cases: %d, %lld failed; %lld fully masked rows, %lld empty sequences\n", count,
-           (long long)failed, (long long)masked_rows, (long long)empty_sequences);
+    CHECK(masked_rows > 0 && empty_sequences > 0 && f64_cases >= 50);
+    printf("random cases: %d, %lld failed; %lld fully masked rows, %lld empty sequences, %lld in "
+           "f64\n",
+           count, (long long)failed, (long long)masked_rows, (long long)empty_sequences,
+           (long long)f64_cases);
 }
 
 /* ---- edge cases ---- */

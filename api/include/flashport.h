@@ -87,7 +87,11 @@ typedef enum flashport_dtype {
     FLASHPORT_BF16 = 2,     /* bfloat16 */
     FLASHPORT_FP8_E4M3 = 3, /* OCP FP8 E4M3 ("fn": no infinities, NaN = S.1111.111, max 448);
                              * Q, K and V of a flashport_attention_desc only, with descales */
-    FLASHPORT_FP8_E5M2 = 4  /* OCP FP8 E5M2 (IEEE-like: infinities and NaNs, max 57344); same */
+    FLASHPORT_FP8_E5M2 = 4, /* OCP FP8 E5M2 (IEEE-like: infinities and NaNs, max 57344); same */
+    FLASHPORT_F64 = 5       /* IEEE binary64, for a flashport_attention_desc (O, dO and the
+                             * gradients f64 too, a bias f32 or f64): an oracle through the API,
+                             * e.g. for gradient checks in double. The reference backend computes
+                             * it; the others decline it as the feature "float64 inputs" */
 } flashport_dtype;
 
 FLASHPORT_API const char *flashport_dtype_name(flashport_dtype dtype);

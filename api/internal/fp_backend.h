@@ -80,14 +80,15 @@ enum fp_feature {
     FP_FEATURE_ALIBI = 1u << 2,
     FP_FEATURE_BIAS = 1u << 3,
     FP_FEATURE_SINKS = 1u << 4,
-    FP_FEATURE_VARLEN = 1u << 5,  /* packed Q (q_varlen) and packed K/V */
-    FP_FEATURE_PAGED = 1u << 6,   /* paged K/V, Q dense or packed */
-    FP_FEATURE_FP8 = 1u << 7,     /* FP8 Q/K/V with descales */
-    FP_FEATURE_BACKWARD = 1u << 8 /* the backward pass (fp_op FP_OP_BACKWARD) */
+    FP_FEATURE_VARLEN = 1u << 5,   /* packed Q (q_varlen) and packed K/V */
+    FP_FEATURE_PAGED = 1u << 6,    /* paged K/V, Q dense or packed */
+    FP_FEATURE_FP8 = 1u << 7,      /* FP8 Q/K/V with descales */
+    FP_FEATURE_BACKWARD = 1u << 8, /* the backward pass (fp_op FP_OP_BACKWARD) */
+    FP_FEATURE_F64 = 1u << 9       /* f64 inputs (the reference backend's oracle precision) */
 };
 #define FP_FEATURES_NONE 0u /* dense forward attention only */
-#define FP_FEATURES_ALL  0x1ffu
-#define FP_FEATURE_COUNT 9
+#define FP_FEATURES_ALL  0x3ffu
+#define FP_FEATURE_COUNT 10
 
 /* Name of one feature bit, as reasons print it ("sliding window", "paged KV cache"). Inline
  * here so that the conformance runner matches a decline's reason against the very strings the
@@ -103,6 +104,7 @@ static inline const char *fp_feature_name(unsigned feature) {
     case FP_FEATURE_PAGED: return "paged KV cache";
     case FP_FEATURE_FP8: return "FP8 inputs";
     case FP_FEATURE_BACKWARD: return "backward pass";
+    case FP_FEATURE_F64: return "float64 inputs";
     }
     return "unknown feature";
 }
@@ -122,6 +124,7 @@ static inline unsigned fp_problem_features(const fp_problem *p, fp_op op) {
     if (p->kv_layout == FLASHPORT_KV_PAGED) f |= FP_FEATURE_PAGED;
     if (p->dtype == FLASHPORT_FP8_E4M3 || p->dtype == FLASHPORT_FP8_E5M2) f |= FP_FEATURE_FP8;
     if (op == FP_OP_BACKWARD) f |= FP_FEATURE_BACKWARD;
+    if (p->dtype == FLASHPORT_F64) f |= FP_FEATURE_F64;
     return f;
 }
 
@@ -131,6 +134,7 @@ static inline unsigned fp_problem_features(const fp_problem *p, fp_op op) {
  * exports invisible to the modules the core then opens. */
 static inline size_t fp_dtype_size(flashport_dtype t) {
     switch (t) {
+    case FLASHPORT_F64: return 8;
     case FLASHPORT_F32: return 4;
     case FLASHPORT_F16:
     case FLASHPORT_BF16: return 2;

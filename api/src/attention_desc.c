@@ -108,6 +108,8 @@ static int is_fp8(flashport_dtype t) { return t == FLASHPORT_FP8_E4M3 || t == FL
 static int is_float(flashport_dtype t) {
     return t == FLASHPORT_F32 || t == FLASHPORT_F16 || t == FLASHPORT_BF16;
 }
+/* An input dtype that is its own output dtype. */
+static int is_plain(flashport_dtype t) { return is_float(t) || t == FLASHPORT_F64; }
 
 /* ---- tensor geometry ---- */
 
@@ -203,7 +205,7 @@ static flashport_status check_sizes(const fp_problem *p, const char *where) {
 }
 
 static flashport_status check_dtypes(const fp_problem *p, const char *where) {
-    if (!is_float(p->dtype) && !is_fp8(p->dtype)) return BAD("unknown dtype %d", (int)p->dtype);
+    if (!is_plain(p->dtype) && !is_fp8(p->dtype)) return BAD("unknown dtype %d", (int)p->dtype);
     if (is_fp8(p->dtype)) {
         if (!is_float(p->out_dtype))
             return BAD("out_dtype must be f32, f16 or bf16 for %s inputs (got %d)",
@@ -248,8 +250,10 @@ static flashport_status check_modifiers(const fp_problem *p, const char *where) 
     const flashport_bias_desc *b = &p->bias;
     if ((st = check_flag(b->enabled, "bias.enabled", where))) return st;
     if (b->enabled) {
-        if (!is_float(b->dtype))
-            return BAD("bias.dtype must be f32, f16 or bf16 (got %d)", (int)b->dtype);
+        if (p->dtype == FLASHPORT_F64 ? b->dtype != FLASHPORT_F32 && b->dtype != FLASHPORT_F64
+                                      : !is_float(b->dtype))
+            return BAD("bias.dtype must be f32, f16 or bf16 (f32 or f64 for f64 inputs; got %d)",
+                       (int)b->dtype);
         if (b->batch < 0 || b->head < 0 || b->query < 0 || b->key < 0)
             return BAD("bias strides must be non-negative (batch %lld, head %lld, query %lld, key "
                        "%lld)",

@@ -13,6 +13,7 @@ FLASHPORT_API const char *flashport_dtype_name(flashport_dtype dtype) {
     case FLASHPORT_BF16: return "bf16";
     case FLASHPORT_FP8_E4M3: return "fp8_e4m3";
     case FLASHPORT_FP8_E5M2: return "fp8_e5m2";
+    case FLASHPORT_F64: return "f64";
     }
     return "unknown";
 }
@@ -55,7 +56,7 @@ flashport_status fp_problem_check(const flashport_problem *p, const char *where)
     if (!p) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "problem is NULL");
     if (p->dtype != FLASHPORT_F32 && p->dtype != FLASHPORT_F16 && p->dtype != FLASHPORT_BF16)
         return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where,
-                        "unknown dtype %d for flashport_problem (FP8 inputs take a "
+                        "unknown dtype %d for flashport_problem (FP8 and f64 inputs take a "
                         "flashport_attention_desc)",
                         (int)p->dtype);
     fp_problem d;

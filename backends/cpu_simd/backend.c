@@ -169,9 +169,10 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     return FLASHPORT_OK;
 }
 
-/* Every feature, in every path: the tile algorithms are shared (attention.c, backward.c); the
- * planner declines the backward pass of paged K/V and FP8 inputs by name. */
-#define CS_FEATURES FP_FEATURES_ALL
+/* Every feature but f64 inputs (the reference backend's), in every path: the tile algorithms
+ * are shared (attention.c, backward.c); the planner declines the backward pass of paged K/V and
+ * FP8 inputs by name. */
+#define CS_FEATURES (FP_FEATURES_ALL & ~FP_FEATURE_F64)
 
 static const fp_variant variants[CS_VARIANT_COUNT] = {
     [CS_VARIANT_AVX2] =

@@ -17,8 +17,9 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None,
     """Exact attention softmax(scale * q k^T + modifiers) v, returned as an array of q's kind.
 
     q, k, v: arrays of one kind (NumPy, torch, CuPy, or any DLPack producer with out= given)
-    and one dtype (float32, float16, bfloat16), on one device, read in place with any strides
-    whose head dimension (the last) is contiguous. By layout:
+    and one dtype (float32, float16, bfloat16; float64 on the reference backend), on one
+    device, read in place with any strides whose head dimension (the last) is contiguous. By
+    layout:
       "bnhd" (default, as FlashAttention): q [B, Nq, Hq, d], k and v [B, Nkv, Hkv, d]
       "bhnd" (torch's scaled_dot_product_attention): q [B, Hq, Nq, d], k and v [B, Hkv, Nkv, d]
     Hq must be a multiple of Hkv (grouped-query attention).
@@ -33,7 +34,8 @@ def attention(q, k, v, *, causal=False, scale=None, window=None, softcap=None,
     causal: bottom-right aligned (key j visible to query i when j <= i + Nkv - Nq).
     scale: default 1/sqrt(d). window: (left, right) keys around the aligned diagonal, -1 for an
     unbounded side. softcap: s -> softcap * tanh(s / softcap). alibi_slopes: float32 [Hq] or
-    [B, Hq]. bias: [B, Hq, Nq, Nkv] float32/float16/bfloat16, any dimension 1 to broadcast.
+    [B, Hq]. bias: [B, Hq, Nq, Nkv] float32/float16/bfloat16 (float32/float64 for float64
+    inputs), any dimension 1 to broadcast.
     sinks: float32 [Hq] logits that join every row's softmax denominator.
 
     return_lse: also return the float32 log-sum-exp, [B, Hq, Nq] ([Hq, total_q] when packed).

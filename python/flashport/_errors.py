@@ -65,8 +65,8 @@ STATUS_CLASSES = (None, InvalidArgumentError, SizeOverflowError, UnsupportedErro
 
 
 class DtypeError(UnsupportedError, TypeError):
-    """An array of a dtype the call does not take (Q, K, V: float32, float16, bfloat16 of one
-    kind; tables int32; slopes and sinks float32)."""
+    """An array of a dtype the call does not take (Q, K, V: float32, float16, bfloat16 or
+    float64 of one kind; tables int32; slopes and sinks float32)."""
 
 
 class LayoutError(InvalidArgumentError):

@@ -269,9 +269,13 @@ static int read_modifiers(fpy_call *c) {
     }
     t = &c->t[FPY_BIAS];
     if (t->capsule) {
-        if (t->dtype != FLASHPORT_F32 && t->dtype != FLASHPORT_F16 && t->dtype != FLASHPORT_BF16) {
-            fpy_raise(FPY_ERR_DTYPE, "bias is %s; it must be float32, float16 or bfloat16",
-                      t->dtype_name);
+        const int f64 = d->dtype == FLASHPORT_F64;
+        if (f64 ? t->dtype != FLASHPORT_F32 && t->dtype != FLASHPORT_F64
+                : t->dtype != FLASHPORT_F32 && t->dtype != FLASHPORT_F16 &&
+                      t->dtype != FLASHPORT_BF16) {
+            fpy_raise(FPY_ERR_DTYPE, "bias is %s; it must be %s", t->dtype_name,
+                      f64 ? "float32 or float64 for float64 inputs"
+                          : "float32, float16 or bfloat16");
             return -1;
         }
         if (check_rank(t, "bias", 4, "[batch, heads_q, seq_q, seq_kv], 1 where broadcast"))
@@ -321,8 +325,11 @@ static int read_qkv(fpy_call *c, const int64_t max_seqlen[2]) {
                       (long long)v->shape[i], (long long)k->shape[i]);
             return -1;
         }
-    if (q->dtype != FLASHPORT_F32 && q->dtype != FLASHPORT_F16 && q->dtype != FLASHPORT_BF16) {
-        fpy_raise(FPY_ERR_DTYPE, "q is %s; flashport takes float32, float16 and bfloat16",
+    if (q->dtype != FLASHPORT_F32 && q->dtype != FLASHPORT_F16 && q->dtype != FLASHPORT_BF16 &&
+        q->dtype != FLASHPORT_F64) {
+        fpy_raise(FPY_ERR_DTYPE,
+                  "q is %s; flashport takes float32, float16 and bfloat16 (and float64 on the "
+                  "reference backend)",
                   q->dtype_name);
         return -1;
     }

@@ -20,6 +20,7 @@ const char *fpy_dtype_name(int dtype) {
     case FLASHPORT_F32: return "float32";
     case FLASHPORT_F16: return "float16";
     case FLASHPORT_BF16: return "bfloat16";
+    case FLASHPORT_F64: return "float64";
     }
     return "another dtype";
 }
@@ -37,6 +38,7 @@ static void describe_dtype(fpy_dl_dtype t, char *out, size_t len) {
 static int read_dtype(fpy_dl_dtype t, int *elem_size) {
     *elem_size = t.bits / 8;
     if (t.lanes != 1) return FPY_OTHER_DTYPE;
+    if (t.code == FPY_DL_FLOAT && t.bits == 64) return FLASHPORT_F64;
     if (t.code == FPY_DL_FLOAT && t.bits == 32) return FLASHPORT_F32;
     if (t.code == FPY_DL_FLOAT && t.bits == 16) return FLASHPORT_F16;
     if (t.code == FPY_DL_BFLOAT && t.bits == 16) return FLASHPORT_BF16;

@@ -42,8 +42,15 @@ def raises_untouched(exc, match, q, k, v, **kw):
 
 def test_dtype(qkv):
     q, k, v = qkv
-    with pytest.raises(flashport.DtypeError, match="q is float64"):
-        flashport.attention(q.astype(np.float64), k, v, backend="reference")
+    with pytest.raises(flashport.DtypeError, match="q is int16"):
+        flashport.attention(q.astype(np.int16), k, v, backend="reference")
+    # float64 is the reference backend's alone: the others decline the feature by name
+    with pytest.raises(flashport.UnsupportedError, match="float64 inputs"):
+        flashport.attention(*(x.astype(np.float64) for x in (q, k, v)), backend="cpu_simd")
+    with pytest.raises(flashport.DtypeError, match="bias is float16; it must be float32 or "
+                       "float64 for float64 inputs"):
+        flashport.attention(*(x.astype(np.float64) for x in (q, k, v)), backend="reference",
+                            bias=np.zeros((1, 1, 1, k.shape[1]), np.float16))
     raises_untouched(flashport.DtypeError, "k is float16; it must be float32", q,
                      k.astype(np.float16), v, backend="reference")
     with pytest.raises(flashport.DtypeError, match="out is float16"):

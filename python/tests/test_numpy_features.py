@@ -36,6 +36,25 @@ def test_dense(backend, layout, dtype, causal, rng):
     assert_lse_close(lse, want_lse)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_float64_on_reference(causal, rng):
+    # The reference backend's f64 inputs: O in float64, within double rounding of the oracle,
+    # with softcap, ALiBi and an f64 bias on the way (scale and softcap are float32 fields of
+    # the descriptor: values exact in float32 keep the comparison at double precision)
+    q = random(rng, (2, 19, 4, 24), np.float64)
+    k, v = (random(rng, (2, 33, 2, 24), np.float64) for _ in range(2))
+    slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+    bias = random(rng, (1, 4, 19, 33), np.float64)
+    o, lse = flashport.attention(q, k, v, causal=causal, scale=0.25, softcap=3.0,
+                                 alibi_slopes=slopes, bias=bias, backend="reference",
+                                 return_lse=True)
+    assert o.dtype == np.float64 and lse.dtype == np.float32
+    want_o, want_lse = reference(q, k, v, causal=causal, scale=0.25, softcap=3.0,
+                                 alibi_slopes=slopes, bias=bias)
+    assert np.abs(o - want_o).max() <= 1e-12 * np.abs(want_o).max()
+    assert_lse_close(lse, want_lse)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_scale_window_softcap(backend, rng):
     q, k, v = (random(rng, (1, 40, 2, 32)) for _ in range(3))

@@ -74,8 +74,8 @@ def test_requires_grad_inputs():
 
 def test_errors():
     q = torch.randn(1, 8, 2, 16)
-    with pytest.raises(flashport.DtypeError, match="q is float64"):
-        flashport.attention(q.double(), q.double(), q.double(), backend="reference")
+    with pytest.raises(flashport.DtypeError, match="q is int32"):
+        flashport.attention(q.int(), q.int(), q.int(), backend="reference")
     cu = torch.tensor([0, 8], dtype=torch.int64)
     with pytest.raises(flashport.DtypeError, match="cu_seqlens_q is int64; it must be int32"):
         flashport.attention(q[0], q[0], q[0], cu_seqlens_q=cu, cu_seqlens_kv=cu)

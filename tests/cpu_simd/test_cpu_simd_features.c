@@ -83,6 +83,7 @@ static void store(void *base, flashport_dtype dt, int64_t i, double x) {
     case FLASHPORT_BF16: ((uint16_t *)base)[i] = fp_f32_to_bf16((float)x); break;
     case FLASHPORT_FP8_E4M3: ((uint8_t *)base)[i] = 0x7f; break; /* only NaN is stored as FP8 */
     case FLASHPORT_FP8_E5M2: ((uint8_t *)base)[i] = 0x7f; break;
+    case FLASHPORT_F64: ((double *)base)[i] = x; break;
     }
 }
 

@@ -43,6 +43,7 @@ flashport_strides tensor_padded_strides(flashport_layout layout, tensor_shape s,
 
 float tensor_load(flashport_dtype dtype, const void *base, int64_t i) {
     switch (dtype) {
+    case FLASHPORT_F64: return (float)((const double *)base)[i];
     case FLASHPORT_F32: return ((const float *)base)[i];
     case FLASHPORT_F16: return fp_f16_to_f32(((const uint16_t *)base)[i]);
     case FLASHPORT_BF16: return fp_bf16_to_f32(((const uint16_t *)base)[i]);
@@ -54,6 +55,7 @@ float tensor_load(flashport_dtype dtype, const void *base, int64_t i) {
 
 void tensor_store(flashport_dtype dtype, void *base, int64_t i, float v) {
     switch (dtype) {
+    case FLASHPORT_F64: ((double *)base)[i] = v; break;
     case FLASHPORT_F32: ((float *)base)[i] = v; break;
     case FLASHPORT_F16: ((uint16_t *)base)[i] = fp_f32_to_f16(v); break;
     case FLASHPORT_BF16: ((uint16_t *)base)[i] = fp_f32_to_bf16(v); break;
@@ -64,6 +66,7 @@ void tensor_store(flashport_dtype dtype, void *base, int64_t i, float v) {
 
 float tensor_round(flashport_dtype dtype, float v) {
     switch (dtype) {
+    case FLASHPORT_F64:
     case FLASHPORT_F32: return v;
     case FLASHPORT_F16: return fp_round_f16(v);
     case FLASHPORT_BF16: return fp_round_bf16(v);

@@ -65,6 +65,7 @@ static inline int64_t ref_lse_index(const fp_problem *p, const ref_seq *s, int64
 
 static inline double ref_load(const void *base, flashport_dtype dt, int64_t i) {
     switch (dt) {
+    case FLASHPORT_F64: return ((const double *)base)[i];
     case FLASHPORT_F32: return ((const float *)base)[i];
     case FLASHPORT_F16: return fp_f16_to_f32(((const uint16_t *)base)[i]);
     case FLASHPORT_BF16: return fp_bf16_to_f32(((const uint16_t *)base)[i]);
@@ -74,14 +75,16 @@ static inline double ref_load(const void *base, flashport_dtype dt, int64_t i) {
     return NAN;
 }
 
-/* Rounds through float32 first: that differs from one rounding of the double only where the
- * float32 result falls exactly on a midpoint of the 16-bit grid, far inside every tolerance. */
+/* 16-bit outputs round through float32 first: that differs from one rounding of the double only
+ * where the float32 result falls exactly on a midpoint of the 16-bit grid, far inside every
+ * tolerance. */
 static inline void ref_store(void *base, flashport_dtype dt, int64_t i, double v) {
     switch (dt) {
+    case FLASHPORT_F64: ((double *)base)[i] = v; break;
     case FLASHPORT_F32: ((float *)base)[i] = (float)v; break;
     case FLASHPORT_F16: ((uint16_t *)base)[i] = fp_f32_to_f16((float)v); break;
     case FLASHPORT_BF16: ((uint16_t *)base)[i] = fp_f32_to_bf16((float)v); break;
-    default: break; /* the core accepts only f32, f16 and bf16 outputs */
+    default: break; /* the core accepts only f64, f32, f16 and bf16 outputs */
     }
 }
 

@@ -29,8 +29,8 @@ __device__ __forceinline__ float fp_load_or_zero(const T *x, int64_t i, int64_t 
 /*
  * Host side: runs the statement after T with T bound to the storage type of `dtype`, e.g.
  *   FP_DISPATCH_DTYPE(p->dtype, T, kernel<T> FP_GPU_LAUNCH(grid, block, 0, stream)(args));
- * Any other dtype runs nothing: the core validated the dtype, and FP8 problems reach only
- * variants that declare FP_FEATURE_FP8.
+ * Any other dtype runs nothing: the core validated the dtype, and FP8 and f64 problems reach
+ * only variants that declare FP_FEATURE_FP8 and FP_FEATURE_F64.
  */
 #define FP_DISPATCH_DTYPE(dtype, T, ...)                                                           \
     do {                                                                                           \
