@@ -273,11 +273,12 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
                           cs_descale(p, c->a->q_descale, p->heads_q, p->seq_q, s->b, h, i),
                           rs->q + r * dq);
         }
+        const flashport_dtype dt = c->direct ? p->dtype : FLASHPORT_F32;
+        const int64_t d = c->direct ? p->head_dim : dq;
+        if (ops->decode_prepare_q) ops->decode_prepare_q(rs->q, dq, real, dt, d);
         /* Rows past `real` in the softmax's last register of rows: finite scores. */
         memset(rs->s, 0, (size_t)t->keys * (size_t)ld * sizeof(float));
         const int score_rows = (int)round_up(real, CS_ROW_STEP);
-        const flashport_dtype dt = c->direct ? p->dtype : FLASHPORT_F32;
-        const int64_t d = c->direct ? p->head_dim : dq;
         for (int64_t j0 = lo; j0 < hi; j0 += t->keys) {
             const int n = (int)min64(t->keys, hi - j0);
             block_rows(c, rs, s, kvh, j0, n, hi);

@@ -1,8 +1,8 @@
 /*
  * The decode path's scores for bf16 K on vdpbf16ps (kernels_avx512bf16.c): a bf16 K row is
  * multiplied as it lies in memory, 32 values a register, with no widening; Q (float32 rows
- * holding bf16 values, so converting them back is exact) is narrowed to pairs once per tile
- * of keys. Each instruction adds two products per float32 lane, so a score takes half the
+ * holding bf16 values, so narrowing them is exact) is narrowed to pairs once per block of
+ * rows, in place (decode_prepare_q_bf16). Each instruction adds two products per float32 lane, so a score takes half the
  * instructions of the widening kernel (decode_kernels.h), whose widening and FMAs take most of
  * a core's time when a group has many rows. Sums stay float32; bf16 subnormals count as zero
  * (vdpbf16ps). f32 and f16 K take the widening kernel.
@@ -15,11 +15,20 @@ static inline __attribute__((always_inline)) __m512bh dbf_row(const void *row, i
     return (__m512bh)(half ? _mm512_maskz_loadu_epi16(0xffff, s) : _mm512_loadu_si512(s));
 }
 
-/* Q values [c, c + 32) of a float32 row as bf16 pairs, or [c, c + 16) with zeros above. */
-static inline __attribute__((always_inline)) __m512bh dbf_q(const float *q, int64_t c,
-                                                            const int half) {
-    const __m512 lo = _mm512_loadu_ps(q + c);
-    return _mm512_cvtne2ps_pbh(half ? _mm512_setzero_ps() : _mm512_loadu_ps(q + c + 16), lo);
+/* kernel_ops.h's decode_prepare_q: each float32 row of bf16 K's queries becomes bf16 pairs at
+ * its own start, 32 values a chunk with zeros past d in the last, which the row's float32
+ * storage holds (d <= dq, d a multiple of 16). Each chunk is read before it is written over,
+ * and it is written only below the chunks still to be read. */
+static void decode_prepare_q_bf16(float *q, int64_t dq, int rows, flashport_dtype dt, int64_t d) {
+    if (dt != FLASHPORT_BF16) return;
+    for (int r = 0; r < rows; ++r) {
+        float *row = q + r * dq;
+        for (int64_t c = 0; c < d; c += 32) {
+            const __m512 lo = _mm512_loadu_ps(row + c);
+            const __m512 hi = c + 32 > d ? _mm512_setzero_ps() : _mm512_loadu_ps(row + c + 16);
+            _mm512_storeu_si512((uint16_t *)row + c, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
 }
 
 /* RB rows x KB keys, RB * KB accumulators; each K register feeds RB dot products, each Q
@@ -35,7 +44,7 @@ static inline __attribute__((always_inline)) void dbf_tile(const float *q, int64
         __m512bh y[4];
         for (int jj = 0; jj < KB; ++jj) y[jj] = dbf_row(k[jj], c, half);
         for (int r = 0; r < RB; ++r) {
-            const __m512bh x = dbf_q(q + r * dq, c, half);
+            const __m512bh x = dbf_row(q + r * dq, c, 0); /* prepared: zeros past d */
             for (int jj = 0; jj < KB; ++jj)
                 acc[jj * RB + r] = _mm512_dpbf16_ps(acc[jj * RB + r], x, y[jj]);
         }
@@ -75,7 +84,8 @@ static inline __attribute__((always_inline)) void dbf_keys(const float *q, int64
 }
 
 /* kernel_ops.h's decode_scores: bf16 K on the dot products, four keys a tile (the decode
- * path's calls take four), the rest one by one; other dtypes on the widening kernel. */
+ * path's calls take four), the rest one by one, with Q as decode_prepare_q_bf16 left it;
+ * other dtypes on the widening kernel. */
 static void decode_scores_bf16(const float *q, int64_t dq, int rows, const void *const *k,
                                flashport_dtype dt, int64_t d, int keys, float *st, int64_t ldst) {
     if (dt != FLASHPORT_BF16) {

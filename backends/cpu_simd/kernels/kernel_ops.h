@@ -115,8 +115,13 @@ typedef struct cs_kernel_ops {
      * a block is written, which halves the traffic a memory-bound decode puts on the core.
      * d is a multiple of decode_step, or dt is f32 and d a multiple of CS_DIM_STEP. */
     int decode_step;
+    /* NULL, or rewrites query rows r < rows (q + r * dq, d values each) in place into the form
+     * decode_scores reads for K of dtype dt: once per block of rows, where decode_scores is
+     * called once per few keys. */
+    void (*decode_prepare_q)(float *q, int64_t dq, int rows, flashport_dtype dt, int64_t d);
     /* st[j * ldst + r] = q_r . k_j for r < rows (any count) and j < keys; q_r at q + r * dq,
-     * zero past d; vector over the head dimension, one horizontal sum per score. */
+     * zero past d (as decode_prepare_q left it, where the table has one); vector over the head
+     * dimension, one horizontal sum per score. */
     void (*decode_scores)(const float *q, int64_t dq, int rows, const void *const *k,
                           flashport_dtype dt, int64_t d, int keys, float *st, int64_t ldst);
     /* For rows r < rows (at most CS_PV_ROWS) and columns c < d: o_r[c] = alpha[r] * o_r[c] +

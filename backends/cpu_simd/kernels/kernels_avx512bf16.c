@@ -28,6 +28,7 @@ const cs_kernel_ops cs_kernels_avx512bf16 = {
     .load_kv = load_kv_bf16,
     .scores = scores_bf16,
     .decode_step = VL,
+    .decode_prepare_q = decode_prepare_q_bf16,
     .decode_scores = decode_scores_bf16,
     .decode_pv = SIMD_FN(decode_pv),
     .decode_softmax = SIMD_FN(softmax),
