@@ -26,7 +26,8 @@ import time
 
 SCHEMA = "flashport-bench/1"
 PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve", "cpu-decode"]
-IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused", "fa3"]
+IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused", "fa3", "flashport"]
+OPT_IN = ("fa3", "flashport")  # left out of the default --impl
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 IMPL_DESCRIPTIONS = {
     "flash": "torch SDPA, FlashAttention-2 backend",
@@ -35,6 +36,8 @@ IMPL_DESCRIPTIONS = {
     "math": "torch SDPA, math (composite) backend",
     "unfused": "Q K^T, softmax, P V as separate torch operations",
     "fa3": "FlashAttention-3 (the fa3-fwd package: Hopper, forward only)",
+    "flashport": "flashport through its Python package (flashport.torch.attention on the same "
+                 "tensors, the caller's stream)",
 }
 EXIT_UNAVAILABLE = 3  # as flashport-bench: what the run needs is not there
 
@@ -140,9 +143,11 @@ def parse_args(argv):
     ap.add_argument("--layout", choices=["bhnd", "bnhd"], default="bhnd")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (cpu)")
-    ap.add_argument("--impl", default=",".join(i for i in IMPLEMENTATIONS if i != "fa3"),
+    ap.add_argument("--impl", default=",".join(i for i in IMPLEMENTATIONS if i not in OPT_IN),
                     help="comma-separated subset of " + ",".join(IMPLEMENTATIONS)
-                    + " (default: all but fa3, FlashAttention-3 from the fa3-fwd package)")
+                    + " (default: all but fa3, FlashAttention-3 from the fa3-fwd package, and "
+                    "flashport, the flashport Python package timed like the torch "
+                    "implementations, with --backend and --kernel)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--queue", type=int, default=1,
@@ -151,8 +156,11 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--flashport-bench", metavar="PATH",
                     help="also run this flashport-bench on the same shapes")
-    ap.add_argument("--backend", help="flashport-bench --backend (default: its own)")
-    ap.add_argument("--kernel", help="flashport-bench --kernel NAME|all")
+    ap.add_argument("--backend",
+                    help="flashport-bench --backend, and the package's backend= (default: "
+                         "their own)")
+    ap.add_argument("--kernel", help="flashport-bench --kernel NAME|all, and the package's "
+                                     "kernel= (a name)")
     ap.add_argument("--flashport-args", default="",
                     help="more flashport-bench arguments, one string (e.g. '--no-peaks')")
     ap.add_argument("--json", metavar="FILE", help="write every record as JSON")
@@ -249,6 +257,9 @@ class Torch:
         except (TypeError, RuntimeError):
             self.has_enable_gqa = False
         self.device, self.backward = a.device, a.backward
+        self.fp_backend = a.backend
+        self.fp_kernel = a.kernel if a.kernel != "all" else None
+        self.fp_plan = None
         if a.device == "cuda" and not torch.cuda.is_available():
             print("compare_torch.py: torch.cuda is not available (use --device cpu)",
                   file=sys.stderr)
@@ -341,6 +352,8 @@ class Torch:
 
         if impl == "fa3":
             return self.fa3_callable(s)
+        if impl == "flashport":
+            return self.flashport_callable(s)
         if s.get("window_left", -1) >= 0 or s.get("window_right", -1) >= 0:
             raise NotImplementedError("SDPA has no sliding window")
         if s.get("page_size") or s.get("kv_mixed"):
@@ -392,6 +405,42 @@ class Torch:
                                                   v.transpose(1, 2), causal=s["causal"])
             return (r[0] if isinstance(r, tuple) else r).transpose(1, 2)
         return fa3, contextlib.nullcontext(), "fa3-fwd package"
+
+    def flashport_callable(self, s):
+        """flashport.torch.attention on the same [B, H, N, d] tensors (any strides), with the
+        shape's features; autograd records it for --backward. Dense batches only: paged and
+        packed ones are flashport-bench's to time."""
+        try:
+            import flashport
+            import flashport.torch as fpt
+        except ImportError as e:
+            raise NotImplementedError(f"the flashport package is not importable ({e})")
+        if s.get("page_size") or s.get("kv_mixed") or s.get("varlen"):
+            raise NotImplementedError("paged and packed batches: time them with flashport-bench")
+        opts = dict(layout="bhnd", causal=bool(s["causal"]))
+        if s.get("window_left", -1) >= 0 or s.get("window_right", -1) >= 0:
+            opts["window"] = (s.get("window_left", -1), s.get("window_right", -1))
+        if s.get("softcap"):
+            opts["softcap"] = s["softcap"]
+        if s.get("alibi"):  # flashport-bench's slopes: 2^(-8 (h + 1) / Hq)
+            h = self.torch.arange(1, s["heads_q"] + 1, device=self.device, dtype=self.torch.float32)
+            opts["alibi_slopes"] = 2.0 ** (-8.0 * h / s["heads_q"])
+        if self.fp_backend:
+            opts["backend"] = self.fp_backend
+        if self.fp_kernel:
+            opts["kernel"] = self.fp_kernel
+        q, k, v = self.inputs(dict(s, batch=1), 1, 0)[0]
+        try:
+            plan = flashport.plan(q, k, v, **opts)
+        except flashport.Error as e:
+            raise NotImplementedError(str(e))
+        if plan.kernel is None:
+            raise NotImplementedError(plan.reason)
+        self.fp_plan = plan
+
+        def attention(q, k, v):
+            return fpt.attention(q, k, v, **opts)
+        return attention, contextlib.nullcontext(), f"{plan.backend}/{plan.kernel}"
 
     def time(self, fn, sets, warmup, repeat, queue=1):
         t = self.torch
@@ -459,6 +508,9 @@ class Torch:
             if self.device == "cuda":
                 t.cuda.empty_cache()
             return rec
+        if impl == "flashport":
+            rec.update(implementation="python:flashport", backend=self.fp_plan.backend,
+                       kernel_requested=self.fp_kernel or "", kernel=self.fp_plan.kernel)
         med = statistics.median(ms)
         rec.update(
             message=note,
@@ -548,7 +600,8 @@ def main(argv=None):
         if fp_doc:
             records += [r for r in fp_doc["results"] if shape_key(r["shape"]) == shape_key(s)]
         for impl in a.impls:
-            print(f"[{n}/{len(shapes)}] {shape_text(s)} torch:{impl}", file=sys.stderr)
+            label = "python:flashport" if impl == "flashport" else f"torch:{impl}"
+            print(f"[{n}/{len(shapes)}] {shape_text(s)} {label}", file=sys.stderr)
             records.append(tch.measure(impl, s, sets, a))
         del sets
         if a.device == "cuda":

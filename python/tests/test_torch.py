@@ -91,3 +91,23 @@ def test_errors():
     o = flashport.attention(q[0], q[0], q[0], cu_seqlens_q=cu32, cu_seqlens_kv=cu32,
                             backend="reference")
     assert isinstance(o, torch.Tensor)
+
+
+def test_compare_torch_times_the_package(tmp_path):
+    # bench/compare_torch.py --impl flashport times the package beside torch's SDPA and writes
+    # the flashport-bench JSON that bench/plot.py draws
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    import compare_torch
+    import plot
+    out = tmp_path / "results.json"
+    assert compare_torch.main(["--device", "cpu", "--impl", "flashport,math", "--hq", "2",
+                               "--nq", "64", "--d", "32", "--causal", "--dtype", "f32",
+                               "--backend", "cpu_simd", "--warmup", "1", "--repeat", "2",
+                               "--json", str(out)]) == 0
+    records, _ = plot.load_records([str(out)])
+    by_impl = {r["implementation"]: r for r, _ in records}
+    assert set(by_impl) == {"python:flashport", "torch:math"}
+    fp = by_impl["python:flashport"]
+    assert fp["backend"] == "cpu_simd" and fp["kernel"] and fp["tflops"] > 0
