@@ -4,7 +4,8 @@
  * its reason is "hip unavailable: " followed by the HIP runtime's own string for the error of
  * hipGetDeviceCount (this test asks the runtime too and compares), an explicit "hip" context
  * fails with that reason, "hip,reference" falls back, and the other backends keep working.
- * With an AMD GPU: device info, and every variant against the reference backend.
+ * With an AMD GPU: device info, every forward variant against the reference backend, and the
+ * backward pass (fast and deterministic) against the reference backend's gradients.
  */
 #include <math.h>
 #include <stdint.h>
@@ -135,6 +136,44 @@ static double error_vs_reference(flashport_context *ctx, flashport_context *ref,
     return err;
 }
 
+/* The largest relative L2 error of dQ, dK and dV against the reference backend's, for f32
+ * inputs of one GQA causal shape, or -1 when a run fails. */
+static double backward_error(flashport_context *ctx, flashport_context *ref, int deterministic) {
+    enum { B = 2, HQ = 4, HKV = 2, NQ = 33, NKV = 47, D = 64 };
+    enum { QN = B * HQ * NQ * D, KN = B * HKV * NKV * D };
+    static float q[QN], k[KN], v[KN], o[QN], d_o[QN], lse[B * HQ * NQ];
+    static float grads[2][3][QN > KN ? QN : KN];
+    flashport_attention_desc d;
+    flashport_attention_desc_init(&d, FLASHPORT_F32, B, HQ, HKV, NQ, NKV, D, FLASHPORT_LAYOUT_BHND);
+    d.causal = 1;
+    d.deterministic = deterministic;
+    fill(q, QN, FLASHPORT_F32), fill(k, KN, FLASHPORT_F32), fill(v, KN, FLASHPORT_F32);
+    fill(d_o, QN, FLASHPORT_F32);
+    flashport_attention_host_args a = FLASHPORT_ATTENTION_HOST_ARGS_INIT;
+    a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse, a.d_o = d_o;
+    if (flashport_attention_run_host(ref, &d, &a) != FLASHPORT_OK) return -1.0;
+    flashport_context *runs[2] = {ctx, ref};
+    for (int r = 0; r < 2; r++) {
+        a.d_q = grads[r][0], a.d_k = grads[r][1], a.d_v = grads[r][2];
+        if (flashport_attention_backward_host(runs[r], &d, &a) != FLASHPORT_OK) {
+            fprintf(stderr, "backward failed: %s\n", flashport_last_error());
+            return -1.0;
+        }
+    }
+    double worst = 0.0;
+    for (int g = 0; g < 3; g++) {
+        const int64_t n = g == 0 ? QN : KN;
+        double num = 0.0, den = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const double e = (double)grads[0][g][i] - grads[1][g][i];
+            num += e * e, den += (double)grads[1][g][i] * grads[1][g][i];
+        }
+        const double err = sqrt(num / (den > 0.0 ? den : 1.0));
+        if (err > worst) worst = err;
+    }
+    return worst;
+}
+
 static void check_device(void) {
     flashport_device_info di;
     CHECK(flashport_device_get_info("hip", 0, &di) == FLASHPORT_OK);
@@ -175,6 +214,14 @@ static void check_device(void) {
                         s, err, tol);
                 CHECK(0);
             }
+        }
+    }
+    for (int det = 0; det <= 1; det++) {
+        const double err = backward_error(ctx, ref, det);
+        if (err < 0.0 || err > 1e-4) {
+            fprintf(stderr, "backward (deterministic %d): relative L2 error %g (tolerance 1e-4)\n",
+                    det, err);
+            CHECK(0);
         }
     }
     flashport_context_destroy(ctx);

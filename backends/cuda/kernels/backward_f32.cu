@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 
+#include "../kernel_list.h"
 #include "backward/f32_kernels.cuh"
 #include "backward/workspace.cuh"
 #include "common/attention_args.cuh"
@@ -89,9 +90,7 @@ static gpuError_t launch(const fp_gpu_launch *L) {
     }
 }
 
-/* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
-extern const fp_gpu_kernel fp_kernel_backward_f32;
-const fp_gpu_kernel fp_kernel_backward_f32 = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_backward_f32 = {
     {"backward_f32",
      "FlashAttention-2 backward on CUDA cores in f32 (f32/f16/bf16 in, d <= 256); varlen K/V, "
      "windows, softcap, ALiBi, bias, sinks; fast (dQ by atomics) or deterministic",
