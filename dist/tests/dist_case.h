@@ -10,6 +10,7 @@
 
 #include "flashport_dist.h"
 #include "fp_half.h"
+#include "global_pairs.h"
 
 typedef struct tcase {
     flashport_dtype dtype;
@@ -227,33 +228,14 @@ static flashport_status case_reference(flashport_context *ctx, const tcase *c, c
 }
 
 /* Whether query row gi sees key row gj under the case's mask (global positions). */
-static int case_visible(const tcase *c, int64_t gi, int64_t gj) {
-    int64_t right = c->causal ? 0 : c->window_right;
-    return (c->window_left < 0 || gj >= gi - c->window_left) && (right < 0 || gj <= gi + right);
-}
-
-/* Whether a query of rank `rank` sees a key of rank `src`, pair by pair. */
-static int case_sees(const tcase *c, const flashport_dist_desc *d, int rank, int ranks, int src) {
-    for (int64_t i = 0; i < d->seq_local; i++)
-        for (int64_t j = 0; j < d->seq_local; j++)
-            if (case_visible(c, flashport_dist_global_row(d, rank, ranks, i),
-                             flashport_dist_global_row(d, src, ranks, j)))
-                return 1;
-    return 0;
-}
-
 /* What the ring must do, counted pair by pair: *steps, 1 + the last step (rank r holds the block
  * of rank r - step) at which any rank sees a key, and *skipped, the steps before it at which
  * rank `rank` sees none. */
-static void case_ring(const tcase *c, const flashport_dist_desc *d, int rank, int ranks, int *steps,
-                      int *skipped) {
-    *steps = 1;
-    for (int step = 1; step < ranks; step++)
-        for (int r = 0; r < ranks; r++)
-            if (case_sees(c, d, r, ranks, (r - step + ranks) % ranks)) *steps = step + 1;
+static void case_ring(const flashport_dist_desc *d, int rank, int ranks, int *steps, int *skipped) {
+    *steps = ring_steps(d, ranks);
     *skipped = 0;
     for (int step = 0; step < *steps; step++)
-        *skipped += !case_sees(c, d, rank, ranks, (rank - step + ranks) % ranks);
+        *skipped += !rank_sees(d, rank, ranks, (rank - step + ranks) % ranks);
 }
 
 static void case_ref_free(case_ref *r) {

@@ -78,7 +78,7 @@ static void run_case(flashport_context *ctx, const tcase *c) {
         e = rel_l2(c, &d, c->heads_kv, dv, ref.d_v);
         expect(e <= g_tol, "dV rel L2", name, e, g_tol);
         int want_steps, want_skipped;
-        case_ring(c, &d, rank, ranks, &want_steps, &want_skipped);
+        case_ring(&d, rank, ranks, &want_steps, &want_skipped);
         if (stats.steps != want_steps || stats.steps_skipped != want_skipped) {
             fprintf(stderr, "FAIL %s (rank %d): %d steps, %d skipped; expected %d, %d\n", name,
                     rank, stats.steps, stats.steps_skipped, want_steps, want_skipped);

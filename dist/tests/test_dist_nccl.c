@@ -76,7 +76,7 @@ static void *run_rank(void *arg) {
     flashport_dist_stats stats = {0};
     j->status = flashport_dist_attention_nccl(j->comm, stream, ctx, d, q, k, v, o, lse, &stats);
     j->steps = stats.steps, j->skipped = stats.steps_skipped;
-    case_ring(c, &shape, j->rank, j->ranks, &j->want_steps, &j->want_skipped);
+    case_ring(&shape, j->rank, j->ranks, &j->want_steps, &j->want_skipped);
     if (j->status != FLASHPORT_OK)
         snprintf(j->message, sizeof j->message, "%s", flashport_dist_last_error());
     else

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "global_pairs.h"
 #include "step_plan.h"
 
 enum { MAX_N = 12 };
@@ -22,26 +23,8 @@ static int local_visible(const fp_dist_rect *r, int64_t i, int64_t j) {
            (r->window_right < 0 || j <= i + a + r->window_right);
 }
 
-static int visible(const flashport_dist_desc *d, int64_t gi, int64_t gj) {
-    int64_t right = d->causal ? 0 : d->window_right;
-    return (d->window_left < 0 || gj >= gi - d->window_left) && (right < 0 || gj <= gi + right);
-}
-
-/* Whether some query of `rank` sees some key of `src`. */
-static int sees(const flashport_dist_desc *d, int rank, int ranks, int src) {
-    for (int64_t i = 0; i < d->seq_local; i++)
-        for (int64_t j = 0; j < d->seq_local; j++)
-            if (visible(d, flashport_dist_global_row(d, rank, ranks, i),
-                        flashport_dist_global_row(d, src, ranks, j)))
-                return 1;
-    return 0;
-}
-
 static void check_ring(const flashport_dist_desc *d, int ranks) {
-    int want = 1;
-    for (int step = 1; step < ranks; step++)
-        for (int r = 0; r < ranks; r++)
-            if (sees(d, r, ranks, (r - step + ranks) % ranks)) want = step + 1;
+    const int want = ring_steps(d, ranks);
     int got = fp_dist_ring_steps(d, ranks);
     if (got != want && failures++ < 10)
         fprintf(stderr, "FAIL: P=%d n=%lld causal %d window (%lld, %lld): %d ring steps, not %d\n",
@@ -66,8 +49,8 @@ static void check(const flashport_dist_desc *d, int rank, int ranks, int src) {
     }
     for (int64_t i = 0; i < n && ok; i++)
         for (int64_t j = 0; j < n && ok; j++) {
-            ok = cover[i][j] == visible(d, flashport_dist_global_row(d, rank, ranks, i),
-                                        flashport_dist_global_row(d, src, ranks, j));
+            ok = cover[i][j] == global_visible(d, flashport_dist_global_row(d, rank, ranks, i),
+                                               flashport_dist_global_row(d, src, ranks, j));
         }
     if (ok) return;
     if (failures++ < 10)
