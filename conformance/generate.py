@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the conformance fixtures: inputs, float64 expected O and LSE, and the manifest.
 
-usage: generate.py --out DIR [--cases SUBSTRING]
+usage: generate.py --out DIR [--cases PATTERNS] [--jobs N]
 
 For every case in cases.py, DIR/<name>/ receives (needed_files lists which)
   q.npy k.npy v.npy  inputs in the case's layout, unpadded: [B,H,N,d] or [B,N,H,d]; packed
@@ -27,6 +27,8 @@ and DIR/manifest.txt lists the cases (format described at the top of that file).
 fixed per case name, so the fixtures are the same on every run and machine.
 """
 import argparse
+import fnmatch
+import multiprocessing
 import os
 import sys
 import zlib
@@ -312,32 +314,68 @@ def manifest_line(c):
     return "case " + " ".join("%s=%s" % (f, text(f)) for f in fields) + "\n"
 
 
+def cost(c):
+    """The reference's work for a case, in score-times-dim units (backward cases about twice)."""
+    work = c["batch"] * c["heads_q"] * c["seq_q"] * c["seq_kv"] * c["head_dim"]
+    return work * (3 if c["backward"] else 1)
+
+
+def matches(patterns, name):
+    """flashport-conformance's --cases rule: comma-separated patterns, each a glob when it has
+    * ? or [, otherwise a substring of the case name; an empty list selects every case."""
+    wanted = [p for p in patterns.split(",") if p]
+    return not wanted or any(fnmatch.fnmatchcase(name, p) if any(ch in p for ch in "*?[")
+                             else p in name for p in wanted)
+
+
+def write_case(c, out):
+    """Draws one case from its own seed, writes its folder and returns its manifest line."""
+    rng = np.random.default_rng(zlib.crc32(c["name"].encode()))
+    arrays, used = extras(c, rng)
+    inputs = draw_inputs(c, rng, used)
+    o, lse = expected(c, inputs, arrays)
+    if c["backward"]:
+        arrays.update(gradients(c, rng, inputs, arrays, used))
+    arrays.update({t: ref.from_bhnd(inputs[t], c["layout"]) for t in "qkv"})
+    arrays.update(o=o, lse=lse)
+    folder = os.path.join(out, c["name"])
+    os.makedirs(folder, exist_ok=True)
+    for stale in set(os.listdir(folder)) - set(needed_files(c)):
+        os.remove(os.path.join(folder, stale))
+    assert sorted(a + ".npy" for a in arrays) == sorted(needed_files(c)), c["name"]
+    for name, arr in arrays.items():
+        np.save(os.path.join(folder, name + ".npy"), np.ascontiguousarray(arr))
+    return manifest_line(c)
+
+
 def main():
     ap = argparse.ArgumentParser(description="Write the flashport conformance fixtures.")
     ap.add_argument("--out", required=True, help="folder to write (created if missing)")
-    ap.add_argument("--cases", default="", help="only cases whose name contains this")
+    ap.add_argument("--cases", default="",
+                    help="only cases matching one of these comma-separated patterns (a glob "
+                         "with * ? [, otherwise a substring), as flashport-conformance --cases")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="cases written in parallel (default: the CPU count)")
     args = ap.parse_args()
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
 
     os.makedirs(args.out, exist_ok=True)
-    selected = [c for c in case_list.CASES if args.cases in c["name"]]
-    lines = []
-    for c in selected:
-        rng = np.random.default_rng(zlib.crc32(c["name"].encode()))
-        arrays, used = extras(c, rng)
-        inputs = draw_inputs(c, rng, used)
-        o, lse = expected(c, inputs, arrays)
-        if c["backward"]:
-            arrays.update(gradients(c, rng, inputs, arrays, used))
-        arrays.update({t: ref.from_bhnd(inputs[t], c["layout"]) for t in "qkv"})
-        arrays.update(o=o, lse=lse)
-        folder = os.path.join(args.out, c["name"])
-        os.makedirs(folder, exist_ok=True)
-        for stale in set(os.listdir(folder)) - set(needed_files(c)):
-            os.remove(os.path.join(folder, stale))
-        assert sorted(a + ".npy" for a in arrays) == sorted(needed_files(c)), c["name"]
-        for name, arr in arrays.items():
-            np.save(os.path.join(folder, name + ".npy"), np.ascontiguousarray(arr))
-        lines.append(manifest_line(c))
+    selected = [c for c in case_list.CASES if matches(args.cases, c["name"])]
+    if not selected:
+        ap.error("--cases '%s' matches no case" % args.cases)
+    # Each case draws from its own seed, so the order the workers finish in changes no byte;
+    # the largest cases start first so that one of them does not finish the run alone.
+    order = sorted(range(len(selected)), key=lambda i: -cost(selected[i]))
+    jobs = [(selected[i], args.out) for i in order]
+    if args.jobs == 1:
+        written = [write_case(*j) for j in jobs]
+    else:
+        with multiprocessing.Pool(min(args.jobs, len(jobs))) as pool:
+            written = pool.starmap(write_case, jobs, chunksize=1)
+    lines = [None] * len(selected)
+    for i, line in zip(order, written):
+        lines[i] = line
     # The manifest is written last and atomically: its presence means the fixtures are whole.
     tmp = os.path.join(args.out, "manifest.txt.tmp")
     with open(tmp, "w") as f:
