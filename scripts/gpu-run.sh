@@ -7,7 +7,7 @@
 #   conf          conformance suite on cuda and opencl, every kernel variant
 #   conf-tc       conformance of the tensor-core variants under every tile configuration
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
-#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 5;
+#                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 4;
 #                 FLASHPORT_CUDA_TF32X3_WIDE_CONFIG = 0 .. WIDE_CONFIGS-1, default 3)
 #   ctest         the unit tests, which also run every CUDA variant when a GPU is present, and
 #                 those labelled long
@@ -19,7 +19,10 @@
 #                 on every CUDA variant at its default tile configuration (SANITIZE_KERNELS
 #                 narrows), then on each tensor-core variant forced under each of its tile
 #                 configurations (TC_CONFIGS, TF32X3_CONFIGS, WIDE_CONFIGS as for conf-tc), then
-#                 over test_guard_zones on cuda (every variant, outputs between canaries)
+#                 over test_guard_zones on cuda (every variant, outputs between canaries).
+#                 Sanitizer stages named one after another run as one pool, SANITIZE_JOBS
+#                 processes at a time (default 8): a sanitized kernel is bound by the tool's
+#                 host-side bookkeeping, so one process leaves the GPU mostly idle
 #   guard         test_guard_zones on every backend present (every variant of each), then on
 #                 cuda under each tensor-core tile configuration
 #   threads       test_threads on cuda and on opencl: 8 threads x 200 calls on one shared
@@ -89,8 +92,54 @@ opencl_tiles() {
 # that picks one, the family's variants.
 tile_configs() {
   echo "tc ${TC_CONFIGS:-3} FLASHPORT_CUDA_TC_CONFIG tensor_core_mma,tensor_core_mma_split_kv"
-  echo "tf32x3 ${TF32X3_CONFIGS:-5} FLASHPORT_CUDA_TF32X3_CONFIG tensor_core_tf32x3"
+  echo "tf32x3 ${TF32X3_CONFIGS:-4} FLASHPORT_CUDA_TF32X3_CONFIG tensor_core_tf32x3"
   echo "wide ${WIDE_CONFIGS:-3} FLASHPORT_CUDA_TF32X3_WIDE_CONFIG tensor_core_tf32x3_wide"
+}
+
+# Stages queued to run side by side: a name and its command line (quoted for eval) each.
+queued_names=()
+queued_cmds=()
+queue() { # queue [--first] NAME COMMAND...: --first puts it ahead of those queued, so the
+           # longest runs start first and the pool does not end on one of them alone
+  if [ "$1" = --first ]; then
+    shift
+    local name=$1; shift
+    queued_names=("$name" "${queued_names[@]}")
+    queued_cmds=("$(printf '%q ' "$@")" "${queued_cmds[@]}")
+  else
+    queued_names+=("$1"); shift
+    queued_cmds+=("$(printf '%q ' "$@")")
+  fi
+}
+run_queue() { # runs the queued stages, SANITIZE_JOBS at a time, then reports each as stage does
+  [ ${#queued_names[@]} -gt 0 ] || return 0
+  local i name rc t0=$SECONDS
+  echo "== ${#queued_names[@]} stages, ${SANITIZE_JOBS:-8} at a time: ${queued_names[*]}"
+  # Logs are packed each time a run ends, so a visit cut short still brings back those done.
+  for i in "${!queued_names[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "${SANITIZE_JOBS:-8}" ]; do
+      wait -n
+      mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
+    done
+    name=${queued_names[$i]}
+    ( eval "${queued_cmds[$i]}" < /dev/null > "$logs/$name.log" 2>&1; echo $? > "$logs/$name.rc" ) &
+  done
+  while [ -n "$(jobs -rp)" ]; do
+    wait -n
+    mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
+  done
+  for i in "${!queued_names[@]}"; do
+    name=${queued_names[$i]}
+    rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 255)
+    rm -f "$logs/$name.rc"
+    echo "== $name: ${queued_cmds[$i]}: exit $rc"
+    tail -n 3 "$logs/$name.log"
+    [ "$rc" -eq 0 ] || failed+=("$name($rc)")
+  done
+  echo "== queued stages done after $((SECONDS - t0)) s"
+  queued_names=()
+  queued_cmds=()
+  mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 }
 
 opencl_sweep() {
@@ -111,6 +160,7 @@ opencl_sweep() {
 
 for s in $stages; do
   b="$bin/flashport-bench"
+  case $s in memcheck|racecheck|synccheck|initcheck) ;; *) run_queue ;; esac
   case $s in
   build)
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
@@ -148,15 +198,15 @@ for s in $stages; do
   memcheck|racecheck|synccheck|initcheck)
     small=${SANITIZE_CASES:-seq17,seq127,dim80,gqa8_causal,decode_q1*,q100_kv300_causal,q300_kv100_causal,bnhd_gqa_causal,padded_rows*,f16_*,bf16_*,nan_in_k,dim300_gqa_causal,dim520_padded_causal}
     sanitizer=(compute-sanitizer --tool "$s" --error-exitcode 9)
-    stage "sanitize-$s" "${sanitizer[@]}" "$bin/flashport-conformance" --backend cuda \
+    queue --first "sanitize-$s" "${sanitizer[@]}" "$bin/flashport-conformance" --backend cuda \
       --cases "$small" ${SANITIZE_KERNELS:+--kernel "$SANITIZE_KERNELS"}
     while read -r label count var kernels; do
       for c in $(seq 0 $((count - 1))); do
-        stage "sanitize-$s-$label-config$c" env "$var=$c" "${sanitizer[@]}" \
+        queue "sanitize-$s-$label-config$c" env "$var=$c" "${sanitizer[@]}" \
           "$bin/flashport-conformance" --backend cuda --cases "$small" --kernel "$kernels"
       done
     done < <(tile_configs)
-    stage "sanitize-$s-guard" "${sanitizer[@]}" "$bin/test_guard_zones" cuda
+    queue "sanitize-$s-guard" "${sanitizer[@]}" "$bin/test_guard_zones" cuda
     ;;
   guard)
     stage guard "$bin/test_guard_zones"
@@ -294,5 +344,6 @@ for s in $stages; do
   esac
 done
 
+run_queue
 echo "stages failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]
