@@ -4,8 +4,10 @@
  * needs: O has padded rows (a gap after each row of the head dimension) and a trailing zone,
  * the LSE a trailing zone, and in the packed (varlen) problems rows before the first sequence
  * and after the last. After the call every canary byte must be as it was, and the rows the
- * problem covers must have been written. A variant that declines a problem is named and left
- * out; each variant must run at least one problem.
+ * problem covers must have been written. The backward pass is guarded the same way: dQ, dK and
+ * dV take the padded rows and trailing zones (Q, K and V share their strides), from the O and
+ * LSE of the backend's own forward. A variant that declines a problem is named and left out;
+ * each variant must run at least one problem, forward or backward.
  *
  * Usage: test_guard_zones [BACKEND...]   (default: every backend available here)
  */
@@ -16,7 +18,9 @@
 #include "check.h"
 
 enum { PAD = 8, GUARD_BYTES = 4096, GUARD_ROWS = 3 };
-static const unsigned char CANARY = 0xa5;
+/* All-ones bytes: a NaN in f16, bf16 and f32, which no kernel writes for these finite inputs, so
+ * an element still all canary was not written (0xa5a5, say, is an f16 gradient like any other). */
+static const unsigned char CANARY = 0xff;
 
 typedef struct shape {
     flashport_dtype dtype;
@@ -28,6 +32,8 @@ static const shape shapes[] = {
     {FLASHPORT_F32, 2, 4, 2, 37, 45, 64, 1, 1, 0},  {FLASHPORT_F16, 1, 2, 2, 70, 70, 128, 0, 1, 0},
     {FLASHPORT_BF16, 1, 2, 1, 33, 65, 80, 0, 0, 0}, {FLASHPORT_F32, 1, 1, 1, 20, 40, 320, 1, 1, 0},
     {FLASHPORT_F32, 2, 2, 1, 19, 31, 64, 1, 1, 1},  {FLASHPORT_F16, 2, 2, 2, 40, 40, 128, 0, 1, 1},
+    /* Decode: a few rows against many keys, few blocks (the decode and split-KV variants). */
+    {FLASHPORT_BF16, 2, 8, 2, 3, 700, 128, 1, 1, 0},
 };
 enum { SHAPES = sizeof shapes / sizeof shapes[0] };
 
@@ -45,9 +51,11 @@ typedef struct call {
     int32_t cu[3], cu_kv[3];
     size_t q_bytes, kv_bytes, o_bytes, lse_bytes; /* o_bytes and lse_bytes: the guarded extent */
     int64_t rows, first_row, last_row;            /* O's rows [first, last) are computed */
+    int64_t kv_rows;                              /* K/V rows, every one of them used */
 } call;
 
-static void describe(call *c, const shape *s) {
+/* padded: Q, K and V (and so dQ, dK, dV) get O's padded rows and a trailing zone too. */
+static void describe(call *c, const shape *s, int padded) {
     memset(c, 0, sizeof *c);
     flashport_attention_desc *d = &c->d;
     const int64_t n = s->seq_q;
@@ -73,9 +81,19 @@ static void describe(call *c, const shape *s) {
     d->o.seq = row;
     d->o.head = s->head_dim + PAD;
     d->o.batch = s->varlen ? 0 : n * row;
-    c->q_bytes = (size_t)(c->rows * s->heads_q * s->head_dim) * es;
     const int64_t kv_rows = s->varlen ? c->cu_kv[2] : s->batch * s->seq_kv;
+    c->kv_rows = kv_rows;
+    c->q_bytes = (size_t)(c->rows * s->heads_q * s->head_dim) * es;
     c->kv_bytes = (size_t)(kv_rows * s->heads_kv * s->head_dim) * es;
+    if (padded) {
+        const int64_t kv_row = s->heads_kv * (s->head_dim + PAD);
+        d->q = d->o;
+        d->k.seq = d->v.seq = kv_row;
+        d->k.head = d->v.head = s->head_dim + PAD;
+        d->k.batch = d->v.batch = s->varlen ? 0 : s->seq_kv * kv_row;
+        c->q_bytes = (size_t)(c->rows * row) * es + GUARD_BYTES;
+        c->kv_bytes = (size_t)(kv_rows * kv_row) * es + GUARD_BYTES;
+    }
     c->o_bytes = (size_t)(c->rows * row) * es + GUARD_BYTES;
     c->lse_bytes = s->lse ? (size_t)(c->rows * s->heads_q) * sizeof(float) + GUARD_BYTES : 0;
 }
@@ -85,6 +103,13 @@ static int in_output(const call *c, const shape *s, size_t byte) {
     const size_t es = flashport_dtype_size(s->dtype);
     const int64_t e = (int64_t)(byte / es), row = e / c->d.o.seq, col = e % c->d.o.head;
     return row < c->rows && row >= c->first_row && row < c->last_row && col < s->head_dim;
+}
+
+/* dK and dV bytes the backward must write: every key row, heads, the head dimension. */
+static int in_kv_grad(const call *c, const shape *s, size_t byte) {
+    const size_t es = flashport_dtype_size(s->dtype);
+    const int64_t e = (int64_t)(byte / es), row = e / c->d.k.seq, col = e % c->d.k.head;
+    return row < c->kv_rows && col < s->head_dim;
 }
 
 /* The LSE of the packed problems is [heads_q, total_q]; the dense one [batch, heads_q, seq_q]. */
@@ -113,7 +138,7 @@ static void inspect(const unsigned char *bytes, size_t n, size_t es, const call 
 /* 1 when the variant ran the shape with every guard intact, 0 when it declined, -1 on failure. */
 static int guarded_run(flashport_context *ctx, const char *kernel, const shape *s, int index) {
     call c;
-    describe(&c, s);
+    describe(&c, s, 0);
     c.d.kernel = kernel;
     flashport_buffer *b[5] = {0};
     const size_t sizes[5] = {c.q_bytes, c.kv_bytes, c.kv_bytes, c.o_bytes, c.lse_bytes};
@@ -170,6 +195,84 @@ static int guarded_run(flashport_context *ctx, const char *kernel, const shape *
     return result;
 }
 
+/* A device buffer of `bytes` holding random inputs (seed) or, with seed < 0, the canary. */
+static flashport_status filled_buffer(flashport_context *ctx, size_t bytes, long seed,
+                                      unsigned char *host, flashport_buffer **out) {
+    flashport_status st = flashport_buffer_alloc(ctx, bytes, out);
+    if (st) return st;
+    if (seed < 0)
+        memset(host, CANARY, bytes);
+    else
+        fill_inputs(host, bytes, (uint32_t)seed);
+    return flashport_buffer_upload(*out, 0, host, bytes);
+}
+
+/* The backward pass of the shape on the variant, dQ, dK and dV guarded, from O and the LSE of
+ * the backend's planner: 1 when it ran with every guard intact, 0 when it (or the forward)
+ * declined, -1 on failure. */
+static int guarded_backward(flashport_context *ctx, const char *kernel, const shape *s, int index) {
+    call c;
+    describe(&c, s, 1);
+    const size_t lse_bytes = (size_t)(c.rows * s->heads_q) * sizeof(float);
+    enum { Q, K, V, O, LSE, DO, DQ, DK, DV, CU, CU_KV, N };
+    const size_t sizes[N] = {c.q_bytes, c.kv_bytes, c.kv_bytes, c.o_bytes, lse_bytes, c.o_bytes,
+                             c.q_bytes, c.kv_bytes, c.kv_bytes, s->varlen ? sizeof c.cu : 0,
+                             s->varlen ? sizeof c.cu_kv : 0};
+    flashport_buffer *b[N] = {0};
+    size_t largest = 0;
+    for (int i = 0; i < N; i++) largest = sizes[i] > largest ? sizes[i] : largest;
+    unsigned char *host = malloc(largest);
+    flashport_status st = host ? FLASHPORT_OK : FLASHPORT_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < N && !st; i++) {
+        if (!sizes[i]) continue;
+        if (i == CU || i == CU_KV) {
+            st = flashport_buffer_alloc(ctx, sizes[i], &b[i]);
+            if (!st) st = flashport_buffer_upload(b[i], 0, i == CU ? c.cu : c.cu_kv, sizes[i]);
+        } else {
+            const long seed = i >= DQ || i == O || i == LSE ? -1 : 100 + index * 11 + i;
+            st = filled_buffer(ctx, sizes[i], seed, host, &b[i]);
+        }
+    }
+    int result = -1;
+    if (!st) {
+        flashport_attention_args a = FLASHPORT_ATTENTION_ARGS_INIT;
+        a.q = b[Q], a.k = b[K], a.v = b[V], a.o = b[O], a.lse = b[LSE];
+        a.cu_seqlens_q = b[CU], a.cu_seqlens_kv = b[CU_KV];
+        st = flashport_attention_run(ctx, &c.d, &a); /* the planner's forward */
+        if (!st) {
+            a.d_o = b[DO], a.d_q = b[DQ], a.d_k = b[DK], a.d_v = b[DV];
+            c.d.kernel = kernel;
+            st = flashport_attention_backward(ctx, &c.d, &a);
+        }
+        if (st == FLASHPORT_ERROR_UNSUPPORTED) result = 0;
+        if (!st) st = flashport_synchronize(ctx);
+    }
+    if (result == 0) {
+        printf("  backward %d declined: %s\n", index, flashport_last_error());
+    } else if (st) {
+        fprintf(stderr, "  backward %d: %s\n", index, flashport_last_error());
+    } else {
+        long changed = 0, unwritten = 0;
+        const size_t es = flashport_dtype_size(s->dtype);
+        for (int i = DQ; i <= DV && !st; i++) {
+            st = flashport_buffer_download(b[i], 0, host, sizes[i]);
+            if (!st)
+                inspect(host, sizes[i], es, &c, s, i == DQ ? in_output : in_kv_grad, &changed,
+                        &unwritten);
+        }
+        if (st) {
+            fprintf(stderr, "  backward %d: %s\n", index, flashport_last_error());
+        } else {
+            printf("  backward %d: %ld canary bytes changed, %ld gradient elements unwritten\n",
+                   index, changed, unwritten);
+            result = changed || unwritten ? -1 : 1;
+        }
+    }
+    for (int i = 0; i < N; i++) flashport_buffer_free(b[i]);
+    free(host);
+    return result;
+}
+
 /* Whether the planner declines a plain bf16 problem on the kernel because this machine lacks
  * what it needs. */
 static int cannot_run_here(flashport_context *ctx, const char *kernel) {
@@ -197,6 +300,11 @@ static void guard_backend(const char *name) {
         int ran = 0;
         for (int s = 0; s < SHAPES; s++) {
             const int r = guarded_run(ctx, info.name, &shapes[s], s);
+            CHECK(r >= 0);
+            ran += r > 0;
+        }
+        for (int s = 0; s < SHAPES; s++) {
+            const int r = guarded_backward(ctx, info.name, &shapes[s], s);
             CHECK(r >= 0);
             ran += r > 0;
         }
