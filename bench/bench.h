@@ -31,6 +31,8 @@ typedef struct bench_shape {
     int64_t window_left, window_right;
     float softcap;     /* > 0: logit softcap */
     int alibi;         /* 1: per-head ALiBi slopes 2^(-8(h+1)/Hq) */
+    int bias;          /* 1: an f32 key-padding bias [B, 1, 1, Nkv] (zero strides broadcast) */
+    int sinks;         /* 1: per-head f32 sink logits */
     int64_t page_size; /* > 0: K and V in a paged cache of pages this size */
     int varlen;        /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
                         * Lkv = Lq + seq_kv - seq_q keys */
@@ -45,6 +47,8 @@ typedef struct bench_problem {
     int32_t *cu_q, *cu_kv;              /* varlen: [batch + 1] offsets */
     int32_t *seqlens_kv, *block_table;  /* paged: [batch], [batch, max_pages_per_seq] */
     float *alibi;                       /* [heads_q] */
+    float *bias;                        /* bias shapes: [batch, seq_kv] */
+    float *sinks;                       /* sinks shapes: [heads_q] */
     float descale[3];                   /* FP8: Q, K, V */
     int64_t tokens_q, tokens_kv;        /* rows of real data: the sums of the lengths */
     int64_t q_elems, kv_elems, o_elems; /* elements of one Q, of one of K and V, of O */
@@ -124,7 +128,7 @@ void bench_print_env(FILE *out, const bench_env *env);
 
 /* ---- shapes (bench_shape.c) ---- */
 /* "bf16 B=1 Hq=32 Hkv=8 Nq=1 Nkv=4096 d=128[ causal][ bnhd][ window=L,R][ softcap=C][ alibi]
- * [ page=P][ varlen]" (compare_torch.py prints the same for the shapes it has) */
+ * [ bias][ sinks][ page=P][ varlen][ kvmix]" (compare_torch.py prints the same for the shapes it has) */
 void bench_shape_text(const bench_shape *s, char *buf, size_t len);
 /* Reads bench_shape_text's notation (tokens in any order; sizes left out take the shape flags'
  * defaults). Returns 0 with the reason in why when the text is not a valid shape. */
@@ -154,7 +158,7 @@ typedef struct bench_inputs {
     flashport_buffer **q, **k, **v;
     flashport_buffer *o;
     flashport_buffer *lse, *d_o, *d_q, *d_k, *d_v; /* backward only: the forward's LSE, dO, grads */
-    flashport_buffer *cu_q, *cu_kv, *seqlens_kv, *block_table, *alibi, *descale[3];
+    flashport_buffer *cu_q, *cu_kv, *seqlens_kv, *block_table, *alibi, *bias, *sinks, *descale[3];
     void *host_q, *host_k, *host_v; /* set 0, in the shape's dtype */
     size_t q_bytes, k_bytes, v_bytes, o_bytes;
 } bench_inputs;

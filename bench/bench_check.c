@@ -80,6 +80,8 @@ flashport_status bench_reference_output(flashport_context *ref, const bench_prob
     a.seqlens_kv = p->seqlens_kv;
     a.block_table = p->block_table;
     if (d->alibi) a.alibi_slopes = p->alibi;
+    a.bias = p->bias;
+    a.sinks = p->sinks;
     if (d->descale) {
         a.q_descale = &p->descale[0];
         a.k_descale = &p->descale[1];

@@ -80,9 +80,9 @@ void bench_inputs_destroy(bench_inputs *in) {
         if (in->v && in->v[s]) flashport_buffer_free(in->v[s]);
     }
     flashport_buffer *shared[] = {in->o,           in->cu_q,  in->cu_kv,      in->seqlens_kv,
-                                  in->block_table, in->alibi, in->descale[0], in->descale[1],
-                                  in->descale[2],  in->lse,   in->d_o,        in->d_q,
-                                  in->d_k,         in->d_v};
+                                  in->block_table, in->alibi, in->bias,       in->sinks,
+                                  in->descale[0],  in->descale[1], in->descale[2], in->lse,
+                                  in->d_o,         in->d_q,   in->d_k,        in->d_v};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; ++i)
         if (shared[i]) flashport_buffer_free(shared[i]);
     free(in->q);
@@ -131,6 +131,11 @@ static flashport_status upload_tables(flashport_context *ctx, const bench_proble
                           &in->block_table);
     if (!st && d->alibi)
         st = upload_table(ctx, p->alibi, (size_t)d->heads_q * sizeof(float), &in->alibi);
+    if (!st && p->bias)
+        st = upload_table(ctx, p->bias, (size_t)(d->batch * d->bias.batch) * sizeof(float),
+                          &in->bias);
+    if (!st && p->sinks)
+        st = upload_table(ctx, p->sinks, (size_t)d->heads_q * sizeof(float), &in->sinks);
     for (int t = 0; t < 3 && !st && d->descale; ++t)
         st = upload_table(ctx, &p->descale[t], sizeof(float), &in->descale[t]);
     return st;
@@ -147,6 +152,8 @@ void bench_inputs_args(const bench_inputs *in, int set, flashport_attention_args
     a->seqlens_kv = in->seqlens_kv;
     a->block_table = in->block_table;
     a->alibi_slopes = in->alibi;
+    a->bias = in->bias;
+    a->sinks = in->sinks;
     a->q_descale = in->descale[0];
     a->k_descale = in->descale[1];
     a->v_descale = in->descale[2];

@@ -119,6 +119,10 @@ static void json_shape(cli_json *j, const bench_shape *s) {
     json_num(j, "softcap", s->softcap);
     cli_json_key(j, "alibi");
     cli_json_bool(j, s->alibi);
+    cli_json_key(j, "bias");
+    cli_json_bool(j, s->bias);
+    cli_json_key(j, "sinks");
+    cli_json_bool(j, s->sinks);
     json_int(j, "page_size", s->page_size);
     cli_json_key(j, "varlen");
     cli_json_bool(j, s->varlen);

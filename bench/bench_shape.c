@@ -21,6 +21,8 @@ void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
     if (s->softcap > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " softcap=%g", s->softcap);
     if (s->alibi && n < len) n += (size_t)snprintf(buf + n, len - n, " alibi");
+    if (s->bias && n < len) n += (size_t)snprintf(buf + n, len - n, " bias");
+    if (s->sinks && n < len) n += (size_t)snprintf(buf + n, len - n, " sinks");
     if (s->page_size > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " page=%lld", (long long)s->page_size);
     if (s->varlen && n < len) n += (size_t)snprintf(buf + n, len - n, " varlen");
@@ -32,11 +34,14 @@ void bench_shape_help(FILE *out) {
             "Shapes (--list-shapes prints them; --shape reads one back; sizes left out take the\n"
             "shape flags' defaults):\n"
             "  DTYPE B=n Hq=n Hkv=n Nq=n Nkv=n d=n [causal] [bhnd|bnhd] [window=L,R] [softcap=C]\n"
-            "  [alibi] [page=P] [varlen] [kvmix]\n"
+            "  [alibi] [bias] [sinks] [page=P] [varlen] [kvmix]\n"
             "  window=L,R  key j visible to query i when i+a-L <= j <= i+a+R (a = Nkv - Nq;\n"
             "              -1: unbounded), so window=4095,0 is a causal 4096-key window\n"
             "  softcap=C   s = C tanh(s / C)\n"
             "  alibi       per-head slopes 2^(-8(h+1)/Hq)\n"
+            "  bias        an additive f32 bias [B, 1, 1, Nkv] (a key-padding mask's shape,\n"
+            "              broadcast by zero strides), finite values drawn from [-1, 0] (--seed)\n"
+            "  sinks       per-head f32 sink logits, drawn from [0, 1] (--seed)\n"
             "  page=P      K and V in a paged cache of P-row pages, handed out in a shuffled\n"
             "              order (--seed); the pages follow the layout\n"
             "  varlen      a packed batch: sequence b has Lq drawn uniformly from 1..Nq (--seed)\n"
@@ -102,6 +107,10 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
                 r.layout = FLASHPORT_LAYOUT_BNHD;
             else if (strcmp(tok, "alibi") == 0)
                 r.alibi = 1;
+            else if (strcmp(tok, "bias") == 0)
+                r.bias = 1;
+            else if (strcmp(tok, "sinks") == 0)
+                r.sinks = 1;
             else if (strcmp(tok, "varlen") == 0)
                 r.varlen = 1;
             else if (strcmp(tok, "kvmix") == 0)
@@ -186,6 +195,8 @@ void bench_problem_destroy(bench_problem *p) {
     free(p->seqlens_kv);
     free(p->block_table);
     free(p->alibi);
+    free(p->bias);
+    free(p->sinks);
     memset(p, 0, sizeof *p);
 }
 
@@ -251,6 +262,25 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
     for (int64_t h = 0; h < s->heads_q; h++)
         p->alibi[h] = (float)exp2(-8.0 * (double)(h + 1) / (double)s->heads_q);
     p->descale[0] = p->descale[1] = p->descale[2] = 0.5f;
+    if (s->bias) {
+        /* Row b of the bias spans the longest sequence's keys; shorter ones read its start. */
+        p->bias = malloc((size_t)(b * max_kv) * sizeof *p->bias);
+        if (!p->bias) goto oom;
+        for (int64_t i = 0; i < b * max_kv; i++)
+            p->bias[i] = -(float)((double)(splitmix64(&state) >> 11) * 0x1p-53);
+        d->bias.enabled = 1;
+        d->bias.dtype = FLASHPORT_F32;
+        d->bias.batch = max_kv;
+        d->bias.head = d->bias.query = 0;
+        d->bias.key = 1;
+    }
+    if (s->sinks) {
+        p->sinks = malloc((size_t)s->heads_q * sizeof *p->sinks);
+        if (!p->sinks) goto oom;
+        for (int64_t h = 0; h < s->heads_q; h++)
+            p->sinks[h] = (float)((double)(splitmix64(&state) >> 11) * 0x1p-53);
+        d->sinks = 1;
+    }
 
     if (s->varlen) {
         p->cu_q = malloc((nb + 1) * sizeof *p->cu_q);

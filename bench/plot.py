@@ -44,6 +44,10 @@ def features(s):
         parts.append(f"softcap{s['softcap']:g}")
     if s.get("alibi"):
         parts.append("alibi")
+    if s.get("bias"):
+        parts.append("bias")
+    if s.get("sinks"):
+        parts.append("sinks")
     if s.get("page_size", 0):
         parts.append(f"page{s['page_size']}")
     if s.get("varlen"):
