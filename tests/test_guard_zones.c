@@ -34,6 +34,8 @@ static const shape shapes[] = {
     {FLASHPORT_F32, 2, 2, 1, 19, 31, 64, 1, 1, 1},  {FLASHPORT_F16, 2, 2, 2, 40, 40, 128, 0, 1, 1},
     /* Decode: a few rows against many keys, few blocks (the decode and split-KV variants). */
     {FLASHPORT_BF16, 2, 8, 2, 3, 700, 128, 1, 1, 0},
+    /* A head past 512 columns: the wide 3xTF32 kernel's 1024-column tile configurations. */
+    {FLASHPORT_F32, 1, 2, 1, 9, 23, 600, 1, 1, 0},
 };
 enum { SHAPES = sizeof shapes / sizeof shapes[0] };
 
