@@ -380,6 +380,11 @@ CASES = [
            heads_q=4, heads_kv=1, head_dim=64, causal=True),
     _paged("prefill_paged_bf16_d128_page7", [140, 33], [200, 61], 7, dtype="bf16", heads_q=2,
            heads_kv=2, head_dim=128, layout="bnhd"),
+    # A paged cache alone (dense Q, no window): the prefill kernels' paged instance.
+    _paged("prefill_paged_bf16_d128_page24_gqa", 130, [300, 140, 77], 24, dtype="bf16",
+           heads_q=4, heads_kv=2, head_dim=128),
+    _paged("prefill_paged_f16_d256_page32_causal", 100, [250, 100], 32, dtype="f16", heads_q=2,
+           heads_kv=1, head_dim=256, causal=True),
     _case("prefill_window_causal_bf16_d128", 600, dtype="bf16", heads_q=2, heads_kv=1,
           head_dim=128, causal=True, window_left=100),
     _case("prefill_window_both_f16_d64", 300, 500, dtype="f16", heads_q=2, heads_kv=2,

@@ -13,9 +13,10 @@
  *
  * Instances: per configuration and input type, dense problems run one of two instances (element
  * loads, or cp.async where Q, K and V allow it) in which the compiler has folded every API v2
- * feature away; problems with features run one of two more, cp.async only (so supports() asks
- * for strides in whole 16-byte chunks): the masked one for layouts, windows and sinks, the
- * modified one when softcap, ALiBi or bias is among them (fp_attn_instance_of).
+ * feature away; problems with features run one of three more, cp.async only (so supports()
+ * asks for strides in whole 16-byte chunks): the paged one for a paged cache alone (the dense
+ * instance with the block-table look-up), the masked one for other layouts, windows and sinks,
+ * the modified one when softcap, ALiBi or bias is among them (fp_attn_instance_of).
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,8 +33,9 @@ static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 
 
 /* The default configuration of a padded head dim for the instance a problem runs. */
 static int default_config(int padded_d, enum fp_attn_instance features) {
-    static const int configs[3][3] = {
+    static const int configs[4][3] = {
         {FP_TC_DEFAULT_CONFIG_D64, FP_TC_DEFAULT_CONFIG_D128, FP_TC_DEFAULT_CONFIG_D256},
+        {FP_TC_PAGED_CONFIG_D64, FP_TC_PAGED_CONFIG_D128, FP_TC_PAGED_CONFIG_D256},
         {FP_TC_MASKED_CONFIG_D64, FP_TC_MASKED_CONFIG_D128, FP_TC_MASKED_CONFIG_D256},
         {FP_TC_MODIFIED_CONFIG_D64, FP_TC_MODIFIED_CONFIG_D128, FP_TC_MODIFIED_CONFIG_D256},
     };
@@ -43,9 +45,9 @@ static int default_config(int padded_d, enum fp_attn_instance features) {
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
 
 /* The kernel instances of one configuration and type: dense problems by element loads or by
- * cp.async, and problems with API v2 features, without and with score modifiers (by cp.async
- * only). */
-enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_MASKED, TC_MODIFIED, TC_PATHS };
+ * cp.async, and problems with API v2 features, a paged cache alone, others without and with
+ * score modifiers (by cp.async only). */
+enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_PAGED, TC_MASKED, TC_MODIFIED, TC_PATHS };
 
 /* One compiled configuration: the numbers the host needs and its launchers, indexed by input
  * type (0 f16, 1 bf16) and path. */
@@ -70,6 +72,7 @@ static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_
     {                                                                                              \
         launch_instance<T, fp_tc_config<d, index>, false, FP_ATTN_DENSE>,                          \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_DENSE>,                       \
+            launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_PAGED>,                       \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_MASKED>,                      \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_MODIFIED>                     \
     }
@@ -200,6 +203,7 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
     const enum fp_attn_instance features = fp_attn_instance_of(p);
     const int path = features == FP_ATTN_MODIFIED ? TC_MODIFIED
                      : features == FP_ATTN_MASKED ? TC_MASKED
+                     : features == FP_ATTN_PAGED  ? TC_PAGED
                      : async                      ? TC_DENSE_ASYNC
                                                   : TC_DENSE_SYNC;
     return in->launch[p->dtype == FLASHPORT_BF16][path](prm, grid, L->stream);

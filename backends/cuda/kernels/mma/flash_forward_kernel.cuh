@@ -86,10 +86,11 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
  * FEATURES (fp_attn_instance, common/attention_args.cuh): FP_ATTN_DENSE folds every API v2
  * feature away, since the sequence lengths and the mask are known from the parameters alone
  * (dense, causal or not), and the kernel keeps the registers its tiles are sized for.
- * FP_ATTN_MASKED keeps the layouts, windows and sinks in registers and folds the score
- * modifiers away; FP_ATTN_MODIFIED keeps everything. Each step up costs the tile loop
- * registers, which ptxas takes back by spilling the accumulators' neighbours. Only ASYNC
- * kernels take features (the launcher checks the alignment). */
+ * FP_ATTN_PAGED is the dense instance reading K/V rows through a block table. FP_ATTN_MASKED
+ * keeps the layouts, windows and sinks in registers and folds the score modifiers away;
+ * FP_ATTN_MODIFIED keeps everything. Each step up costs the tile loop registers, which ptxas
+ * takes back by spilling the accumulators' neighbours. Only ASYNC kernels take features (the
+ * launcher checks the alignment). */
 template <typename T, typename Cfg, bool ASYNC, int FEATURES>
 __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_tc_forward_kernel(const fp_tc_params a) {
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     T *const sQ = reinterpret_cast<T *>(fp_tc_smem);
     T *const sKV = sQ + BR * D;
 
-    constexpr bool GENERAL = FEATURES != FP_ATTN_DENSE;
+    constexpr bool GENERAL = FEATURES == FP_ATTN_MASKED || FEATURES == FP_ATTN_MODIFIED;
     fp_score_mods mods = a.mods;
     fp_seq_layout seq = a.seq;
     if (FEATURES != FP_ATTN_MODIFIED) {
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         mods.window_left = mods.window_right = -1;
         mods.sinks = NULL;
         seq.q_varlen = 0;
-        seq.kv = FLASHPORT_KV_DENSE;
+        seq.kv = FEATURES == FP_ATTN_PAGED ? FLASHPORT_KV_PAGED : FLASHPORT_KV_DENSE;
     }
     const int warp = threadIdx.x >> 5;
     const fp_grid_block gb = fp_grid_block_of(seq, mods.causal);
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
      * its load (the prologue's barriers, then each tile's), so that the fill of tile t + STAGES
      * in iteration t overwrites the slot that tile t + STAGES - 2 was loaded from before that
      * iteration's barrier. */
-    __shared__ __align__(16) uint64_t page_rows[GENERAL ? 2 * 2 * BC : 2];
+    __shared__ __align__(16) uint64_t page_rows[FEATURES != FP_ATTN_DENSE ? 2 * 2 * BC : 2];
     auto page_table = [&](int t) {
         return fp_paged_rows<T, BC>{gK, gV, page_rows + (t & 1) * 2 * BC};
     };
