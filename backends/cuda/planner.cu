@@ -197,9 +197,10 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
     const char *first = small_grid ? split : plain, *second = small_grid ? plain : split;
     const int hopper = !f32 && props->cc_major == 9 && find_kernel(HOPPER_KERNEL) >= 0;
     const char *hopper_kind = "f16/bf16 on Hopper (wgmma, TMA, warp specialisation)";
-    /* An additive bias is a tensor read per score in both kernels; the Hopper kernel has not
-     * been timed on one against the mma.sync kernel, so bias problems keep trying it second. */
-    const int hopper_second = small_grid || p->bias.enabled;
+    /* Small grids go to the split-KV form first. Score modifiers and an additive bias (a tensor
+     * read per score in both kernels) cost the Hopper kernel less than the mma.sync one on the
+     * H200 (bench/results), so only the grid decides. */
+    const int hopper_second = small_grid;
     if (hopper && !hopper_second) {
         kinds[n_order] = hopper_kind;
         order[n_order++] = HOPPER_KERNEL;
