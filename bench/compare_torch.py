@@ -162,12 +162,20 @@ def parse_args(argv):
     ap.add_argument("--kernel", help="flashport-bench --kernel NAME|all, and the package's "
                                      "kernel= (a name)")
     ap.add_argument("--flashport-args", default="",
-                    help="more flashport-bench arguments, one string (e.g. '--no-peaks')")
+                    help="more flashport-bench arguments, one string (e.g. '--no-peaks' or "
+                         "'--threads 2')")
     ap.add_argument("--json", metavar="FILE", help="write every record as JSON")
     ap.add_argument("--backward", action="store_true",
                     help="time the backward pass (dQ, dK, dV), here and in flashport-bench")
     ap.add_argument("--list-shapes", action="store_true",
                     help="print the shapes and exit (needs no PyTorch)")
+    # argparse would read a lone flag given as the value ("--flashport-args --no-peaks") as an
+    # option of this script: the value is glued to its option first.
+    argv = list(argv)
+    for i in range(len(argv) - 1):
+        if argv[i] == "--flashport-args":
+            argv[i:i + 2] = ["--flashport-args=" + argv[i + 1]]
+            break
     a = ap.parse_args(argv)
     impls = [i for i in a.impl.split(",") if i]
     bad = [i for i in impls if i not in IMPLEMENTATIONS]
