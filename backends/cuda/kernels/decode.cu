@@ -4,12 +4,21 @@
  * takes every dtype and every API v2 forward feature (window, softcap, ALiBi, bias, sinks,
  * varlen, paged K/V, FP8 inputs) for head dims 32, 64, 128 and 256. Its rows per block are few
  * (1, 4 or 8: what the registers hold), so decode_mma takes f16/bf16 problems with more rows
- * per kv head.
+ * per kv head. The HIP build compiles the same kernel (vector loads in place of cp.async) and
+ * leaves FP8 out, its conversions being CUDA's.
  */
+#include "../kernel_list.h"
 #include "decode/decode_host.h"
 
+#if FP_GPU_CUDA
 /* The ring's 64 KB per block leaves room for three blocks on sm_80 and sm_90. */
 #define FP_DECODE_BLOCKS_PER_SM 3
+#define FP_DECODE_FP8_FEATURE   FP_FEATURE_FP8
+#else
+/* A block's ring or merge (32 KB) and its statistics: one fits a CU's 64 KB of LDS. */
+#define FP_DECODE_BLOCKS_PER_SM 1
+#define FP_DECODE_FP8_FEATURE   0u
+#endif
 
 namespace {
 
@@ -67,16 +76,21 @@ template <typename T> gpuError_t launch_type(const fp_gpu_launch *L) {
     }
 }
 
-/* cp.async copies 16 aligned bytes: the strides were checked by supports(), the base pointers
- * can only be checked here. */
+/* The ring's copies take 16 aligned bytes: the strides were checked by supports(), the base
+ * pointers can only be checked here. */
 gpuError_t launch(const fp_gpu_launch *L) {
     if (((uintptr_t)L->k | (uintptr_t)L->v) % 16 != 0) return gpuErrorMisalignedAddress;
     switch (L->p.dtype) {
     case FLASHPORT_F32: return launch_type<float>(L);
     case FLASHPORT_F16: return launch_type<gpuHalf>(L);
     case FLASHPORT_BF16: return launch_type<gpuBFloat16>(L);
+#if FP_GPU_CUDA
     case FLASHPORT_FP8_E4M3: return launch_type<fp_e4m3>(L);
     case FLASHPORT_FP8_E5M2: return launch_type<fp_e5m2>(L);
+#else
+    case FLASHPORT_FP8_E4M3:
+    case FLASHPORT_FP8_E5M2: break; /* not claimed (FP_DECODE_FP8_FEATURE) */
+#endif
     case FLASHPORT_F64: break; /* f64 problems reach only variants that claim FP_FEATURE_F64 */
     }
     return gpuErrorInvalidValue;
@@ -84,16 +98,15 @@ gpuError_t launch(const fp_gpu_launch *L) {
 
 } // namespace
 
-/* Declared here as kernel_list.h declares it, so that the definition has external linkage. */
-extern const fp_gpu_kernel fp_kernel_decode;
-const fp_gpu_kernel fp_kernel_decode = {
+FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_decode = {
     {"decode",
-     "decode at memory bandwidth on the CUDA cores: up to 16 query rows per sequence, the query "
-     "heads of a kv head in one block, K/V through a cp.async ring, keys split across blocks; "
-     "every dtype, paged and varlen K/V, every mask",
+     "decode at memory bandwidth without matrix units: up to 16 query rows per sequence, the "
+     "query heads of a kv head in one block, K/V through a shared-memory ring (cp.async on "
+     "CUDA), keys split across blocks; every dtype (FP8 on CUDA), paged and varlen K/V, every "
+     "mask",
      FP_PRECISION_NATIVE,
      FP_FEATURE_WINDOW | FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS |
-         FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED | FP_FEATURE_FP8},
+         FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED | FP_DECODE_FP8_FEATURE},
     supports,
     fp_decode_workspace,
     launch,

@@ -99,6 +99,10 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
  * syntax sits behind a macro so that the CPU emulation the tests use can run the same launchers. */
 #define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 
+/* Device code with a CUDA-only form (inline PTX from kernels/common/ptx.cuh such as cp.async
+ * and ex2.approx, cuda_fp8.h's conversions) tests this; 0 in vendors/hip.h. */
+#define FP_GPU_CUDA 1
+
 /* Device code: conversions of the 16-bit storage types, and a butterfly shuffle in which every
  * lane of the warp takes part (CUDA needs the member mask, HIP has none). */
 #define gpuHalfToFloat     __half2float

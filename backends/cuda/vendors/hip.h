@@ -54,7 +54,8 @@ typedef hip_bfloat16 gpuBFloat16;
 #define gpuSuccess                hipSuccess
 #define gpuErrorMemoryAllocation  hipErrorOutOfMemory
 #define gpuErrorInvalidValue      hipErrorInvalidValue
-#define gpuErrorMisalignedAddress hipErrorMisalignedAddress
+/* HIP has no misaligned-address error: a launcher's alignment refusal is an invalid value there. */
+#define gpuErrorMisalignedAddress hipErrorInvalidValue
 #define gpuGetErrorString         hipGetErrorString
 #define gpuGetLastError           hipGetLastError
 
@@ -128,6 +129,9 @@ static inline hipError_t fp_gpu_stream_device(hipStream_t stream, int *device) {
 
 /* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. */
 #define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
+
+/* No inline PTX and no cuda_fp8.h: device code takes its portable form (see vendors/cuda.h). */
+#define FP_GPU_CUDA 0
 
 /* Device code: conversions of the 16-bit storage types (round to nearest even, as on CUDA), and
  * a butterfly shuffle across the lanes of a group (HIP's shuffles take no member mask). */

@@ -33,11 +33,11 @@ static inline int64_t fp_decode_visible_span(const fp_problem *p) {
     return w >= 0 && w < span ? w : span;
 }
 
-/* The checks of every decode variant: Nq, the 16-byte alignment of K and V rows that cp.async
- * needs, and sizes that fit the kernels' int arithmetic. */
+/* The checks of every decode variant: Nq, the 16-byte alignment of K and V rows that the
+ * 16-byte copies need, and sizes that fit the kernels' int arithmetic. */
 static inline int fp_decode_common_support(const fp_problem *p, const fp_gpu_device_props *props,
                                            const char *name, char *why, size_t why_len) {
-    if (props->cc_major < 8) {
+    if (FP_GPU_CUDA && props->cc_major < 8) {
         snprintf(why, why_len, "needs cp.async (compute capability 8.0 or newer)");
         return 0;
     }

@@ -6,7 +6,9 @@
  *    one kv head, so each key and value row is read once for all of them.
  *  - A cp.async ring. K and V tiles of TILE_KEYS rows stream into a STAGES-deep ring of shared
  *    memory in 16-byte copies, zero-filled past the block's keys, so loads for later tiles are in
- *    flight while this one is consumed.
+ *    flight while this one is consumed. HIP has no asynchronous copy: there the copies are
+ *    vector loads and stores (fp_decode_copy16) into a two-stage ring, which the loop's one
+ *    barrier per tile orders the same way, and other blocks' waves overlap the loads.
  *  - Lane groups. LANES lanes hold one key row (one 16-byte vector each, VECS of them for wide
  *    rows), so a warp takes 32 / LANES keys at once; a score is the group's dot product reduced
  *    by shuffles. Each group keeps its own online softmax over KEYS_PER_GROUP keys per tile,
@@ -30,14 +32,21 @@
 #include "../common/dtype.cuh"
 #include "../common/kv_addressing.cuh"
 #include "../common/online_softmax.cuh"
-#include "../common/ptx.cuh"
 #include "../common/score_mods.cuh"
+#if FP_GPU_CUDA
+#include "../common/ptx.cuh"
+#endif
 #include "../mma/fragment_layout.h"
 #include "vector16.cuh"
 
 #define FP_DECODE_THREADS     128
 #define FP_DECODE_STAGE_BYTES 16384 /* K and V tiles of one stage */
-#define FP_DECODE_STAGES      4
+#if FP_GPU_CUDA
+#define FP_DECODE_STAGES 4
+#else
+/* Synchronous copies need no deeper ring, and 32 KB of it leaves AMD's 64 KB of LDS room. */
+#define FP_DECODE_STAGES 2
+#endif
 /* A split of fewer keys than this many tiles spends more on its Q rows and merge than it saves. */
 #define FP_DECODE_MIN_TILES_PER_SPLIT 2
 
@@ -225,6 +234,41 @@ __device__ __forceinline__ float fp_decode_block_max(const fp_decode_args &a,
     return m;
 }
 
+/* One 16-byte copy into the ring from global src, zeros when bytes is 0 (else 16). CUDA: a
+ * cp.async, landed by fp_decode_wait; HIP: a load and a store, done when it returns. */
+__device__ __forceinline__ void fp_decode_copy16(char *dst, const void *src, int bytes) {
+#if FP_GPU_CUDA
+    fp_cp_async_16(fp_smem_addr(dst), src, bytes);
+#else
+    *reinterpret_cast<uint4 *>(dst) =
+        bytes ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
+
+/* The ring's copy groups: committed after each tile's copies, waited for until at most
+ * `pending` groups are in flight (nothing to do where the copies are synchronous). */
+__device__ __forceinline__ void fp_decode_commit() {
+#if FP_GPU_CUDA
+    fp_cp_async_commit();
+#endif
+}
+
+template <int pending> __device__ __forceinline__ void fp_decode_wait() {
+#if FP_GPU_CUDA
+    fp_cp_async_wait<pending>();
+#endif
+}
+
+/* 2^x for the softmax weights: one MUFU.EX2 on CUDA (fp_exp2_approx), exp2f on HIP, where it is
+ * one v_exp_f32 already. */
+__device__ __forceinline__ float fp_decode_exp2(float x) {
+#if FP_GPU_CUDA
+    return fp_exp2_approx(x);
+#else
+    return exp2f(x);
+#endif
+}
+
 /* Starts the copies of keys j0 .. j0 + TILE_KEYS - 1 into k_tile and v_tile; rows at or past
  * k1 are zero-filled without reading. Thread t copies 16-byte vector t % ROW_VECS of every
  * (THREADS / ROW_VECS)-th row, stored in row order, or at the chunk position of
@@ -249,14 +293,14 @@ __device__ __forceinline__ void fp_decode_issue(const fp_decode_args &a, const f
         }
         const int dst = SWIZZLED ? fp_mma_swizzle(r, part, ROW_VECS) * (int)sizeof(T)
                                  : (r * ROW_VECS + part) * 16;
-        fp_cp_async_16(fp_smem_addr(k_tile + dst), k_src, bytes);
-        fp_cp_async_16(fp_smem_addr(v_tile + dst), v_src, bytes);
+        fp_decode_copy16(k_tile + dst, k_src, bytes);
+        fp_decode_copy16(v_tile + dst, v_src, bytes);
     }
 }
 
 template <typename T, int D, int ROWS>
 __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_decode_args a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(__HIP_DEVICE_COMPILE__)
     using S = fp_decode_shape<T, D>;
     extern __shared__ __align__(16) char smem[];
     float *stat_m =
@@ -316,15 +360,15 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
 #pragma unroll
     for (int t = 0; t < FP_DECODE_STAGES - 1; t++) {
         if (t < tiles) issue(t, t);
-        fp_cp_async_commit();
+        fp_decode_commit();
     }
     const bool plain = !fp_score_mods_any(a.mods);
     for (int t = 0; t < tiles; t++) {
-        fp_cp_async_wait<FP_DECODE_STAGES - 2>();
+        fp_decode_wait<FP_DECODE_STAGES - 2>();
         __syncthreads();
         const int next = t + FP_DECODE_STAGES - 1;
         if (next < tiles) issue(next, next % FP_DECODE_STAGES);
-        fp_cp_async_commit();
+        fp_decode_commit();
 
         const char *k_tile = smem + (t % FP_DECODE_STAGES) * FP_DECODE_STAGE_BYTES;
         const char *v_tile = k_tile + FP_DECODE_STAGE_BYTES / 2;
@@ -357,8 +401,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
 #pragma unroll
                 for (int e = 0; e < S::ELEMS; e++) dot = fmaf(q[r][e], kf[e], dot);
 #pragma unroll
-                for (int off = S::LANES / 2; off > 0; off /= 2)
-                    dot += __shfl_xor_sync(0xffffffffu, dot, off);
+                for (int off = S::LANES / 2; off > 0; off /= 2) dot += FP_SHFL_XOR(dot, off, 32);
                 const bool seen = full || (j >= row_lo[r] && j < row_hi[r] && j < k1);
                 float x = -INFINITY;
                 if (seen)
@@ -381,7 +424,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
             float sum = 0.0f;
 #pragma unroll
             for (int c = 0; c < S::KEYS_PER_GROUP; c++) {
-                w[c][r] = fp_exp2_approx(sc[c][r] - base);
+                w[c][r] = fp_decode_exp2(sc[c][r] - base);
                 sum += w[c][r];
             }
             fp_softmax_add(st[r], sum);
@@ -411,7 +454,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
             }
         }
     }
-    fp_cp_async_wait<0>();
+    fp_decode_wait<0>();
     __syncthreads(); /* the ring becomes the merge buffer */
 
     /* Merge the groups: each scales its accumulators to the block's maximum, then the columns
@@ -438,6 +481,8 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
     __syncthreads();
 
     fp_decode_write<S::GROUPS, ROWS, D>(a, B, merge, stat_m, stat_l);
+#else
+    (void)a; /* the host pass of a HIP build */
 #endif
 }
 

@@ -2,15 +2,18 @@
  * 16 bytes of a storage type as floats: what a decode lane reads from shared memory at once.
  * fp_vec16<T>::N elements per vector (4 f32, 8 f16 or bf16, 16 FP8), converted with the
  * hardware's paired conversions. FP8 storage types are tags over a byte, since only these loads
- * ever see them.
+ * ever see them; their conversions are cuda_fp8.h's, so a HIP build has none (and its decode
+ * declines FP8).
  */
 #ifndef FP_DECODE_VECTOR16_CUH
 #define FP_DECODE_VECTOR16_CUH
 
-#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "../../vendors/gpu.h"
+#if FP_GPU_CUDA
+#include <cuda_fp8.h>
+#endif
 
 struct fp_e4m3 {
     uint8_t bits;
@@ -24,13 +27,15 @@ template <typename T> struct fp_vec16 { static constexpr int N = 16 / (int)sizeo
 /* One element as float (for Q, read once per block). */
 __device__ __forceinline__ float fp_elem_f32(float x) { return x; }
 __device__ __forceinline__ float fp_elem_f32(gpuHalf x) { return __half2float(x); }
-__device__ __forceinline__ float fp_elem_f32(gpuBFloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float fp_elem_f32(gpuBFloat16 x) { return gpuBFloat16ToFloat(x); }
+#if FP_GPU_CUDA
 __device__ __forceinline__ float fp_elem_f32(fp_e4m3 x) {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.bits, __NV_E4M3)));
 }
 __device__ __forceinline__ float fp_elem_f32(fp_e5m2 x) {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.bits, __NV_E5M2)));
 }
+#endif
 
 /* The vector of T in r, as fp_vec16<T>::N floats. */
 template <typename T> struct fp_unpack;
@@ -68,6 +73,7 @@ template <> struct fp_unpack<gpuBFloat16> {
     }
 };
 
+#if FP_GPU_CUDA
 template <__nv_fp8_interpretation_t KIND> struct fp_unpack_fp8 {
     static __device__ __forceinline__ void run(const uint4 &r, float (&f)[16]) {
         const uint32_t w[4] = {r.x, r.y, r.z, r.w};
@@ -86,5 +92,6 @@ template <__nv_fp8_interpretation_t KIND> struct fp_unpack_fp8 {
 };
 template <> struct fp_unpack<fp_e4m3> : fp_unpack_fp8<__NV_E4M3> {};
 template <> struct fp_unpack<fp_e5m2> : fp_unpack_fp8<__NV_E5M2> {};
+#endif
 
 #endif /* FP_DECODE_VECTOR16_CUH */

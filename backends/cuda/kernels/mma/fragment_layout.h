@@ -40,7 +40,7 @@
 #ifndef FP_MMA_FRAGMENT_LAYOUT_H
 #define FP_MMA_FRAGMENT_LAYOUT_H
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__HIP__)
 #define FP_MMA_INDEX static inline __host__ __device__
 #else
 #define FP_MMA_INDEX static inline
