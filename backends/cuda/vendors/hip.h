@@ -50,11 +50,11 @@ typedef hipDeviceAttribute_t gpuDeviceAttr_t;
 typedef __half gpuHalf;
 typedef hip_bfloat16 gpuBFloat16;
 
-/* Errors */
+/* Errors. HIP has no misaligned-address error: a launcher's alignment refusal is an invalid
+ * value there. */
 #define gpuSuccess                hipSuccess
 #define gpuErrorMemoryAllocation  hipErrorOutOfMemory
 #define gpuErrorInvalidValue      hipErrorInvalidValue
-/* HIP has no misaligned-address error: a launcher's alignment refusal is an invalid value there. */
 #define gpuErrorMisalignedAddress hipErrorInvalidValue
 #define gpuGetErrorString         hipGetErrorString
 #define gpuGetLastError           hipGetLastError
