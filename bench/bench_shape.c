@@ -55,8 +55,9 @@ void bench_shape_help(FILE *out) {
             "them (causal halves the square; windows count exactly), summed over the real\n"
             "sequences of varlen and paged shapes, so TFLOP/s is on real tokens.\n"
             "Bytes: what a call must move at least, Q and O once and each sequence's visible\n"
-            "K and V rows once (a window's keys, not the cache's); bandwidth_fraction is that\n"
-            "over the median time, as a fraction of the measured copy bandwidth.\n");
+            "K and V rows once (a window's keys, not the cache's; with a bias, its entry of\n"
+            "each such key); bandwidth_fraction is that over the median time, as a fraction\n"
+            "of the measured copy bandwidth.\n");
 }
 
 /* ---- parsing ---- */
@@ -345,6 +346,7 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
     p->bytes = (double)p->tokens_q * (double)s->heads_q * row *
                    (in + (double)flashport_dtype_size(d->out_dtype)) +
                2.0 * kv_rows * (double)s->heads_kv * row * in;
+    if (s->bias) p->bytes += kv_rows * (double)sizeof(float); /* one f32 a visible key */
     return 1;
 oom:
     bench_problem_destroy(p);
