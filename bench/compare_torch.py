@@ -25,7 +25,7 @@ import tempfile
 import time
 
 SCHEMA = "flashport-bench/1"
-PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve", "cpu-decode"]
+PRESETS = ["seed", "fa-grid", "ladder", "decode", "cpu", "serve", "cpu-decode", "varlen"]
 IMPLEMENTATIONS = ["flash", "efficient", "cudnn", "math", "unfused", "fa3", "flashport"]
 OPT_IN = ("fa3", "flashport")  # left out of the default --impl
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -43,10 +43,30 @@ EXIT_UNAVAILABLE = 3  # as flashport-bench: what the run needs is not there
 
 
 def shape(b, hq, hkv, nq, nkv, d, dtype, causal, layout="bhnd", page_size=0, kv_mixed=False,
-          window=(-1, -1)):
+          window=(-1, -1), varlen=False):
     return dict(batch=b, heads_q=hq, heads_kv=hkv, seq_q=nq, seq_kv=nkv, head_dim=d, dtype=dtype,
                 causal=bool(causal), layout=layout, page_size=page_size, kv_mixed=kv_mixed,
-                window_left=window[0], window_right=window[1])
+                window_left=window[0], window_right=window[1], varlen=bool(varlen))
+
+
+def splitmix64(state):
+    """flashport-bench's generator (bench_shape.c): (next state, output)."""
+    state = (state + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return state, z ^ (z >> 31)
+
+
+def varlen_lengths(s, seed):
+    """The sequence lengths flashport-bench draws for a packed shape from the same seed:
+    Lq from 1..Nq and Lkv = Lq + Nkv - Nq, per sequence."""
+    state, out = seed ^ 0x5EED1E57, []
+    for _ in range(s["batch"]):
+        state, z = splitmix64(state)
+        lq = 1 + z % s["seq_q"]
+        out.append((lq, lq + s["seq_kv"] - s["seq_q"]))
+    return out
 
 
 def preset_shapes(name, dtype_default):
@@ -78,6 +98,9 @@ def preset_shapes(name, dtype_default):
                 + [shape(8, 32, 8, 4, 8192, 128, dtype_default, 1, page_size=16, kv_mixed=True),
                    shape(4, 32, 8, 512, 8192, 128, dtype_default, 1, page_size=16),
                    shape(1, 32, 8, 32768, 32768, 128, dtype_default, 1, window=(4095, 0))])
+    if name == "varlen":
+        return [shape(16, 2048 // d, 2048 // d, 8192, 8192, d, dtype_default, c, varlen=True)
+                for c in (0, 1) for d in (64, 128)]
     if name == "cpu-decode":
         return ([shape(1, 32, 8, nq, kv, 128, dtype_default, 0)
                  for nq in (1, 4, 16) for kv in (32768, 131072)]
@@ -95,25 +118,41 @@ def shapes_from_args(a):
             s["layout"] = a.layout
         return out
     return [shape(a.b, a.hq, a.hkv or a.hq, a.nq, a.nkv or a.nq, a.d, a.dtype or "f32",
-                  a.causal, a.layout)]
+                  a.causal, a.layout, varlen=a.varlen)]
 
 
 def shape_key(s):
     return (tuple(s[k] for k in ("batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim",
                                  "dtype", "causal", "layout"))
             + (s.get("page_size", 0), bool(s.get("kv_mixed", False)), s.get("window_left", -1),
-               s.get("window_right", -1)))
+               s.get("window_right", -1), bool(s.get("varlen", False))))
 
 
-def torch_bytes(s):
-    """What torch's dense call moves at least: Q, O, and the whole (padded) K and V."""
-    return DTYPE_BYTES[s["dtype"]] * s["batch"] * s["head_dim"] * (
-        2 * s["heads_q"] * s["seq_q"] + 2 * s["heads_kv"] * s["seq_kv"])
+def torch_bytes(s, lengths=None):
+    """What torch's call moves at least: Q, O, and the whole (padded) K and V; a packed
+    batch's real rows."""
+    q_rows, kv_rows = ((sum(x for x, _ in lengths), sum(y for _, y in lengths)) if lengths
+                       else (s["batch"] * s["seq_q"], s["batch"] * s["seq_kv"]))
+    return DTYPE_BYTES[s["dtype"]] * s["head_dim"] * (
+        2 * s["heads_q"] * q_rows + 2 * s["heads_kv"] * kv_rows)
 
 
-def flops(s, backward=False):
-    f = 4.0 * s["batch"] * s["heads_q"] * s["seq_q"] * s["seq_kv"] * s["head_dim"]
-    f = f / 2 if s["causal"] else f
+def sequence_flops(s, lq, lkv):
+    """flashport_attention_desc_flops of one sequence: 4 d Hq per visible pair, square causal
+    counted as half the square, other causal shapes exactly (bottom-right aligned)."""
+    if s["causal"] and lq != lkv:
+        pairs = sum(max(0, min(lkv, i + lkv - lq + 1)) for i in range(lq))
+    else:
+        pairs = lq * lkv / (2 if s["causal"] else 1)
+    return 4.0 * s["heads_q"] * s["head_dim"] * pairs
+
+
+def flops(s, backward=False, lengths=None):
+    """FLOPs of the shape, on real tokens for a packed batch (its drawn lengths)."""
+    if lengths:
+        f = sum(sequence_flops(s, lq, lkv) for lq, lkv in lengths)
+    else:
+        f = s["batch"] * sequence_flops(s, s["seq_q"], s["seq_kv"])
     return 2.5 * f if backward else f
 
 
@@ -124,6 +163,7 @@ def shape_text(s):
             f"Nkv={s['seq_kv']} d={s['head_dim']}{' causal' if s['causal'] else ''}"
             f"{' bnhd' if s['layout'] == 'bnhd' else ''}{w}"
             f"{' page=%d' % s['page_size'] if s.get('page_size') else ''}"
+            f"{' varlen' if s.get('varlen') else ''}"
             f"{' kvmix' if s.get('kv_mixed') else ''}")
 
 
@@ -140,6 +180,9 @@ def parse_args(argv):
     ap.add_argument("--dtype", choices=list(DTYPE_BYTES),
                     help="default f32; fa-grid and decode: bf16 on cuda, f32 on cpu")
     ap.add_argument("--causal", action="store_true", help="bottom-right aligned, as flashport")
+    ap.add_argument("--varlen", action="store_true",
+                    help="a packed batch with flashport-bench's drawn lengths (--seed); torch "
+                         "runs it as nested (jagged) tensors")
     ap.add_argument("--layout", choices=["bhnd", "bnhd"], default="bhnd")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (cpu)")
@@ -201,6 +244,8 @@ def flashport_command(a, json_path):
            "--seed", str(a.seed)]
     if a.preset:
         cmd += ["--preset", a.preset]
+    elif a.varlen:
+        cmd += ["--shape", shape_text(shapes_from_args(a)[0])]
     else:
         cmd += ["--b", str(a.b), "--hq", str(a.hq), "--hkv", str(a.hkv or a.hq), "--nq", str(a.nq),
                 "--nkv", str(a.nkv or a.nq), "--d", str(a.d)]
@@ -318,8 +363,21 @@ class Torch:
         x = t.randn(*dims, generator=gen, device=self.device).to(self.dtypes[s["dtype"]])
         return x.transpose(1, 2) if s["layout"] == "bnhd" else x
 
+    def jagged(self, s, heads, lengths, gen):
+        """A packed batch as a nested (jagged) tensor [B, heads, j, d]: one sequence each."""
+        t = self.torch
+        values = t.randn(sum(lengths), heads, s["head_dim"], generator=gen,
+                         device=self.device).to(self.dtypes[s["dtype"]])
+        offsets = t.tensor([0] + lengths, device=self.device).cumsum(0)
+        return t.nested.nested_tensor_from_jagged(values, offsets).transpose(1, 2)
+
     def inputs(self, s, n_sets, seed):
         gen = self.torch.Generator(device=self.device).manual_seed(seed)
+        if s.get("varlen"):
+            lengths = varlen_lengths(s, seed)
+            lq, lkv = [x for x, _ in lengths], [y for _, y in lengths]
+            return [(self.jagged(s, s["heads_q"], lq, gen), self.jagged(s, s["heads_kv"], lkv, gen),
+                     self.jagged(s, s["heads_kv"], lkv, gen)) for _ in range(n_sets)]
         return [(self.tensor(s, s["heads_q"], s["seq_q"], gen),
                  self.tensor(s, s["heads_kv"], s["seq_kv"], gen),
                  self.tensor(s, s["heads_kv"], s["seq_kv"], gen)) for _ in range(n_sets)]
@@ -358,6 +416,8 @@ class Torch:
                 note.append("K/V repeated per query head")
             return unfused, contextlib.nullcontext(), "; ".join(note)
 
+        if s.get("varlen"):
+            return self.nested_callable(impl, s)
         if impl == "fa3":
             return self.fa3_callable(s)
         if impl == "flashport":
@@ -390,6 +450,24 @@ class Torch:
                 k, v = expand(k, v)
             return F.scaled_dot_product_attention(q, k, v, **kwargs)
         return fused, self.sdpa_kernel(backend), "; ".join(note)
+
+    def nested_callable(self, impl, s):
+        """A packed batch through SDPA on nested (jagged) tensors, torch's varlen path: each
+        sequence sees only its own keys. Causal needs Lq = Lkv (torch aligns top-left)."""
+        if impl == "flashport":
+            raise NotImplementedError("paged and packed batches: time them with flashport-bench")
+        if impl not in self.backends:
+            raise NotImplementedError(f"packed batches are timed through SDPA's nested tensors "
+                                      f"only, not {impl}")
+        if s["heads_q"] != s["heads_kv"]:
+            raise NotImplementedError("nested tensors: GQA is not timed")
+        if s["causal"] and s["seq_q"] != s["seq_kv"]:
+            raise NotImplementedError("nested tensors: causal needs equal query and key lengths")
+        F = self.torch.nn.functional
+
+        def nested(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=s["causal"])
+        return nested, self.sdpa_kernel(self.backends[impl]), "nested (jagged) tensors"
 
     def fa3_callable(self, s):
         """FlashAttention-3's forward from the fa3-fwd package. It takes [B, N, H, d] with the
@@ -489,11 +567,15 @@ class Torch:
     def measure(self, impl, s, sets, a):
         t = self.torch
         es = DTYPE_BYTES[s["dtype"]]
+        lengths = varlen_lengths(s, a.seed) if s.get("varlen") else None
+        work = flops(s, a.backward, lengths)
         rec = dict(shape=dict(s), implementation=f"torch:{impl}",
                    backend="flash-attn-3" if impl == "fa3" else "torch-sdpa",
                    kernel_requested=impl, kernel=impl, precision="native",
                    description=IMPL_DESCRIPTIONS[impl] + (", backward" if a.backward else ""),
-                   status="ok", message="", flops=flops(s, a.backward))
+                   status="ok", message="", flops=work)
+        if lengths:
+            rec.update(tokens_q=sum(x for x, _ in lengths), tokens_kv=sum(y for _, y in lengths))
         try:
             fn, backend_choice, note = self.callable_for(impl, s)
             if self.device == "cuda":
@@ -510,7 +592,8 @@ class Torch:
             return rec
         except RuntimeError as e:
             text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            unsupported = "no available kernel" in text.lower() or "not supported" in text.lower()
+            unsupported = any(x in text.lower() for x in
+                              ("no available kernel", "not supported", "no viable backend"))
             oom = "out of memory" in text.lower()
             rec.update(status="unsupported" if unsupported or oom else "failed", message=text)
             if self.device == "cuda":
@@ -524,12 +607,12 @@ class Torch:
             message=note,
             repeats=len(ms),
             ms=dict(min=min(ms), median=med, max=max(ms)),
-            tflops=flops(s, a.backward) / (med * 1e-3) / 1e12,
+            tflops=work / (med * 1e-3) / 1e12,
             ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,
             input_bytes=es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
                                                             + 2 * s["heads_kv"] * s["seq_kv"]),
             output_bytes=es * s["batch"] * s["heads_q"] * s["seq_q"] * s["head_dim"],
-            bytes_moved=torch_bytes(s), bandwidth_fraction=None,
+            bytes_moved=torch_bytes(s, lengths), bandwidth_fraction=None,
             input_sets=len(sets),
             peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             max_abs_err=None, rel_l2_err=None, checked_on="", speedup_vs_previous=None)

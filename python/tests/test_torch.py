@@ -111,3 +111,31 @@ def test_compare_torch_times_the_package(tmp_path):
     assert set(by_impl) == {"python:flashport", "torch:math"}
     fp = by_impl["python:flashport"]
     assert fp["backend"] == "cpu_simd" and fp["kernel"] and fp["tflops"] > 0
+
+
+def test_compare_torch_varlen_matches_flashport_bench(tmp_path):
+    # compare_torch.py --varlen draws flashport-bench's lengths from the same seed and runs
+    # torch on nested (jagged) tensors: both sides count the same real tokens and FLOPs
+    import os
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    import compare_torch
+    bench = os.environ.get("FLASHPORT_BENCH", "")
+    assert os.access(bench, os.X_OK), f"FLASHPORT_BENCH ({bench!r}) is not flashport-bench"
+    out = tmp_path / "varlen.json"
+    assert compare_torch.main(["--device", "cpu", "--varlen", "--b", "5", "--hq", "2",
+                               "--nq", "40", "--nkv", "52", "--d", "16", "--dtype", "f32",
+                               "--impl", "math", "--flashport-bench", bench,
+                               "--backend", "cpu_simd", "--seed", "7", "--warmup", "1",
+                               "--repeat", "2", "--flashport-args", "--no-peaks",
+                               "--json", str(out)]) == 0
+    import json
+    records = json.loads(out.read_text())["results"]
+    fp = [r for r in records if r["implementation"] != "torch:math"]
+    tm = [r for r in records if r["implementation"] == "torch:math"]
+    assert len(fp) == 1 and len(tm) == 1 and tm[0]["status"] == "ok"
+    assert fp[0]["shape"]["varlen"] and tm[0]["shape"]["varlen"]
+    for field in ("tokens_q", "tokens_kv", "flops"):
+        assert fp[0][field] == tm[0][field], field
+    assert tm[0]["tokens_q"] < 5 * 40 and tm[0]["tokens_kv"] == tm[0]["tokens_q"] + 5 * 12
