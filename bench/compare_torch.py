@@ -128,13 +128,15 @@ def shape_key(s):
                s.get("window_right", -1), bool(s.get("varlen", False))))
 
 
-def torch_bytes(s, lengths=None):
-    """What torch's call moves at least: Q, O, and the whole (padded) K and V; a packed
+def tensor_bytes(s, lengths=None):
+    """Bytes of one Q, one of K and V together, and O: the whole (padded) tensors, or a packed
     batch's real rows."""
     q_rows, kv_rows = ((sum(x for x, _ in lengths), sum(y for _, y in lengths)) if lengths
                        else (s["batch"] * s["seq_q"], s["batch"] * s["seq_kv"]))
-    return DTYPE_BYTES[s["dtype"]] * s["head_dim"] * (
-        2 * s["heads_q"] * q_rows + 2 * s["heads_kv"] * kv_rows)
+    row = DTYPE_BYTES[s["dtype"]] * s["head_dim"]
+    q = row * s["heads_q"] * q_rows
+    return q, 2 * row * s["heads_kv"] * kv_rows, q
+
 
 
 def sequence_flops(s, lq, lkv):
@@ -345,9 +347,8 @@ class Torch:
 
     def sets_for(self, s):
         """Same rule as flashport-bench: rotate inputs that would sit in cache."""
-        es = DTYPE_BYTES[s["dtype"]]
-        set_bytes = es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
-                                                       + 2 * s["heads_kv"] * s["seq_kv"])
+        q_bytes, kv_bytes, _ = tensor_bytes(s)
+        set_bytes = q_bytes + kv_bytes
         if set_bytes >= 4 * self.cache_bytes:
             return 1
         n = min(64, max(2, -(-2 * self.cache_bytes // set_bytes)))
@@ -566,7 +567,6 @@ class Torch:
 
     def measure(self, impl, s, sets, a):
         t = self.torch
-        es = DTYPE_BYTES[s["dtype"]]
         lengths = varlen_lengths(s, a.seed) if s.get("varlen") else None
         work = flops(s, a.backward, lengths)
         rec = dict(shape=dict(s), implementation=f"torch:{impl}",
@@ -603,16 +603,15 @@ class Torch:
             rec.update(implementation="python:flashport", backend=self.fp_plan.backend,
                        kernel_requested=self.fp_kernel or "", kernel=self.fp_plan.kernel)
         med = statistics.median(ms)
+        q_bytes, kv_bytes, o_bytes = tensor_bytes(s, lengths)
         rec.update(
             message=note,
             repeats=len(ms),
             ms=dict(min=min(ms), median=med, max=max(ms)),
             tflops=work / (med * 1e-3) / 1e12,
             ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,
-            input_bytes=es * s["batch"] * s["head_dim"] * (s["heads_q"] * s["seq_q"]
-                                                            + 2 * s["heads_kv"] * s["seq_kv"]),
-            output_bytes=es * s["batch"] * s["heads_q"] * s["seq_q"] * s["head_dim"],
-            bytes_moved=torch_bytes(s, lengths), bandwidth_fraction=None,
+            input_bytes=q_bytes + kv_bytes, output_bytes=o_bytes,
+            bytes_moved=q_bytes + kv_bytes + o_bytes, bandwidth_fraction=None,
             input_sets=len(sets),
             peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             max_abs_err=None, rel_l2_err=None, checked_on="", speedup_vs_previous=None)
