@@ -401,6 +401,13 @@ CASES = [
     _case("prefill_bias_bf16_d128_qk_broadcast_causal", 190, dtype="bf16", heads_q=2,
           heads_kv=2, head_dim=128, causal=True,
           bias=dict(dtype="bf16", dims="..qk", kind="normal")),
+    # Tensor-core kernels start a tile's dot products from its bias: a key-padding bias read
+    # once for all rows, and a per-row one whose odd row length misaligns every other row's
+    # pairs of keys, across full tiles and edge tiles.
+    _case("prefill_bias_key_padding_bf16_d128", 300, 515, dtype="bf16", batch=2, heads_q=4,
+          heads_kv=2, head_dim=128, bias=dict(dtype="f32", dims="b..k", kind="key_padding")),
+    _case("prefill_bias_f16_d64_odd_keys_causal", 260, 333, dtype="f16", heads_q=2, heads_kv=1,
+          head_dim=64, causal=True, bias=dict(dtype="f16", dims="bhqk", kind="normal")),
     # Nq > Nkv, causal: the first 50 rows see no key and keep LSE = sink.
     _case("prefill_sinks_bf16_d128_causal", 200, 150, dtype="bf16", heads_q=4, heads_kv=1,
           head_dim=128, causal=True, sinks=True),

@@ -7,6 +7,7 @@
 #ifndef FP_KERNELS_SCORE_MODS_CUH
 #define FP_KERNELS_SCORE_MODS_CUH
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -187,6 +188,67 @@ __device__ __forceinline__ float fp_bias_log2(const fp_score_mods &m, int b, int
     case FLASHPORT_BF16: return fp_bias_log2_as<gpuBFloat16>(m, at, i, j);
     default: return fp_bias_log2_as<float>(m, at, i, j);
     }
+}
+
+/* The tensor-core forwards can add the bias before the dot product instead of after it: with
+ * the accumulators of S = Q K^T started at bias / scale instead of 0, the scale step that
+ * follows yields scale q.k + bias (ALiBi's FMA and the mask after it unchanged). The bias then
+ * takes no registers beyond the accumulators, and its loads are issued while the block waits
+ * for the tile, where reading it after the dot product kept two tiles of values live or formed
+ * a 64-bit address a score. Softcap applies to scale q.k alone, so with softcap the bias is
+ * added after it; a scale whose reciprocal is not a finite nonzero float takes that path too. */
+__device__ __forceinline__ bool fp_bias_in_accumulators(const fp_score_mods &m) {
+    const float inv = 1.0f / m.scale;
+    return m.bias && !(m.softcap > 0.0f) && isfinite(inv) && inv != 0.0f;
+}
+
+/* bias / scale as an accumulator's start (inv_scale = 1 / scale). A finite bias whose quotient
+ * overflows starts at the largest float of its sign, so that a row masked with -FLT_MAX
+ * everywhere still gets equal scores (and the uniform softmax the definition gives); infinite
+ * and NaN biases pass through. */
+__device__ __forceinline__ float fp_bias_over_scale(float bias, float inv_scale) {
+    const float y = bias * inv_scale;
+    return isfinite(y) || !isfinite(bias) ? y : copysignf(FLT_MAX, y);
+}
+
+/* The bias along one row of a thread's accumulators, for the tensor-core layouts (mma.sync's
+ * and wgmma's), where a thread holds pairs of adjacent keys 8 apart: keys c + 8 n and
+ * c + 8 n + 1 from its first key c. The row's address is formed once a tile, and each pair is
+ * one load of two elements where the keys are contiguous and the pair is aligned (two loads
+ * otherwise). Reads are unguarded: for tiles whose keys every real row sees, the row clamped to
+ * a real one (fp_bias_row_clamped). */
+template <typename B> struct fp_bias_row {
+    struct __align__(2 * sizeof(B)) pair_t {
+        B v[2];
+    };
+    const B *p; /* the entry of (row, first key) */
+    int64_t key_stride;
+    bool pairs; /* keys contiguous and p aligned to a pair */
+
+    __device__ __forceinline__ void init(const fp_score_mods &m, int64_t head_offset, int row,
+                                         int key) {
+        key_stride = m.bias_key;
+        p = static_cast<const B *>(m.bias) + head_offset + (int64_t)row * m.bias_query +
+            (int64_t)key * key_stride;
+        pairs = key_stride == 1 && (uintptr_t)p % sizeof(pair_t) == 0;
+    }
+
+    /* The bias of keys c + 8 n and c + 8 n + 1. */
+    __device__ __forceinline__ void pair(int n, float *b0, float *b1) const {
+        if (pairs) {
+            const pair_t q = *reinterpret_cast<const pair_t *>(p + 8 * n);
+            *b0 = fp_to_f32(q.v[0]);
+            *b1 = fp_to_f32(q.v[1]);
+        } else {
+            *b0 = fp_to_f32(p[8 * n * key_stride]);
+            *b1 = fp_to_f32(p[(8 * n + 1) * key_stride]);
+        }
+    }
+};
+
+/* Rows past the sequence's end (computed, never stored) read the last real row's bias. */
+__device__ __forceinline__ int fp_bias_row_clamped(int row, int nq) {
+    return row < nq ? row : nq - 1;
 }
 
 /* The log2-domain score of query i (head h, batch b) against key j from their dot product. */

@@ -73,6 +73,89 @@ __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0
             }
 }
 
+/* The start of S = Q K^T for a tile whose bias rides in the accumulators (score_mods.cuh,
+ * fp_bias_in_accumulators): bias / scale, of element type B. On edge tiles each entry is read
+ * on its own and keys past the block's end start at 0 (nothing there to read; the mask sets
+ * them to -inf, as it does the keys a row does not see, whatever their bias). On other tiles
+ * each row's pairs of keys come a load at a time (fp_bias_row), and a bias that does not vary
+ * with the query (a key-padding bias) is read once for all of a lane's rows. Rows past the
+ * sequence's end read its last row's. */
+template <typename B, int MT, int KT>
+__device__ __forceinline__ void fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane,
+                                                      int kb, bool edge, float inv_scale,
+                                                      const fp_score_mods &mods,
+                                                      const fp_tile_keys &c) {
+    const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
+    /* Register r of (mt, nt) holds row row0 + 16 mt + fp_mma_acc_row(lane, 0) + 8 (r >> 1) and
+     * key kb + fp_mma_acc_col(lane, 0) + 8 nt + (r & 1). */
+    const int row = row0 + fp_mma_acc_row(lane, 0), key = kb + fp_mma_acc_col(lane, 0);
+    if (edge) {
+        const B *const bias = static_cast<const B *>(mods.bias) + head;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int i = fp_bias_row_clamped(row + 16 * mt + 8 * (r >> 1), c.nq);
+                    const int j = key + 8 * nt + (r & 1);
+                    s[mt][nt][r] =
+                        j < c.kv_end
+                            ? fp_bias_over_scale(fp_to_f32(bias[(int64_t)i * mods.bias_query +
+                                                                (int64_t)j * mods.bias_key]),
+                                                 inv_scale)
+                            : 0.0f;
+                }
+        return;
+    }
+    if (mods.bias_query == 0) {
+        fp_bias_row<B> br;
+        br.init(mods, head, 0, key);
+#pragma unroll
+        for (int nt = 0; nt < KT; ++nt) {
+            float b0, b1;
+            br.pair(nt, &b0, &b1);
+            b0 = fp_bias_over_scale(b0, inv_scale);
+            b1 = fp_bias_over_scale(b1, inv_scale);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) s[mt][nt][r] = r & 1 ? b1 : b0;
+        }
+        return;
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            fp_bias_row<B> br;
+            br.init(mods, head, fp_bias_row_clamped(row + 16 * mt + 8 * half, c.nq), key);
+#pragma unroll
+            for (int nt = 0; nt < KT; ++nt) {
+                float b0, b1;
+                br.pair(nt, &b0, &b1);
+                s[mt][nt][2 * half] = fp_bias_over_scale(b0, inv_scale);
+                s[mt][nt][2 * half + 1] = fp_bias_over_scale(b1, inv_scale);
+            }
+        }
+}
+
+template <int MT, int KT>
+__device__ __forceinline__ void fp_tile_bias_start(float (&s)[MT][KT][4], int row0, int lane,
+                                                   int kb, bool edge, float inv_scale,
+                                                   const fp_score_mods &mods,
+                                                   const fp_tile_keys &c) {
+    switch (mods.bias_dtype) {
+    case FLASHPORT_F16:
+        fp_tile_bias_start_as<gpuHalf>(s, row0, lane, kb, edge, inv_scale, mods, c);
+        break;
+    case FLASHPORT_BF16:
+        fp_tile_bias_start_as<gpuBFloat16>(s, row0, lane, kb, edge, inv_scale, mods, c);
+        break;
+    default: fp_tile_bias_start_as<float>(s, row0, lane, kb, edge, inv_scale, mods, c); break;
+    }
+}
+
 /* s = s * mul - slope * |i + nkv - nq - j| (ALiBi in the log2 domain; mul = scale * log2(e) for
  * raw dot products, 1 for scores already scaled), at one FMA a score. The distance of a lane's
  * element (mt, nt, r) is R + 8 nt + (r & 1) - 8 (r >> 1) - 16 mt, where R (the lane's and the
@@ -117,12 +200,13 @@ __device__ __forceinline__ void fp_tile_add_alibi(float (&s)[MT][KT][4], int row
 }
 
 /* Raw dot products to log2-domain scores: scale and softcap (MATH as fp_softcap_math says),
- * ALiBi, then the mask where `edge`, then the bias. With FOLD_ALIBI, ALiBi takes fp_tile_alibi,
- * whose FMA applies the scale too when there is no softcap; without, fp_tile_add_alibi. */
+ * ALiBi, then the mask where `edge`, then the bias unless `bias_started` (the tile's dot products
+ * started from it, fp_tile_bias_start). With FOLD_ALIBI, ALiBi takes fp_tile_alibi, whose FMA
+ * applies the scale too when there is no softcap; without, fp_tile_add_alibi. */
 template <fp_softcap_math MATH, bool FOLD_ALIBI, int MT, int KT>
 __device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
-                                               bool edge, const fp_score_mods &mods,
-                                               const fp_tile_keys &c) {
+                                               bool edge, bool bias_started,
+                                               const fp_score_mods &mods, const fp_tile_keys &c) {
     const bool alibi = mods.alibi != FLASHPORT_ALIBI_NONE;
     if (FOLD_ALIBI && alibi && !(mods.softcap > 0.0f)) {
         fp_tile_alibi(s, row0, lane, kb, mods.scale * FP_LOG2E, mods, c);
@@ -137,7 +221,7 @@ __device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, 
         if (alibi && !FOLD_ALIBI) fp_tile_add_alibi(s, row0, lane, kb, mods, c);
     }
     if (edge) fp_tile_mask(s, row0, lane, kb, c);
-    if (mods.bias) {
+    if (mods.bias && !bias_started) {
         switch (mods.bias_dtype) {
         case FLASHPORT_F16: fp_tile_add_bias<gpuHalf>(s, row0, lane, kb, mods, c); break;
         case FLASHPORT_BF16: fp_tile_add_bias<gpuBFloat16>(s, row0, lane, kb, mods, c); break;

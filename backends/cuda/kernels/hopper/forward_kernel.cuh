@@ -147,9 +147,79 @@ fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int
     }
 }
 
+/* The start of a tile's S for a bias that rides in the accumulators (score_mods.cuh,
+ * fp_bias_in_accumulators): bias / scale read as B. Edge tiles read each entry on its own and
+ * start keys past Nkv at 0 (the mask sets them, and the keys a row does not see, to -inf);
+ * other tiles read a row's pairs of keys a load at a time (fp_bias_row), once for both of a
+ * thread's rows when the bias does not vary with the query. Rows past Nq read the last row's.
+ * Register i holds row fp_hopper_acc_row(tid, 0) + 8 ((i / 2) % 2) and key
+ * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. */
+template <typename B, int BC>
+static __device__ __forceinline__ void
+fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale, int b, int h,
+                        int nq, int nkv, int tid, int row0, int kb, bool edge) {
+    const int64_t at = fp_bias_head_offset(m, b, h);
+    const int row = row0 + fp_hopper_acc_row(tid, 0), key = kb + fp_hopper_acc_col(tid, 0);
+    if (edge) {
+        const B *const bias = static_cast<const B *>(m.bias) + at;
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) {
+            const int r = fp_bias_row_clamped(row + 8 * ((i / 2) % 2), nq);
+            const int k = key + 8 * (i / 4) + i % 2;
+            s[i] = k < nkv ? fp_bias_over_scale(
+                                 fp_to_f32(bias[(int64_t)r * m.bias_query + (int64_t)k * m.bias_key]),
+                                 inv_scale)
+                           : 0.0f;
+        }
+        return;
+    }
+    fp_bias_row<B> r0;
+    r0.init(m, at, fp_bias_row_clamped(row, nq), key);
+    if (m.bias_query == 0) {
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+            float b0, b1;
+            r0.pair(n, &b0, &b1);
+            s[4 * n] = s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
+            s[4 * n + 1] = s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
+        }
+        return;
+    }
+    fp_bias_row<B> r1;
+    r1.init(m, at, fp_bias_row_clamped(row + 8, nq), key);
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) {
+        float b0, b1;
+        r0.pair(n, &b0, &b1);
+        s[4 * n] = fp_bias_over_scale(b0, inv_scale);
+        s[4 * n + 1] = fp_bias_over_scale(b1, inv_scale);
+        r1.pair(n, &b0, &b1);
+        s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
+        s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
+    }
+}
+
+template <int BC>
+static __device__ __forceinline__ void
+fp_hopper_bias_start(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale, int b, int h,
+                     int nq, int nkv, int tid, int row0, int kb, bool edge) {
+    switch (m.bias_dtype) {
+    case FLASHPORT_F16:
+        fp_hopper_bias_start_as<__half, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb, edge);
+        break;
+    case FLASHPORT_BF16:
+        fp_hopper_bias_start_as<__nv_bfloat16, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb,
+                                                   edge);
+        break;
+    default:
+        fp_hopper_bias_start_as<float, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb, edge);
+    }
+}
+
 /* The raw dot products of a tile -> log2-domain scores, one pass per step behind one uniform
  * branch: scale and softcap (MATH as fp_softcap_math says), ALiBi, then on edge tiles the mask
- * of the keys each row sees, then the bias where the row sees the key. The dense instance
+ * of the keys each row sees, then the bias where the row sees the key unless the dot products
+ * started from it (bias_started, fp_hopper_bias_start). The dense instance
  * folds the modifiers away and keeps the scale and the mask. ALiBi takes one FMA a score: a
  * thread's distance from the diagonal is a per-thread part plus a constant of the register
  * (fragment_layout.h), and the FMA applies the scale too when there is no softcap. */
@@ -157,6 +227,7 @@ template <fp_softcap_math MATH, int BC>
 static __device__ __forceinline__ void fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m,
                                                         int b, int h, int nq, int nkv, int tid,
                                                         int row0, int kb, bool edge,
+                                                        bool bias_started,
                                                         const fp_key_band &band) {
     const bool alibi = m.alibi != FLASHPORT_ALIBI_NONE;
     const bool softcap = m.softcap > 0.0f;
@@ -183,7 +254,7 @@ static __device__ __forceinline__ void fp_hopper_scores(float (&s)[BC / 2], cons
                 s[i] = -INFINITY;
         }
     }
-    if (m.bias) switch (m.bias_dtype) {
+    if (m.bias && !bias_started) switch (m.bias_dtype) {
         case FLASHPORT_F16:
             fp_hopper_add_bias<__half, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
             break;
@@ -213,9 +284,9 @@ template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__nv_bfloat16>(fl
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-/* MODS: the problem has softcap, ALiBi, bias or sinks. Without, those fields are folded away
- * and the instance keeps its registers for the dense path; with, every tile takes the
- * modifiers' passes of fp_hopper_scores and the sink joins the final division. */
+/* MODS: the problem has softcap, ALiBi or bias. Without, those fields are folded away and the
+ * instance keeps its registers for the dense path; with, every tile takes the modifiers' passes
+ * of fp_hopper_scores. Sinks join the final division in both. */
 template <typename T, int D, bool MODS>
 __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
@@ -258,7 +329,6 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         mods.softcap = 0.0f;
         mods.alibi = FLASHPORT_ALIBI_NONE;
         mods.bias = NULL;
-        mods.sinks = NULL;
     }
     const fp_seq s = fp_sequence(a.seq, blockIdx.y / a.seq.heads_q);
     const int h = blockIdx.y % a.seq.heads_q, hk = h / a.group;
@@ -318,6 +388,10 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     r.m[0] = r.m[1] = -INFINITY;
     r.l[0] = r.l[1] = 0.0f;
 
+    /* 1 / scale when each tile's S starts from its bias (score_mods.cuh), else 0. */
+    const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
+    const bool bias_started = bias_inv_scale != 0.0f;
+
     float sacc[BC / 2];      /* S of the newest tile, then its P in f32 */
     uint32_t pa[BC / 16][4]; /* P of the previous tile as wgmma A operands */
     /* Each tile's descriptors are built once and stepped by compile-time offsets. */
@@ -328,7 +402,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         for (int kk = 0; kk < D / 16; ++kk)
             fp_wgmma<T, BC>::ss(sacc, fp_hopper_desc_step(q_desc, fp_hopper_k_major_step(BR, kk)),
                                 fp_hopper_desc_step(k_desc, fp_hopper_k_major_step(BC, kk)),
-                                kk > 0);
+                                kk > 0 || bias_started);
         fp_wgmma_commit();
     };
     auto issue_pv = [&](int t) {
@@ -342,12 +416,21 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     /* The softmax of tile t, on sacc once its S has landed. Which tiles need the per-score
      * test is decided for the whole block: a branch that differs between warpgroups while a
      * wgmma is in flight makes ptxas serialise them. */
+    auto edge_tile = [&](int kb) { return kb < span.full_lo || kb + BC > span.full_hi; };
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
-        const bool edge = kb < span.full_lo || kb + BC > span.full_hi;
         fp_hopper_scores<fp_softcap_math_of<T>::value, BC>(sacc, mods, s.b, h, s.nq, s.nkv, tid,
-                                                           row0, kb, edge, band);
+                                                           row0, kb, edge_tile(kb), bias_started,
+                                                           band);
         fp_hopper_softmax<D, BC>(alpha, sacc, r);
+    };
+    /* Tile t's S starts from its bias: loaded once sacc is free (its P is in pa), while the
+     * warpgroup waits for the tile and for its turn. */
+    auto start_s = [&](int t) {
+        if (!bias_started) return;
+        const int kb = k_begin + t * BC;
+        fp_hopper_bias_start<BC>(sacc, mods, bias_inv_scale, s.b, h, s.nq, s.nkv, tid, row0, kb,
+                                 edge_tile(kb));
     };
     auto to_operand = [&] {
 #pragma unroll
@@ -365,6 +448,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         pass_turn(wg == 1); /* consumer 0 issues first */
         float alpha[2];
         /* Tile 0: S alone. */
+        start_s(0);
         wait_full(k_full(0), 0);
         take_turn();
         fp_wgmma_fence_operand(sacc);
@@ -377,6 +461,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         for (int t = 1; t < n_tiles; ++t) {
             /* S of tile t and P V of tile t - 1 in one turn. */
             to_operand();
+            start_s(t);
             /* Both waits come before the fence: a wait loop between the fence and a wgmma
              * reading registers makes ptxas insert another fence there. */
             wait_full(k_full(t % STAGES), t);

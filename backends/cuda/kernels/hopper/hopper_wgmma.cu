@@ -1,7 +1,7 @@
 /*
  * Variant hopper_wgmma: the FlashAttention-3 style forward of hopper/forward_kernel.cuh for f16
  * and bf16 on compute capability 9.0 (wgmma, TMA, setmaxnreg), head dims 64, 128 and 256, causal
- * and sliding windows, softcap, ALiBi, bias and sinks (in instances of their own), GQA,
+ * and sliding windows, softcap, ALiBi and bias (in instances of their own), sinks, GQA,
  * Nq != Nkv, LSE.
  *
  * This file is compiled for sm_90a only (FLASHPORT_CUDA_HOPPER_ARCHITECTURES), so the module
@@ -24,8 +24,10 @@
 #include "forward_kernel.cuh"
 #include "tensor_map.h"
 
-/* The modifiers that the kernel takes in its MODS instances (forward_kernel.cuh). */
-#define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS | FP_FEATURE_SINKS)
+/* The modifiers that the kernel takes in its MODS instances (forward_kernel.cuh). Sinks enter
+ * only the final division and ride in both instances: the dense one keeps its registers with
+ * them (ptxas -v: no spills either way). */
+#define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS)
 
 template <typename T, int D> static const void *kernel_of() {
     return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, false>);
@@ -156,7 +158,7 @@ const fp_gpu_kernel fp_kernel_hopper_wgmma = {
     {"hopper_wgmma",
      "FlashAttention-3 style forward on Hopper (wgmma, TMA ring, warp specialisation, "
      "setmaxnreg), f16/bf16, d = 64, 128 and 256; windows, softcap, ALiBi, bias, sinks",
-     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW | FP_HOPPER_MODS},
+     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW | FP_FEATURE_SINKS | FP_HOPPER_MODS},
     supports,
     NULL,
     launch,

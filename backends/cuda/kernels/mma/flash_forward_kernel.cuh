@@ -193,6 +193,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
         fp_visible_span(mods, warp_row0, min(warp_row0 + 16 * MT, s.nq) - 1, s.nq, s.nkv, kv_end);
     /* Softcap, ALiBi and bias touch every score: every tile takes the modified instance. */
     const bool modified = fp_score_mods_any(mods);
+    const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
     const fp_tile_keys keys_here = {fp_visible_band(mods, s.nq, s.nkv), kv_end, b, h, s.nq, s.nkv};
     /* A general kernel keeps the tile classification's bounds in shared memory, read after each
      * tile's barrier, rather than in registers across the loop: with them there ptxas spilled
@@ -230,13 +231,13 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             const bool edge = kb < wk.full_lo || kb + BC > wk.full_hi;
             if (modified)
                 w.template tile<FP_TILE_MODIFIED>(sQ_addr, sK_addr, kb, edge, mods, keys,
-                                                  a.scale_log2);
+                                                  a.scale_log2, bias_inv_scale);
             else if (edge)
                 w.template tile<FP_TILE_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys,
-                                                a.scale_log2);
+                                                a.scale_log2, 0.0f);
             else
                 w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys,
-                                              a.scale_log2);
+                                              a.scale_log2, 0.0f);
         }
         /* After the math, so that the block-table reads' latency does not hold it up. */
         if (paged) fill_page_rows(t + STAGES);

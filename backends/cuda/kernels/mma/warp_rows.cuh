@@ -7,7 +7,8 @@
  * tile, or re-read from shared memory, per config); then the scores in one of three instances
  * (fp_tile_kind, common/score_tile.cuh): full tiles carry no per-element work at all, masked
  * tiles set the keys a row does not see to -inf, modified tiles (softcap, ALiBi, bias) take
- * every score through the modifiers, mask included. Then the online-softmax
+ * every score through the modifiers, mask included (a bias, where it can, enters as the start of
+ * the dot products' accumulators instead, score_mods.cuh says why). Then the online-softmax
  * step of common/online_softmax_rows.cuh, with the scale folded into its FFMA for the first two
  * (it takes the max over raw scores, which needs a positive scale: the kernel flips the signs of
  * Q for a negative one), while modified scores arrive already scaled to the log2 domain. P is
@@ -74,14 +75,19 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
     }
 
     /* One key tile: keys kb .. kb + BC - 1, K at sK_addr and V right after it. Full tiles take
-     * no mask, masked ones do, modified ones when `edge`. */
+     * no mask, masked ones do, modified ones when `edge`. bias_inv_scale: 1 / scale when a
+     * modified tile's dot products start from its bias (fp_tile_bias_start), else 0. */
     template <fp_tile_kind KIND>
     __device__ __forceinline__ void tile(uint32_t sQ_addr, uint32_t sK_addr, int kb, bool edge,
                                          const fp_score_mods &mods, const fp_tile_keys &c,
-                                         float scale_log2) {
+                                         float scale_log2, float bias_inv_scale) {
         const uint32_t sV_addr = sK_addr + 2u * BC * D;
         float s[MT][KEY_TILES][4];
-        fp_mma_zero(s);
+        const bool bias_started = KIND == FP_TILE_MODIFIED && bias_inv_scale != 0.0f;
+        if (bias_started)
+            fp_tile_bias_start(s, row0, lane, kb, edge, bias_inv_scale, mods, c);
+        else
+            fp_mma_zero(s);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
             uint32_t aq[MT][4];
@@ -108,7 +114,8 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
         }
 
         if (KIND == FP_TILE_MODIFIED)
-            fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge, mods, c);
+            fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge, bias_started, mods,
+                                                    c);
         else if (KIND == FP_TILE_MASKED)
         /* fp_tile_mask, in place (score_tile.cuh says why). */
 #pragma unroll

@@ -192,7 +192,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                 fp_tf32x3_qk_chunk<MT, KEY_TILES, D>(s, sQ_frag, sK, lane, u, half);
         /* Scores to base 2 (scale * log2(e), either sign), so the step's own scale is 1. */
         if (KIND == FP_TILE_MODIFIED) {
-            fp_tile_modify<FP_SOFTCAP_EXACT, false>(s, warp_row0, lane, kb, edge, mods, keys);
+            fp_tile_modify<FP_SOFTCAP_EXACT, false>(s, warp_row0, lane, kb, edge, false, mods,
+                                                   keys);
         } else {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
