@@ -81,10 +81,9 @@ __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0
  * with the query (a key-padding bias) is read once for all of a lane's rows. Rows past the
  * sequence's end read its last row's. */
 template <typename B, int MT, int KT>
-__device__ __forceinline__ void fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane,
-                                                      int kb, bool edge, float inv_scale,
-                                                      const fp_score_mods &mods,
-                                                      const fp_tile_keys &c) {
+__device__ __forceinline__ void
+fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane, int kb, bool edge, float inv_scale,
+                      const fp_score_mods &mods, const fp_tile_keys &c) {
     const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
     /* Register r of (mt, nt) holds row row0 + 16 mt + fp_mma_acc_row(lane, 0) + 8 (r >> 1) and
      * key kb + fp_mma_acc_col(lane, 0) + 8 nt + (r & 1). */
@@ -99,12 +98,10 @@ __device__ __forceinline__ void fp_tile_bias_start_as(float (&s)[MT][KT][4], int
                 for (int r = 0; r < 4; ++r) {
                     const int i = fp_bias_row_clamped(row + 16 * mt + 8 * (r >> 1), c.nq);
                     const int j = key + 8 * nt + (r & 1);
-                    s[mt][nt][r] =
-                        j < c.kv_end
-                            ? fp_bias_over_scale(fp_to_f32(bias[(int64_t)i * mods.bias_query +
-                                                                (int64_t)j * mods.bias_key]),
-                                                 inv_scale)
-                            : 0.0f;
+                    s[mt][nt][r] = j < c.kv_end
+                                       ? inv_scale * fp_to_f32(bias[(int64_t)i * mods.bias_query +
+                                                                    (int64_t)j * mods.bias_key])
+                                       : 0.0f;
                 }
         return;
     }
@@ -115,8 +112,8 @@ __device__ __forceinline__ void fp_tile_bias_start_as(float (&s)[MT][KT][4], int
         for (int nt = 0; nt < KT; ++nt) {
             float b0, b1;
             br.pair(nt, &b0, &b1);
-            b0 = fp_bias_over_scale(b0, inv_scale);
-            b1 = fp_bias_over_scale(b1, inv_scale);
+            b0 *= inv_scale;
+            b1 *= inv_scale;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -134,17 +131,16 @@ __device__ __forceinline__ void fp_tile_bias_start_as(float (&s)[MT][KT][4], int
             for (int nt = 0; nt < KT; ++nt) {
                 float b0, b1;
                 br.pair(nt, &b0, &b1);
-                s[mt][nt][2 * half] = fp_bias_over_scale(b0, inv_scale);
-                s[mt][nt][2 * half + 1] = fp_bias_over_scale(b1, inv_scale);
+                s[mt][nt][2 * half] = b0 * inv_scale;
+                s[mt][nt][2 * half + 1] = b1 * inv_scale;
             }
         }
 }
 
 template <int MT, int KT>
-__device__ __forceinline__ void fp_tile_bias_start(float (&s)[MT][KT][4], int row0, int lane,
-                                                   int kb, bool edge, float inv_scale,
-                                                   const fp_score_mods &mods,
-                                                   const fp_tile_keys &c) {
+__device__ __forceinline__ void
+fp_tile_bias_start(float (&s)[MT][KT][4], int row0, int lane, int kb, bool edge, float inv_scale,
+                   const fp_score_mods &mods, const fp_tile_keys &c) {
     switch (mods.bias_dtype) {
     case FLASHPORT_F16:
         fp_tile_bias_start_as<gpuHalf>(s, row0, lane, kb, edge, inv_scale, mods, c);

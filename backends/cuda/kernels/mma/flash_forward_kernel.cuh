@@ -236,8 +236,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                 w.template tile<FP_TILE_MASKED>(sQ_addr, sK_addr, kb, true, mods, keys,
                                                 a.scale_log2, 0.0f);
             else
-                w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys,
-                                              a.scale_log2, 0.0f);
+                w.template tile<FP_TILE_FULL>(sQ_addr, sK_addr, kb, false, mods, keys, a.scale_log2,
+                                              0.0f);
         }
         /* After the math, so that the block-table reads' latency does not hold it up. */
         if (paged) fill_page_rows(t + STAGES);

@@ -114,8 +114,7 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
         }
 
         if (KIND == FP_TILE_MODIFIED)
-            fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge, bias_started, mods,
-                                                    c);
+            fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge, bias_started, mods, c);
         else if (KIND == FP_TILE_MASKED)
         /* fp_tile_mask, in place (score_tile.cuh says why). */
 #pragma unroll
