@@ -23,17 +23,9 @@ static __device__ __forceinline__ void fp_cp_async_16(uint32_t dst, const void *
                  : "memory");
 }
 
-/* The same for 4 bytes (src_bytes 0..4), through L1 (.ca: copies under 16 bytes may not bypass
- * it); both addresses 4-byte aligned. */
+/* The same for 4 bytes (src_bytes 0 or 4), through L1 (.ca: 4-byte copies may not bypass it). */
 static __device__ __forceinline__ void fp_cp_async_4(uint32_t dst, const void *src, int src_bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-/* The same for 8 bytes (src_bytes 0..8); both addresses 8-byte aligned. */
-static __device__ __forceinline__ void fp_cp_async_8(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes)
                  : "memory");
 }

@@ -46,7 +46,6 @@
 #include "../common/kv_addressing.cuh"
 #include "../common/ptx.cuh"
 #include "../common/score_mods.cuh"
-#include "bias_tile.cuh"
 #include "fragment_layout.h"
 #include "tma_mbarrier.cuh"
 #include "wgmma_ops.cuh"
@@ -86,10 +85,6 @@ template <int D> struct fp_hopper_smem {
     /* q_full, then k_full, v_full and empty per stage */
     static constexpr uint32_t BARS = 1 + 3 * STAGES;
     static constexpr size_t BYTES = (size_t)BAR_OFF + 8 * BARS + FP_HOPPER_ATOM_BYTES;
-    /* The MODS instance also stages a tile's bias (hopper/bias_tile.cuh) after the barriers. */
-    using BiasSlots = fp_hopper_bias_slots<fp_hopper_tile<D>::BC, FP_HOPPER_CONSUMER_THREADS>;
-    static constexpr uint32_t BIAS_OFF = (BAR_OFF + 8 * BARS + 15) / 16 * 16;
-    static constexpr size_t BYTES_MODS = (size_t)BIAS_OFF + BiasSlots::BYTES + FP_HOPPER_ATOM_BYTES;
     static_assert(Q_BYTES % FP_HOPPER_ATOM_BYTES == 0 && KV_BYTES % FP_HOPPER_ATOM_BYTES == 0,
                   "every panel starts on a swizzle atom");
 };
@@ -152,10 +147,82 @@ fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int
     }
 }
 
+/* The start of a tile's S for a bias that rides in the accumulators (score_mods.cuh,
+ * fp_bias_in_accumulators): bias / scale read as B, from global memory just before the tile's
+ * GEMMs (staging it a tile ahead in shared memory by cp.async was measured slower: its copies
+ * cost the consumers more registers and issue slots than the wait they hid; bench/results).
+ * Edge tiles read each entry on its own and start keys past Nkv at 0 (the mask sets them, and
+ * the keys a row does not see, to -inf); other tiles read a row's pairs of keys a load at a
+ * time (fp_bias_row), once for both of a thread's rows when the bias does not vary with the
+ * query. Rows past Nq read the last row's.
+ * Register i holds row fp_hopper_acc_row(tid, 0) + 8 ((i / 2) % 2) and key
+ * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. */
+template <typename B, int BC>
+static __device__ __forceinline__ void
+fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale, int b, int h,
+                        int nq, int nkv, int tid, int row0, int kb, bool edge) {
+    const int64_t at = fp_bias_head_offset(m, b, h);
+    const int row = row0 + fp_hopper_acc_row(tid, 0), key = kb + fp_hopper_acc_col(tid, 0);
+    if (edge) {
+        const B *const bias = static_cast<const B *>(m.bias) + at;
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) {
+            const int r = fp_bias_row_clamped(row + 8 * ((i / 2) % 2), nq);
+            const int k = key + 8 * (i / 4) + i % 2;
+            s[i] = k < nkv
+                       ? inv_scale *
+                             fp_to_f32(bias[(int64_t)r * m.bias_query + (int64_t)k * m.bias_key])
+                       : 0.0f;
+        }
+        return;
+    }
+    fp_bias_row<B> r0;
+    r0.init(m, at, fp_bias_row_clamped(row, nq), key);
+    if (m.bias_query == 0) {
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+            float b0, b1;
+            r0.pair(n, &b0, &b1);
+            s[4 * n] = s[4 * n + 2] = b0 * inv_scale;
+            s[4 * n + 1] = s[4 * n + 3] = b1 * inv_scale;
+        }
+        return;
+    }
+    fp_bias_row<B> r1;
+    r1.init(m, at, fp_bias_row_clamped(row + 8, nq), key);
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) {
+        float b0, b1;
+        r0.pair(n, &b0, &b1);
+        s[4 * n] = b0 * inv_scale;
+        s[4 * n + 1] = b1 * inv_scale;
+        r1.pair(n, &b0, &b1);
+        s[4 * n + 2] = b0 * inv_scale;
+        s[4 * n + 3] = b1 * inv_scale;
+    }
+}
+
+template <int BC>
+static __device__ __forceinline__ void
+fp_hopper_bias_start(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale, int b, int h,
+                     int nq, int nkv, int tid, int row0, int kb, bool edge) {
+    switch (m.bias_dtype) {
+    case FLASHPORT_F16:
+        fp_hopper_bias_start_as<__half, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb, edge);
+        break;
+    case FLASHPORT_BF16:
+        fp_hopper_bias_start_as<__nv_bfloat16, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb,
+                                                   edge);
+        break;
+    default:
+        fp_hopper_bias_start_as<float, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb, edge);
+    }
+}
+
 /* The raw dot products of a tile -> log2-domain scores, one pass per step behind one uniform
  * branch: scale and softcap (MATH as fp_softcap_math says), ALiBi, then on edge tiles the mask
  * of the keys each row sees, then the bias where the row sees the key unless the dot products
- * started from it (bias_started, hopper/bias_tile.cuh). The dense instance
+ * started from it (bias_started, fp_hopper_bias_start). The dense instance
  * folds the modifiers away and keeps the scale and the mask. ALiBi takes one FMA a score: a
  * thread's distance from the diagonal is a per-thread part plus a constant of the register
  * (fragment_layout.h), and the FMA applies the scale too when there is no softcap. */
@@ -322,17 +389,9 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     r.m[0] = r.m[1] = -INFINITY;
     r.l[0] = r.l[1] = 0.0f;
 
-    /* Whether each tile's S starts from its bias (score_mods.cuh), staged one tile ahead in the
-     * thread's slots where the layout allows (hopper/bias_tile.cuh). What the bias needs is
-     * recomputed where it is used, from parameters and values the loop keeps anyway: held
-     * across the loop, its few registers made ptxas spill the accumulators' neighbours. */
-    const bool bias_started = fp_bias_in_accumulators(mods);
-    auto bias_head = [&] { return fp_bias_head_offset(mods, s.b, h); };
-    auto bias_staged = [&] { return fp_hopper_bias_stageable(mods, bias_head(), k_begin); };
-    auto bias_slots = [&] {
-        return fp_hopper_smem_raw + (base - raw) + Smem::BIAS_OFF +
-               Smem::BiasSlots::first((int)threadIdx.x - 128);
-    };
+    /* 1 / scale when each tile's S starts from its bias (score_mods.cuh), else 0. */
+    const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
+    const bool bias_started = bias_inv_scale != 0.0f;
 
     float sacc[BC / 2];      /* S of the newest tile, then its P in f32 */
     uint32_t pa[BC / 16][4]; /* P of the previous tile as wgmma A operands */
@@ -365,25 +424,13 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             sacc, mods, s.b, h, s.nq, s.nkv, tid, row0, kb, edge_tile(kb), bias_started, band);
         fp_hopper_softmax<D, BC>(alpha, sacc, r);
     };
-    /* Copies tile t's bias into the thread's slots, when it is staged (none past the last
-     * tile): tile 0's before the loop, tile t + 1's once tile t's GEMMs are issued, its slots
-     * read, so that the copies have the tile's GEMMs and softmax to land. */
-    auto stage_bias = [&](int t) {
-        if (!bias_started || !bias_staged() || t >= n_tiles) return;
-        const int kb = k_begin + t * BC;
-        fp_hopper_bias_stage<typename Smem::BiasSlots>(bias_slots(), mods, bias_head(), s.nq,
-                                                       s.nkv, tid, row0, kb, edge_tile(kb));
-    };
-    /* Tile t's S starts from its bias, once sacc is free (its P is in pa): from the slots, or
-     * straight from global memory. */
+    /* Tile t's S starts from its bias: loaded once sacc is free (its P is in pa), while the
+     * warpgroup waits for the tile and for its turn. */
     auto start_s = [&](int t) {
         if (!bias_started) return;
-        const float inv_scale = 1.0f / mods.scale;
-        if (bias_staged())
-            fp_hopper_bias_unstage<typename Smem::BiasSlots>(sacc, bias_slots(), mods, inv_scale);
-        else
-            fp_hopper_bias_load<BC>(sacc, mods, inv_scale, bias_head(), s.nq, s.nkv, tid, row0,
-                                    k_begin + t * BC);
+        const int kb = k_begin + t * BC;
+        fp_hopper_bias_start<BC>(sacc, mods, bias_inv_scale, s.b, h, s.nq, s.nkv, tid, row0, kb,
+                                 edge_tile(kb));
     };
     auto to_operand = [&] {
 #pragma unroll
@@ -396,7 +443,6 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     /* Tile t's copy into its stage has landed (bar: that stage's "full" barrier). */
     auto wait_full = [&](uint32_t bar, int t) { fp_mbarrier_wait(bar, (t / STAGES) & 1); };
 
-    stage_bias(0);
     fp_mbarrier_wait(q_full, 0);
     if (n_tiles > 0) {
         pass_turn(wg == 1); /* consumer 0 issues first */
@@ -409,7 +455,6 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         fp_wgmma_fence();
         issue_s(0);
         pass_turn(true);
-        stage_bias(1);
         fp_wgmma_wait<0>();
         fp_wgmma_fence_operand(sacc);
         softmax(0, alpha); /* O is still zero: no rescale */
@@ -428,7 +473,6 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             issue_s(t);
             issue_pv(t - 1);
             pass_turn(true);
-            stage_bias(t + 1);
             /* The softmax of tile t overlaps the P V of tile t - 1. */
             fp_wgmma_wait<1>();
             fp_wgmma_fence_operand(sacc);

@@ -37,7 +37,7 @@ template <typename T, int D, bool MODS>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr size_t smem = MODS ? fp_hopper_smem<D>::BYTES_MODS : fp_hopper_smem<D>::BYTES;
+    constexpr size_t smem = fp_hopper_smem<D>::BYTES;
     cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, MODS>, smem>();
     if (err != cudaSuccess) return err;
     fp_hopper_forward_kernel<T, D, MODS>
@@ -53,13 +53,13 @@ typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap 
  * for the launchers, by whether the problem has modifiers (FP_HOPPER_MODS). */
 struct hopper_instance {
     int d, key_tile;
-    size_t smem[2]; /* without and with modifiers */
+    size_t smem;
     const void *(*kernel[2])();
     instance_launcher launch[2][2];
 };
 #define FP_HOPPER_INSTANCE(D)                                                                      \
     {                                                                                              \
-        D, fp_hopper_tile<D>::BC, {fp_hopper_smem<D>::BYTES, fp_hopper_smem<D>::BYTES_MODS},       \
+        D, fp_hopper_tile<D>::BC, fp_hopper_smem<D>::BYTES,                                        \
             {kernel_of<__half, D>, kernel_of<__nv_bfloat16, D>}, {                                 \
             {launch_instance<__half, D, false>, launch_instance<__half, D, true>}, {               \
                 launch_instance<__nv_bfloat16, D, false>, launch_instance<__nv_bfloat16, D, true>  \
@@ -101,10 +101,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("K", &p->k, p->batch, p->heads_kv, p->seq_kv, why, why_len) ||
         !fp_hopper_strides_fit("V", &p->v, p->batch, p->heads_kv, p->seq_kv, why, why_len))
         return 0;
-    const size_t smem = in->smem[(fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0];
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
+    if (in->smem > props->smem_per_block_optin) {
+        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu",
+                 in->smem, props->smem_per_block_optin);
         return 0;
     }
     if (!fp_hopper_encode_fn()) {
