@@ -7,6 +7,7 @@
 #ifndef FP_KERNELS_SCORE_MODS_CUH
 #define FP_KERNELS_SCORE_MODS_CUH
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -190,18 +191,26 @@ __device__ __forceinline__ float fp_bias_log2(const fp_score_mods &m, int b, int
 }
 
 /* The tensor-core forwards can add the bias before the dot product instead of after it: with
- * the accumulators of S = Q K^T started at bias / scale (bias times 1 / scale) instead of 0,
- * the scale step that follows yields scale q.k + bias (ALiBi's FMA and the mask after it
- * unchanged). The bias then takes no registers beyond the accumulators, and where reading it
- * after the dot product kept a tile of values live or formed a 64-bit address a score, it
- * costs one multiply a score. Softcap applies to scale q.k alone, so with softcap the bias is
- * added after it; a scale whose reciprocal is not a finite nonzero float takes that path too.
- * A finite bias beyond FLT_MAX |scale| in magnitude (a mask of -FLT_MAX, say) becomes infinite
- * on the way, as it does in every CUDA kernel's base-2 scores (FLT_MAX log2(e) overflows too):
- * it masks like -inf. */
+ * the accumulators of S = Q K^T started at bias / scale instead of 0, the scale step that
+ * follows yields scale q.k + bias (ALiBi's FMA and the mask after it unchanged). The bias then
+ * takes no registers beyond the accumulators, and its loads are issued while the block waits
+ * for the tile, where reading it after the dot product kept two tiles of values live or formed
+ * a 64-bit address a score. Softcap applies to scale q.k alone, so with softcap the bias is
+ * added after it; a scale whose reciprocal is not a finite nonzero float takes that path too. */
 __device__ __forceinline__ bool fp_bias_in_accumulators(const fp_score_mods &m) {
     const float inv = 1.0f / m.scale;
     return m.bias && !(m.softcap > 0.0f) && isfinite(inv) && inv != 0.0f;
+}
+
+/* bias / scale as an accumulator's start (inv_scale = 1 / scale). A finite bias whose quotient
+ * overflows starts at the largest float of its sign, so that a row masked with -FLT_MAX
+ * everywhere still gets equal scores (and the uniform softmax the definition gives); infinite
+ * and NaN biases pass through. The Hopper forward takes this form; the mma.sync forward
+ * multiplies alone (its biased tiles ran 6-15% faster so, bench/results), and there, as in the
+ * other kernels' base-2 scores, a bias near -FLT_MAX overflows and masks like -inf. */
+__device__ __forceinline__ float fp_bias_over_scale(float bias, float inv_scale) {
+    const float y = bias * inv_scale;
+    return isfinite(y) || !isfinite(bias) ? y : copysignf(FLT_MAX, y);
 }
 
 /* The bias along one row of a thread's accumulators, for the tensor-core layouts (mma.sync's

@@ -10,7 +10,8 @@
  * causal diagonal, a window's edges) take fp_tile_mask; with softcap, ALiBi or bias every tile
  * takes fp_tile_modify, which turns raw dot products into log2-domain scores one modifier at a
  * time, each pass behind one uniform branch, so that a tile pays only for the modifiers the
- * problem has.
+ * problem has. Where it can, a kernel starts the dot products from the bias instead
+ * (fp_tile_bias_start; score_mods.cuh says when and why) and fp_tile_modify skips it.
  */
 #ifndef FP_KERNELS_SCORE_TILE_CUH
 #define FP_KERNELS_SCORE_TILE_CUH

@@ -148,15 +148,15 @@ fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int
 }
 
 /* The start of a tile's S for a bias that rides in the accumulators (score_mods.cuh,
- * fp_bias_in_accumulators): bias / scale read as B, from global memory just before the tile's
- * GEMMs (staging it a tile ahead in shared memory by cp.async was measured slower: its copies
- * cost the consumers more registers and issue slots than the wait they hid; bench/results).
- * Edge tiles read each entry on its own and start keys past Nkv at 0 (the mask sets them, and
- * the keys a row does not see, to -inf); other tiles read a row's pairs of keys a load at a
- * time (fp_bias_row), once for both of a thread's rows when the bias does not vary with the
- * query. Rows past Nq read the last row's.
+ * fp_bias_in_accumulators): bias / scale read as B. Edge tiles read each entry on its own and
+ * start keys past Nkv at 0 (the mask sets them, and the keys a row does not see, to -inf);
+ * other tiles read a row's pairs of keys a load at a time (fp_bias_row), once for both of a
+ * thread's rows when the bias does not vary with the query. Rows past Nq read the last row's.
  * Register i holds row fp_hopper_acc_row(tid, 0) + 8 ((i / 2) % 2) and key
- * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. */
+ * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. Read from global memory just before the
+ * tile's GEMMs: staging it a tile ahead in shared memory by cp.async was measured slower, and
+ * so was dropping fp_bias_over_scale's clamp (ptxas then spilled the modifier instance, 124
+ * bytes at d = 128, and ALiBi and softcap ran about 20% slower; bench/results). */
 template <typename B, int BC>
 static __device__ __forceinline__ void
 fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale, int b, int h,
@@ -170,8 +170,9 @@ fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_sc
             const int r = fp_bias_row_clamped(row + 8 * ((i / 2) % 2), nq);
             const int k = key + 8 * (i / 4) + i % 2;
             s[i] = k < nkv
-                       ? inv_scale *
-                             fp_to_f32(bias[(int64_t)r * m.bias_query + (int64_t)k * m.bias_key])
+                       ? fp_bias_over_scale(
+                             fp_to_f32(bias[(int64_t)r * m.bias_query + (int64_t)k * m.bias_key]),
+                             inv_scale)
                        : 0.0f;
         }
         return;
@@ -183,8 +184,8 @@ fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_sc
         for (int n = 0; n < BC / 8; ++n) {
             float b0, b1;
             r0.pair(n, &b0, &b1);
-            s[4 * n] = s[4 * n + 2] = b0 * inv_scale;
-            s[4 * n + 1] = s[4 * n + 3] = b1 * inv_scale;
+            s[4 * n] = s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
+            s[4 * n + 1] = s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
         }
         return;
     }
@@ -194,11 +195,11 @@ fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_sc
     for (int n = 0; n < BC / 8; ++n) {
         float b0, b1;
         r0.pair(n, &b0, &b1);
-        s[4 * n] = b0 * inv_scale;
-        s[4 * n + 1] = b1 * inv_scale;
+        s[4 * n] = fp_bias_over_scale(b0, inv_scale);
+        s[4 * n + 1] = fp_bias_over_scale(b1, inv_scale);
         r1.pair(n, &b0, &b1);
-        s[4 * n + 2] = b0 * inv_scale;
-        s[4 * n + 3] = b1 * inv_scale;
+        s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
+        s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
     }
 }
 
