@@ -376,6 +376,15 @@ CASES = [
             dtype="bf16", heads_q=4, heads_kv=2, head_dim=128, causal=True, layout="bnhd"),
     _varlen("prefill_varlen_f16_d64_slack", [200, 77], [150, 333], dtype="f16", heads_q=2,
             heads_kv=1, head_dim=64, q_slack=(8, 5), kv_slack=(3, 16)),
+    # Packed batches at the Hopper kernel's widest head dim (64-key tiles) with a window and
+    # sinks, and at d = 128 with a bias and ALiBi (its modifier instance, the bias as the
+    # accumulators' start); last key tiles run into the next sequence or the slack.
+    _varlen("prefill_varlen_bf16_d256_window_sinks", [200, 0, 90], [260, 30, 150], dtype="bf16",
+            heads_q=4, heads_kv=2, head_dim=256, causal=True, window_left=100, sinks=True,
+            layout="bnhd", kv_slack=(0, 9)),
+    _varlen("prefill_varlen_f16_d128_bias_alibi", [150, 64, 1], [150, 300, 77], dtype="f16",
+            heads_q=4, heads_kv=1, head_dim=128, alibi="head",
+            bias=dict(dtype="f32", dims="bhqk", kind="normal")),
     _paged("prefill_paged_f16_d64_page16_causal", 150, [150, 300, 129], 16, dtype="f16",
            heads_q=4, heads_kv=1, head_dim=64, causal=True),
     _paged("prefill_paged_bf16_d128_page7", [140, 33], [200, 61], 7, dtype="bf16", heads_q=2,
@@ -423,6 +432,10 @@ CASES = [
            layout="bnhd"),
     _paged("prefill_paged_window_bf16_d256", 130, [140, 260], 16, dtype="bf16", heads_q=2,
            heads_kv=1, head_dim=256, causal=True, window_left=64),
+    # Pages larger than a key tile (the Hopper kernel copies a tile from inside a page), a
+    # window that starts mid-page, and a last page the sequence fills only partly.
+    _paged("prefill_paged_bf16_d128_page256_window", 300, [600, 290], 256, dtype="bf16",
+           heads_q=2, heads_kv=1, head_dim=128, causal=True, window_left=200, layout="bnhd"),
     # A head dim the tiles pad (80 of 128), packed.
     _varlen("prefill_varlen_alibi_f16_d80", [129, 20], [129, 150], dtype="f16", heads_q=2,
             heads_kv=1, head_dim=80, alibi="head", causal=True),

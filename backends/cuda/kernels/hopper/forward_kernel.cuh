@@ -3,9 +3,10 @@
  * wgmma-computed.
  *
  * One block = BR = 128 query rows of one (batch, query head), 3 warpgroups:
- *   - warpgroup 0, the producer: gives its registers back (setmaxnreg) and one thread issues
- *     every TMA copy: the Q tile once, then K and V tiles of BC keys into a ring of STAGES
- *     stages, each stage with a "K full", a "V full" and an "empty" mbarrier;
+ *   - warpgroup 0, the producer: gives its registers back (setmaxnreg) and one thread (a
+ *     warp for a paged cache) issues every TMA copy: the Q tile once, then K and V tiles of
+ *     BC keys into a ring of STAGES stages, each stage with a "K full", a "V full" and an
+ *     "empty" mbarrier;
  *   - warpgroups 1 and 2, the consumers: take the registers, own 64 query rows each and walk
  *     the block's key tiles: S = Q K^T by wgmma from shared memory, online softmax on the S
  *     accumulators, P converted in registers to wgmma's A operand, O += P V by wgmma with P from
@@ -31,6 +32,18 @@
  * separate instance, every score through them; sinks enter the final division. Rows past Nq and
  * keys past Nkv arrive as zeros from TMA; the latter are masked, the former computed but never
  * stored.
+ *
+ * Packed batches (varlen): the maps span the packed rows as one batch, and a block starts its
+ * copies at its sequence's first rows. A tile that runs past the sequence's end holds rows of the
+ * next sequence (or packed rows no sequence owns): its queries are computed and never stored,
+ * its keys are masked, and before the last tile's P V the consumers zero its V rows past the
+ * end, so that a value outside the sequence never meets a zero weight (0 * inf is NaN).
+ *
+ * Paged K/V: the K and V maps see the cache as [pages][page rows][heads][d], and a tile is
+ * copied in boxes of kv_box rows (a page, or a tile when pages hold whole tiles), each box from
+ * the page the block table names. Tiles start on multiples of BC, so no box straddles a page;
+ * boxes wholly past the sequence's end are not copied (their table entries may be unset), and
+ * the last tile's V rows past the end are zeroed as for packed K/V.
  *
  * Stage ordering of the ring: a consumer releases stage s for tile t only after it has waited
  * on the "full" barriers of tile t, which the producer signals only after both consumers
@@ -59,9 +72,10 @@ struct fp_hopper_params {
     void *o;
     float *lse; /* NULL: not wanted */
     flashport_strides os;
-    fp_seq_layout seq;  /* dense Q and K/V (the variant declines the rest) */
+    fp_seq_layout seq;  /* dense, packed (varlen) or paged */
     fp_score_mods mods; /* causal, windows, softcap, ALiBi, bias, sinks */
     int group;          /* query heads per kv head */
+    int kv_box;         /* rows of a K/V copy: BC, or a page's rows when they divide BC */
     int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
 };
 
@@ -267,6 +281,18 @@ fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int n
         }
 }
 
+/* Zeroes rows [from, BC) of a K or V tile in every panel (a row's 128 bytes of a panel stay
+ * together under the swizzle, fragment_layout.h), the consumers' `thread`-th share of it, and
+ * fences the writes for wgmma. Run by all consumer threads after the tile's copy has landed. */
+template <int D, int BC>
+static __device__ __forceinline__ void fp_hopper_zero_rows(uint32_t tile, int from, int thread) {
+    constexpr int PANELS = D / FP_HOPPER_PANEL_COLS, CHUNKS = 128 / 16;
+    const int per_panel = (BC - from) * CHUNKS;
+    for (int c = thread; c < PANELS * per_panel; c += FP_HOPPER_CONSUMER_THREADS)
+        fp_st_shared_zero16(tile + (c / per_panel) * BC * 128 + from * 128 + (c % per_panel) * 16);
+    fp_fence_proxy_async_shared();
+}
+
 /* Keeps the P operand registers live and in place up to this point: a register-sourced wgmma
  * reads them until the wait that retires it, which the compiler cannot see. */
 template <int N> static __device__ __forceinline__ void fp_hopper_fence_words(uint32_t (&w)[N][4]) {
@@ -332,39 +358,82 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         mods.alibi = FLASHPORT_ALIBI_NONE;
         mods.bias = NULL;
     }
-    const fp_seq s = fp_sequence(a.seq, blockIdx.y / a.seq.heads_q);
-    const int h = blockIdx.y % a.seq.heads_q, hk = h / a.group;
-    /* Causal blocks near the bottom do the most work: start them first. */
-    const int m_block = mods.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int q0 = m_block * BR;
+    /* A (batch, head)'s query blocks run together, causal ones heaviest first, packed batches
+     * included: at this kernel's rate a block streams K/V near the memory's bandwidth, and
+     * blocks of one head share them in L2. fp_grid_block_of's longest-first walk across all
+     * pairs, which the mma.sync kernels take for packed batches, ran 3-21% slower here
+     * (bench/results). */
+    const fp_grid_block g = {mods.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x,
+                             (int)blockIdx.y};
+    const fp_seq s = fp_sequence(a.seq, g.bh / a.seq.heads_q);
+    const int h = g.bh % a.seq.heads_q, hk = h / a.group;
+    const int q0 = g.m * BR;
+    /* A packed batch's grid covers its longest sequence; this one may end before the block. */
+    if (q0 >= s.nq) return;
+    /* The maps' batch coordinate: a packed batch is one batch of packed rows. */
+    const int map_b = a.seq.q_varlen ? 0 : s.b;
     /* The key tiles some row of the block sees. */
     const fp_span_keys span = fp_visible_span(mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, s.nkv);
-    const int k_begin = span.lo;
+    const bool paged = a.seq.kv == FLASHPORT_KV_PAGED;
+    const int k_begin = paged ? span.lo - span.lo % BC : span.lo; /* a page holds whole boxes */
     const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
 
     if (warpgroup == 0) {
         fp_setmaxnreg_dec<24>();
-        if (threadIdx.x == 0) {
-            fp_tma_prefetch_map(&q_map);
-            fp_tma_prefetch_map(&k_map);
-            fp_tma_prefetch_map(&v_map);
-            fp_mbarrier_arrive_expect_tx(q_full, Smem::Q_BYTES);
-            for (int p = 0; p < PANELS; ++p)
-                fp_tma_load_4d(sQ + p * BR * 128, &q_map, q_full, p * FP_HOPPER_PANEL_COLS, q0, h,
-                               s.b);
+        /* One thread issues the copies, or for a paged cache the first warp: lane j copies the
+         * j-th box (page) of each tile, so that a tile's table reads and copies are in flight
+         * together. Dense and packed tiles keep the single thread's short path: with two ring
+         * stages its latency from a released stage to the next copy is on the consumers'
+         * critical path (bench/results). */
+        if (threadIdx.x < (paged ? 32 : 1)) {
+            const int lane = threadIdx.x;
+            if (lane == 0) {
+                fp_tma_prefetch_map(&q_map);
+                fp_tma_prefetch_map(&k_map);
+                fp_tma_prefetch_map(&v_map);
+                fp_mbarrier_arrive_expect_tx(q_full, Smem::Q_BYTES);
+                for (int p = 0; p < PANELS; ++p)
+                    fp_tma_load_4d(sQ + p * BR * 128, &q_map, q_full, p * FP_HOPPER_PANEL_COLS,
+                                   s.q_row0 + q0, h, map_b);
+            }
             for (int t = 0; t < n_tiles; ++t) {
                 const int st = t % STAGES;
                 /* Stage st last held tile t - STAGES: wait until both consumers let it go. */
                 if (t >= STAGES) fp_mbarrier_wait(empty(st), ((t / STAGES) - 1) & 1);
-                const int kb = k_begin + t * BC;
-                fp_mbarrier_arrive_expect_tx(k_full(st), Smem::KV_BYTES);
-                for (int p = 0; p < PANELS; ++p)
-                    fp_tma_load_4d(sK + st * Smem::KV_BYTES + p * BC * 128, &k_map, k_full(st),
-                                   p * FP_HOPPER_PANEL_COLS, kb, hk, s.b);
-                fp_mbarrier_arrive_expect_tx(v_full(st), Smem::KV_BYTES);
-                for (int p = 0; p < PANELS; ++p)
-                    fp_tma_load_4d(sV + st * Smem::KV_BYTES + p * BC * 128, &v_map, v_full(st),
-                                   p * FP_HOPPER_PANEL_COLS, kb, hk, s.b);
+                const int key0 = k_begin + t * BC;
+                const uint32_t sk = sK + st * Smem::KV_BYTES, sv = sV + st * Smem::KV_BYTES;
+                if (!paged) {
+                    const int row = s.kv_row0 + key0;
+                    fp_mbarrier_arrive_expect_tx(k_full(st), Smem::KV_BYTES);
+                    for (int p = 0; p < PANELS; ++p)
+                        fp_tma_load_4d(sk + p * BC * 128, &k_map, k_full(st),
+                                       p * FP_HOPPER_PANEL_COLS, row, hk, map_b);
+                    fp_mbarrier_arrive_expect_tx(v_full(st), Smem::KV_BYTES);
+                    for (int p = 0; p < PANELS; ++p)
+                        fp_tma_load_4d(sv + p * BC * 128, &v_map, v_full(st),
+                                       p * FP_HOPPER_PANEL_COLS, row, hk, map_b);
+                    continue;
+                }
+                /* The tile's boxes that hold keys of the sequence; the table entries past its
+                 * last page may be unset. */
+                const int box = a.kv_box;
+                const int boxes = min(BC / box, (s.nkv - key0 + box - 1) / box);
+                if (lane == 0) {
+                    const uint32_t bytes = (uint32_t)(boxes * box) * D * 2;
+                    fp_mbarrier_arrive_expect_tx(k_full(st), bytes);
+                    fp_mbarrier_arrive_expect_tx(v_full(st), bytes);
+                }
+                __syncwarp();
+                if (lane < boxes) {
+                    const fp_kv_place at = fp_kv_locate(a.seq, s, key0 + lane * box);
+                    const uint32_t off = lane * box * 128;
+                    for (int p = 0; p < PANELS; ++p)
+                        fp_tma_load_4d(sk + off + p * BC * 128, &k_map, k_full(st),
+                                       p * FP_HOPPER_PANEL_COLS, at.row, hk, (int)at.outer);
+                    for (int p = 0; p < PANELS; ++p)
+                        fp_tma_load_4d(sv + off + p * BC * 128, &v_map, v_full(st),
+                                       p * FP_HOPPER_PANEL_COLS, at.row, hk, (int)at.outer);
+                }
             }
         }
         return;
@@ -488,6 +557,13 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         /* P V of the last tile; consumer 1 keeps its last hand-over (see above). */
         to_operand();
         wait_full(v_full((n_tiles - 1) % STAGES), n_tiles - 1);
+        const int v_end = s.nkv - (k_begin + (n_tiles - 1) * BC); /* the tile's rows in the sequence */
+        if (a.seq.kv != FLASHPORT_KV_DENSE && v_end < BC) {
+            fp_hopper_zero_rows<D, BC>(sV + ((n_tiles - 1) % STAGES) * Smem::KV_BYTES, v_end,
+                                       threadIdx.x - 128);
+            /* Both warpgroups' zeros are written (and fenced) before either's P V reads them. */
+            fp_named_barrier_sync(3, FP_HOPPER_CONSUMER_THREADS);
+        }
         take_turn();
         fp_wgmma_fence_operand(r.o);
         fp_wgmma_fence();

@@ -2,13 +2,16 @@
  * Variant hopper_wgmma: the FlashAttention-3 style forward of hopper/forward_kernel.cuh for f16
  * and bf16 on compute capability 9.0 (wgmma, TMA, setmaxnreg), head dims 64, 128 and 256, causal
  * and sliding windows, softcap, ALiBi and bias (in instances of their own), sinks, GQA,
- * Nq != Nkv, LSE.
+ * Nq != Nkv, LSE, packed batches (varlen) and paged K/V whose pages hold a multiple of 8 rows
+ * that divides the key tile or is a multiple of it (others are declined).
  *
  * This file is compiled for sm_90a only (FLASHPORT_CUDA_HOPPER_ARCHITECTURES), so the module
  * holds its kernels exactly when it holds sm_90a code for them; supports() asks the runtime
  * whether the device can load that code and declines with the reason when it cannot. Q, K and V
  * reach the kernel through TMA tensor maps, which need 16-byte aligned bases and strides (the
- * strides are checked here, the bases at launch).
+ * strides are checked here, the bases at launch). A packed tensor's map is one batch of its
+ * total_q or total_kv rows; a paged cache's has a batch per page and copies a page at a time
+ * where a page is smaller than a key tile.
  *
  * Written in CUDA C++ with inline PTX (hopper/wgmma_ops.cuh, hopper/tma_mbarrier.cuh), not on
  * CUTLASS/CuTe: the kernel needs a dozen instructions, and their layouts are stated once in
@@ -77,6 +80,28 @@ static const hopper_instance *find_instance(int64_t d) {
     return NULL;
 }
 
+/* The batches and rows a tensor map spans: the problem's, one batch of the packed rows, or a
+ * paged cache's pages. */
+struct map_shape {
+    int64_t batch, rows;
+};
+static map_shape q_shape(const fp_problem *p) {
+    return p->q_varlen ? map_shape{1, p->total_q} : map_shape{p->batch, p->seq_q};
+}
+static map_shape kv_shape(const fp_problem *p) {
+    switch (p->kv_layout) {
+    case FLASHPORT_KV_VARLEN: return map_shape{1, p->total_kv};
+    case FLASHPORT_KV_PAGED: return map_shape{p->num_pages, p->page_size};
+    default: return map_shape{p->batch, p->seq_kv};
+    }
+}
+
+/* Rows of one K/V copy: the key tile, or a page where pages are smaller. */
+static int kv_box_rows(const fp_problem *p, int key_tile) {
+    return p->kv_layout == FLASHPORT_KV_PAGED && p->page_size < key_tile ? (int)p->page_size
+                                                                         : key_tile;
+}
+
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)params;
@@ -97,9 +122,24 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
-    if (!fp_hopper_strides_fit("Q", &p->q, p->batch, p->heads_q, p->seq_q, why, why_len) ||
-        !fp_hopper_strides_fit("K", &p->k, p->batch, p->heads_kv, p->seq_kv, why, why_len) ||
-        !fp_hopper_strides_fit("V", &p->v, p->batch, p->heads_kv, p->seq_kv, why, why_len))
+    if (p->kv_layout == FLASHPORT_KV_PAGED &&
+        (p->page_size % 8 != 0 ||
+         (in->key_tile % p->page_size != 0 && p->page_size % in->key_tile != 0))) {
+        snprintf(why, why_len,
+                 "paged KV cache with %lld-row pages: TMA copies whole pages of a multiple of 8 "
+                 "rows that divide the %d-key tile or are a multiple of it",
+                 (long long)p->page_size, in->key_tile);
+        return 0;
+    }
+    const map_shape qs = q_shape(p), kvs = kv_shape(p);
+    if (qs.rows < 1 || kvs.rows < 1) {
+        snprintf(why, why_len, "a packed Q or K/V of no rows (total_q %lld, total_kv %lld) has no "
+                 "TMA map", (long long)qs.rows, (long long)kvs.rows);
+        return 0;
+    }
+    if (!fp_hopper_strides_fit("Q", &p->q, qs.batch, p->heads_q, qs.rows, why, why_len) ||
+        !fp_hopper_strides_fit("K", &p->k, kvs.batch, p->heads_kv, kvs.rows, why, why_len) ||
+        !fp_hopper_strides_fit("V", &p->v, kvs.batch, p->heads_kv, kvs.rows, why, why_len))
         return 0;
     if (in->smem > props->smem_per_block_optin) {
         snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu",
@@ -127,14 +167,15 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     const hopper_instance *in = find_instance(p->head_dim);
     if (!in) return cudaErrorInvalidValue;
     CUtensorMap qm, km, vm;
-    cudaError_t err = fp_hopper_encode(&qm, L->q, p->dtype, &p->q, p->batch, p->heads_q, p->seq_q,
+    const map_shape qs = q_shape(p), kvs = kv_shape(p);
+    cudaError_t err = fp_hopper_encode(&qm, L->q, p->dtype, &p->q, qs.batch, p->heads_q, qs.rows,
                                        p->head_dim, FP_HOPPER_BR);
     if (err == cudaSuccess)
-        err = fp_hopper_encode(&km, L->k, p->dtype, &p->k, p->batch, p->heads_kv, p->seq_kv,
-                               p->head_dim, in->key_tile);
+        err = fp_hopper_encode(&km, L->k, p->dtype, &p->k, kvs.batch, p->heads_kv, kvs.rows,
+                               p->head_dim, kv_box_rows(p, in->key_tile));
     if (err == cudaSuccess)
-        err = fp_hopper_encode(&vm, L->v, p->dtype, &p->v, p->batch, p->heads_kv, p->seq_kv,
-                               p->head_dim, in->key_tile);
+        err = fp_hopper_encode(&vm, L->v, p->dtype, &p->v, kvs.batch, p->heads_kv, kvs.rows,
+                               p->head_dim, kv_box_rows(p, in->key_tile));
     if (err != cudaSuccess) return err;
 
     fp_hopper_params prm;
@@ -144,6 +185,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     prm.seq = fp_seq_layout_make(p, L->args);
     prm.mods = fp_score_mods_make(p, L->args);
     prm.group = (int)(p->heads_q / p->heads_kv);
+    prm.kv_box = kv_box_rows(p, in->key_tile);
     prm.o_pairs =
         (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
@@ -157,8 +199,10 @@ extern const fp_gpu_kernel fp_kernel_hopper_wgmma;
 const fp_gpu_kernel fp_kernel_hopper_wgmma = {
     {"hopper_wgmma",
      "FlashAttention-3 style forward on Hopper (wgmma, TMA ring, warp specialisation, "
-     "setmaxnreg), f16/bf16, d = 64, 128 and 256; windows, softcap, ALiBi, bias, sinks",
-     FP_PRECISION_NATIVE, FP_FEATURE_WINDOW | FP_FEATURE_SINKS | FP_HOPPER_MODS},
+     "setmaxnreg), f16/bf16, d = 64, 128 and 256; windows, softcap, ALiBi, bias, sinks, "
+     "packed batches, paged K/V (pages of a multiple of 8 rows)",
+     FP_PRECISION_NATIVE,
+     FP_FEATURE_WINDOW | FP_FEATURE_SINKS | FP_FEATURE_VARLEN | FP_FEATURE_PAGED | FP_HOPPER_MODS},
     supports,
     NULL,
     launch,

@@ -2,7 +2,8 @@
  * Thin wrappers over the sm_90 asynchronous-copy machinery and the barriers around it (PTX
  * ISA, "mbarrier", "cp.async.bulk.tensor", "bar"): shared-memory barriers that count both
  * arriving threads and the bytes a TMA copy has still to deliver, the 4-d tiled TMA load that
- * signals one of them, and the named barriers that order warpgroups.
+ * signals one of them, the proxy fence that lets threads' own shared-memory writes reach
+ * wgmma, and the named barriers that order warpgroups.
  *
  * Phases: a barrier completes a phase when its expected arrivals have arrived and its
  * transaction count is back to zero; a waiter names the parity of the phase it waits for
@@ -63,6 +64,17 @@ fp_tma_load_4d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c
 /* Fetches a tensor map (a kernel parameter) into the descriptor cache ahead of its first use. */
 static __device__ __forceinline__ void fp_tma_prefetch_map(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+/* Zeroes 16 bytes of shared memory at addr (16-byte aligned) through the generic proxy. */
+static __device__ __forceinline__ void fp_st_shared_zero16(uint32_t addr) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
+}
+
+/* Orders this thread's earlier generic-proxy writes to shared memory before later async-proxy
+ * accesses (wgmma, TMA) that a barrier orders after it. */
+static __device__ __forceinline__ void fp_fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 /* Named barriers (bar.sync / bar.arrive with an id and a thread count, both multiples of a
