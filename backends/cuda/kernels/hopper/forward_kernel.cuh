@@ -557,7 +557,8 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         /* P V of the last tile; consumer 1 keeps its last hand-over (see above). */
         to_operand();
         wait_full(v_full((n_tiles - 1) % STAGES), n_tiles - 1);
-        const int v_end = s.nkv - (k_begin + (n_tiles - 1) * BC); /* the tile's rows in the sequence */
+        /* The last tile's rows that lie in the sequence. */
+        const int v_end = s.nkv - (k_begin + (n_tiles - 1) * BC);
         if (a.seq.kv != FLASHPORT_KV_DENSE && v_end < BC) {
             fp_hopper_zero_rows<D, BC>(sV + ((n_tiles - 1) % STAGES) * Smem::KV_BYTES, v_end,
                                        threadIdx.x - 128);

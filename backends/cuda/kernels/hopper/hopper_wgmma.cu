@@ -133,8 +133,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     }
     const map_shape qs = q_shape(p), kvs = kv_shape(p);
     if (qs.rows < 1 || kvs.rows < 1) {
-        snprintf(why, why_len, "a packed Q or K/V of no rows (total_q %lld, total_kv %lld) has no "
-                 "TMA map", (long long)qs.rows, (long long)kvs.rows);
+        snprintf(why, why_len,
+                 "a packed Q or K/V of no rows (total_q %lld, total_kv %lld) has no TMA map",
+                 (long long)qs.rows, (long long)kvs.rows);
         return 0;
     }
     if (!fp_hopper_strides_fit("Q", &p->q, qs.batch, p->heads_q, qs.rows, why, why_len) ||
