@@ -25,6 +25,7 @@ static const char *precision_name(flashport_precision p) {
     switch (p) {
     case FLASHPORT_PRECISION_TF32: return "tf32";
     case FLASHPORT_PRECISION_F16: return "f16";
+    case FLASHPORT_PRECISION_FP8: return "fp8";
     default: return "native";
     }
 }

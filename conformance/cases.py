@@ -333,6 +333,20 @@ CASES = [
     _case("fp8_descale_zero_blocks", 30, 40, dtype="e5m2", out_dtype="f32", batch=2, heads_q=2,
           heads_kv=2, head_dim=32, descale="block", descale_block=8,
           zero_descale=[("q", (0, 1, 1)), ("k", (0, 0, 0)), ("v", (1, 0, 2))]),
+    # FP8 at d = 128, the head dim of the GPUs' FP8 kernels: a ragged last key tile (300 keys),
+    # GQA and causal per tensor; per-block factors over 128 positions with a window, one V
+    # block and one K block at 0; 256-position blocks with sinks and an f16 output in bnhd.
+    _case("fp8_e4m3_d128_tensor_gqa_causal", 300, batch=2, dtype="e4m3", heads_q=4, heads_kv=2,
+          head_dim=128, causal=True, descale="tensor"),
+    _case("fp8_e5m2_d128_block128_window", 200, 450, dtype="e5m2", out_dtype="f32", heads_q=2,
+          heads_kv=1, head_dim=128, window_left=150, window_right=20, descale="block",
+          descale_block=128, zero_descale=[("v", (0, 0, 1)), ("k", (0, 0, 2))]),
+    _case("fp8_e4m3_d128_block256_sinks_f16out", 130, 520, dtype="e4m3", out_dtype="f16",
+          heads_q=2, heads_kv=2, head_dim=128, layout="bnhd", sinks=True, descale="block",
+          descale_block=256),
+    # One block per sequence that is not a multiple of the 128-key tile (1000 positions).
+    _case("fp8_e4m3_d128_block1000_gqa", 333, 600, dtype="e4m3", heads_q=4, heads_kv=1,
+          head_dim=128, descale="block", descale_block=1000),
     # Decode: a few query rows against a long cache, at the head dims where GPUs have a decode
     # kernel; long enough that the keys are split across blocks and merged.
     _case("decode_bf16_gqa4_long", 1, 5000, dtype="bf16", batch=2, heads_q=8, heads_kv=2,

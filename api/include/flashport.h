@@ -170,7 +170,8 @@ typedef struct flashport_device_info {
 typedef enum flashport_precision {
     FLASHPORT_PRECISION_NATIVE = 0, /* products in the problem's dtype, f32 (or better) sums */
     FLASHPORT_PRECISION_TF32 = 1,   /* f32 inputs multiplied as tf32 */
-    FLASHPORT_PRECISION_F16 = 2     /* f32 inputs rounded to f16 before the products */
+    FLASHPORT_PRECISION_F16 = 2,    /* f32 inputs rounded to f16 before the products */
+    FLASHPORT_PRECISION_FP8 = 3     /* FP8 inputs, P rounded to e4m3 before P V */
 } flashport_precision;
 
 typedef struct flashport_kernel_info {

@@ -67,6 +67,7 @@ typedef flashport_precision fp_precision;
 #define FP_PRECISION_NATIVE FLASHPORT_PRECISION_NATIVE
 #define FP_PRECISION_TF32   FLASHPORT_PRECISION_TF32
 #define FP_PRECISION_F16    FLASHPORT_PRECISION_F16
+#define FP_PRECISION_FP8    FLASHPORT_PRECISION_FP8
 
 /* The problem as backends see it: validated, scale resolved, window normalised. */
 typedef flashport_attention_desc fp_problem;

@@ -42,7 +42,8 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 #define F32_WIDE_TENSOR_KERNEL "tensor_core_tf32x3_wide"
 
 /* f16/bf16 on sm_90a (kernels/hopper/), tried first on compute capability 9.0 when built. */
-#define HOPPER_KERNEL "hopper_wgmma"
+#define HOPPER_KERNEL     "hopper_wgmma"
+#define HOPPER_FP8_KERNEL "hopper_wgmma_fp8"
 
 /* Decode, for problems of at most this many query rows per sequence, when built. */
 #define DECODE_KERNEL      "decode"
@@ -176,8 +177,8 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
     const int f32_tensor = f32 && find_kernel(F32_TENSOR_KERNEL) >= 0;
     const char *tensor_kind = "f32 on tensor cores (3xTF32 split, f32 accuracy)";
     const char *kind = f32 ? "f32 on CUDA cores" : "f16/bf16 on matrix cores";
-    const char *order[7 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
-    const char *kinds[7];
+    const char *order[8 + sizeof ladder_fallback / sizeof ladder_fallback[0]];
+    const char *kinds[8];
     int n_order = 0;
     if (p->seq_q <= DECODE_MAX_QUERIES) {
         const int rows_per_kv_head = (int)(p->heads_q / p->heads_kv * p->seq_q);
@@ -189,6 +190,13 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
             kinds[n_order] = "decode (few query rows per sequence: bound by reading K and V once)";
             order[n_order++] = DECODE_KERNEL;
         }
+    }
+    /* FP8 prefill: the Hopper FP8 variant (decode shapes go to `decode` above; every other
+     * variant declines the feature by name). */
+    if ((p->dtype == FLASHPORT_FP8_E4M3 || p->dtype == FLASHPORT_FP8_E5M2) &&
+        props->cc_major == 9 && find_kernel(HOPPER_FP8_KERNEL) >= 0) {
+        kinds[n_order] = "FP8 on Hopper (wgmma k32, P rounded to e4m3)";
+        order[n_order++] = HOPPER_FP8_KERNEL;
     }
     if (f32 && p->head_dim > 256 && find_kernel(F32_WIDE_TENSOR_KERNEL) >= 0) {
         kinds[n_order] = "f32 on tensor cores (3xTF32 split, head dim across warps)";

@@ -57,6 +57,15 @@ fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision) {
         tol = (fc_tolerance){3e-3, 0.0, 3e-3};
     else if (precision == FLASHPORT_PRECISION_F16)
         tol = (fc_tolerance){2e-3, 0.0, 2e-3};
+    /* P rounded to e4m3 before P V: each probability off by up to 2^-4 of itself (about 2.5%
+     * rms over a binade), which O inherits on random values. The LSE comes from the unrounded
+     * P, but the FP8 tensor-core products that form the scores do not keep an f32 running sum
+     * (the H200 measured LSE errors up to 2.3e-4 where the f32 bound is 1e-5). */
+    if (precision == FLASHPORT_PRECISION_FP8) {
+        tol.rel_l2 = 5e-2;
+        tol.max_abs = 0.0;
+        tol.lse = fmax(tol.lse, 1e-3);
+    }
     /* The factor is for O only: LSE is judged relative to its own magnitude already. */
     tol.rel_l2 *= c->tol_factor;
     tol.max_abs *= c->tol_factor;
@@ -64,8 +73,11 @@ fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision) {
 }
 
 int fc_needs_recompute(const fc_case *c, flashport_precision precision) {
-    /* The backward pass is judged against NumPy with its reduced tolerance instead. */
-    return !c->backward && c->dtype == FLASHPORT_F32 && precision != FLASHPORT_PRECISION_NATIVE;
+    /* The backward pass is judged against NumPy with its reduced tolerance instead. Only the
+     * classes that round f32 inputs have a rounded-input reference; the FP8 class takes FP8
+     * inputs alone and is judged against NumPy with its own bounds. */
+    return !c->backward && c->dtype == FLASHPORT_F32 &&
+           (precision == FLASHPORT_PRECISION_TF32 || precision == FLASHPORT_PRECISION_F16);
 }
 
 void fc_poison(flashport_dtype dtype, void *base, int64_t n) {

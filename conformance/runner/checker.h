@@ -22,8 +22,9 @@ typedef struct fc_tolerance {
 } fc_tolerance;
 
 /* Tolerance of a case on a variant of the given precision class: by the case's dtype, or by
- * out_dtype for FP8 inputs (the expected values are exact on the decoded inputs); the O
- * tolerances are multiplied by the case's tol_factor. */
+ * out_dtype for FP8 inputs (the expected values are exact on the decoded inputs), or, for the
+ * FP8 class (P rounded to e4m3), 5e-2 relative L2 of O and an LSE bound of at least 1e-3; the
+ * O tolerances are multiplied by the case's tol_factor. */
 fc_tolerance fc_tolerance_for(const fc_case *c, flashport_precision precision);
 
 /* Whether a variant of this precision computes something other than the case's own dtype

@@ -31,6 +31,7 @@ const char *fc_precision_name(flashport_precision p) {
     case FLASHPORT_PRECISION_NATIVE: return "native";
     case FLASHPORT_PRECISION_TF32: return "tf32";
     case FLASHPORT_PRECISION_F16: return "f16";
+    case FLASHPORT_PRECISION_FP8: return "fp8";
     }
     return "?";
 }

@@ -159,7 +159,12 @@ static PyObject *device(PyObject *self, PyObject *args) {
 }
 
 static const char *precision_name(flashport_precision p) {
-    return p == FLASHPORT_PRECISION_TF32 ? "tf32" : p == FLASHPORT_PRECISION_F16 ? "f16" : "native";
+    switch (p) {
+    case FLASHPORT_PRECISION_TF32: return "tf32";
+    case FLASHPORT_PRECISION_F16: return "f16";
+    case FLASHPORT_PRECISION_FP8: return "fp8";
+    default: return "native";
+    }
 }
 
 /* kernels(backend) -> [(name, precision, description)] */

@@ -176,10 +176,118 @@ static void check_head_dim(int d, int BC) {
     }
 }
 
+/* ---- FP8: 8-bit operands, k-steps of 32 ---------------------------------------------- */
+
+/* Shared memory as 8-bit cells. */
+static int smem8[(BR + 2 * MAX_BC) * MAX_D + 4096];
+
+/* TMA, 1-byte elements: box of 128 columns x rows, as model_tma_box. */
+static void model_tma_box8(uint32_t dst, const int *m, int cols, int rows, int col0) {
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < 128; ++c) {
+            const uint32_t chunk = (uint32_t)(c / 16) ^ (uint32_t)(r % 8);
+            smem8[dst + (uint32_t)r * 128 + chunk * 16 + (uint32_t)(c % 16)] =
+                m[r * cols + col0 + c];
+        }
+}
+
+/* Element (mn, k) of an 8-bit K-major operand (k < 32): T = 16 elements of 16 bytes. */
+static int model_read_k_major8(uint64_t d, int mn, int k) {
+    const desc_fields f = decode_desc(d);
+    EXPECT(f.layout == 1, "K-major descriptor layout %u, want 128-byte swizzle", f.layout);
+    const uint32_t addr =
+        f.start + (uint32_t)(mn % 8) * 128 + (uint32_t)k + (uint32_t)(mn / 8) * f.sbo;
+    return smem8[swizzle128(addr)];
+}
+
+/* 8-bit A element a_e (e = 0..15) of thread t (m64nNk32, as mma.m16n8k32 per warp). */
+static int model_a8_row(int t, int e) {
+    return 16 * (t / 32) + (t % 32) / 4 + ((e / 4) % 2 ? 8 : 0);
+}
+static int model_a8_col(int t, int e) { return 4 * (t % 4) + e % 4 + (e >= 8 ? 16 : 0); }
+
+/* The FP8 instance (d = 128, 128-key tiles): S = Q K^T with k-steps of 32 bytes, and O = P V
+ * with P from the accumulators through fp_hopper_p8_source and V^T's columns renumbered by
+ * fp_hopper_vt_key, as the pre-pass writes them. */
+static void check_fp8(void) {
+    enum { D = 128, BC = 128 };
+    static int VT[D * BC];
+    for (int r = 0; r < BR; ++r)
+        for (int c = 0; c < D; ++c) Q[r * D + c] = value(1, r, c);
+    for (int r = 0; r < BC; ++r)
+        for (int c = 0; c < D; ++c) {
+            K[r * D + c] = value(2, r, c);
+            V[r * D + c] = value(3, r, c);
+        }
+    for (int n = 0; n < D; ++n)
+        for (int c = 0; c < BC; ++c) VT[n * BC + c] = V[fp_hopper_vt_key(c) * D + n];
+    const uint32_t sQ = 2048, sK = sQ + BR * D, sV = sK + BC * D;
+    memset(smem8, 0x7f, sizeof smem8);
+    model_tma_box8(sQ, Q, D, BR, 0);
+    model_tma_box8(sK, K, D, BC, 0);
+    model_tma_box8(sV, VT, BC, D, 0);
+    for (int wg = 0; wg < 2; ++wg) {
+        const uint32_t sQ_wg = sQ + (uint32_t)wg * WG_ROWS * 128;
+        static double S[WG_ROWS][BC];
+        memset(S, 0, sizeof S);
+        for (int kk = 0; kk < D / 32; ++kk) {
+            const uint64_t da =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sQ_wg), fp_hopper_k_major_step(BR, kk));
+            const uint64_t db =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sK), fp_hopper_k_major_step(BC, kk));
+            for (int m = 0; m < WG_ROWS; ++m)
+                for (int n = 0; n < BC; ++n)
+                    for (int k = 0; k < 32; ++k)
+                        S[m][n] +=
+                            (double)model_read_k_major8(da, m, k) * model_read_k_major8(db, n, k);
+        }
+        for (int m = 0; m < WG_ROWS; ++m)
+            for (int n = 0; n < BC; ++n) {
+                double want = 0;
+                for (int c = 0; c < D; ++c)
+                    want += (double)Q[(WG_ROWS * wg + m) * D + c] * K[n * D + c];
+                EXPECT(S[m][n] == want, "fp8 wg=%d S(%d,%d) = %g, want %g", wg, m, n, S[m][n],
+                       want);
+            }
+        static double acc[WG_THREADS][BC / 2];
+        for (int t = 0; t < WG_THREADS; ++t)
+            for (int i = 0; i < BC / 2; ++i)
+                acc[t][i] = S[model_acc_row(t, i)][model_acc_col(t, i)];
+        static double O[WG_ROWS][D];
+        memset(O, 0, sizeof O);
+        for (int kk = 0; kk < BC / 32; ++kk) {
+            const uint64_t db =
+                fp_hopper_desc_step(fp_hopper_desc_k_major(sV), fp_hopper_k_major_step(D, kk));
+            static double A[WG_ROWS][32];
+            for (int t = 0; t < WG_THREADS; ++t)
+                for (int j = 0; j < 4; ++j)
+                    for (int e = 0; e < 4; ++e) {
+                        const int el = 4 * j + e; /* register j holds a_{4j} .. a_{4j+3} */
+                        EXPECT(fp_hopper_a8_row(t, j) == model_a8_row(t, el) &&
+                                   fp_hopper_a8_col(t, j, e) == model_a8_col(t, el),
+                               "8-bit A map of thread %d register %d byte %d", t, j, e);
+                        A[model_a8_row(t, el)][model_a8_col(t, el)] =
+                            acc[t][fp_hopper_p8_source(kk, j, e)];
+                    }
+            for (int m = 0; m < WG_ROWS; ++m)
+                for (int n = 0; n < D; ++n)
+                    for (int k = 0; k < 32; ++k) O[m][n] += A[m][k] * model_read_k_major8(db, n, k);
+        }
+        for (int m = 0; m < WG_ROWS; ++m)
+            for (int n = 0; n < D; ++n) {
+                double want = 0;
+                for (int k = 0; k < BC; ++k) want += S[m][k] * V[k * D + n];
+                EXPECT(O[m][n] == want, "fp8 wg=%d O(%d,%d) = %g, want %g", wg, m, n, O[m][n],
+                       want);
+            }
+    }
+}
+
 int main(void) {
     check_head_dim(64, 128);
     check_head_dim(128, 128);
     check_head_dim(256, 64);
+    check_fp8();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -202,6 +202,13 @@ static void test_fp8_output(void) {
     c.out_dtype = FLASHPORT_F16;
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_NATIVE).rel_l2 == 2e-3);
     CHECK(!fc_needs_recompute(&c, FLASHPORT_PRECISION_TF32));
+    /* The FP8 class (P in e4m3) has its own O and LSE bounds (the looser of its and the
+     * output's), and no recompute. */
+    const fc_tolerance t8 = fc_tolerance_for(&c, FLASHPORT_PRECISION_FP8);
+    CHECK(t8.rel_l2 == 5e-2 && t8.max_abs == 0.0 && t8.lse == 2e-3);
+    c.out_dtype = FLASHPORT_F32;
+    CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_FP8).lse == 1e-3);
+    CHECK(!fc_needs_recompute(&c, FLASHPORT_PRECISION_FP8));
 }
 
 static void test_tolerances(void) {
@@ -212,6 +219,8 @@ static void test_tolerances(void) {
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_F16).rel_l2 == 2e-3);
     CHECK(fc_needs_recompute(&c, FLASHPORT_PRECISION_F16) &&
           !fc_needs_recompute(&c, FLASHPORT_PRECISION_NATIVE));
+    /* An fp8 variant on an f32 case: NumPy's expected output (the variant declines it). */
+    CHECK(!fc_needs_recompute(&c, FLASHPORT_PRECISION_FP8));
     c.dtype = FLASHPORT_BF16;
     CHECK(fc_tolerance_for(&c, FLASHPORT_PRECISION_F16).rel_l2 == 1e-2);
     CHECK(!fc_needs_recompute(&c, FLASHPORT_PRECISION_TF32));

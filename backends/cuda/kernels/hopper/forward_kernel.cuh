@@ -45,6 +45,10 @@
  * boxes wholly past the sequence's end are not copied (their table entries may be unset), and
  * the last tile's V rows past the end are zeroed as for packed K/V.
  *
+ * FP8 instances (T = e4m3 or e5m2, hopper_wgmma_fp8.cu) run the same pipeline on 8-bit tiles
+ * with k32 wgmma (fp_hopper_input): V comes as V^T from a pre-pass, P is rounded to e4m3, and the
+ * descales scale the f32 scores and O (dense K/V, no modifiers).
+ *
  * Stage ordering of the ring: a consumer releases stage s for tile t only after it has waited
  * on the "full" barriers of tile t, which the producer signals only after both consumers
  * released tile t - STAGES; so no consumer's release can count towards an earlier phase of the
@@ -67,16 +71,28 @@
 #define FP_HOPPER_THREADS          384 /* producer + 2 consumer warpgroups */
 #define FP_HOPPER_CONSUMER_THREADS 256
 
+/* FP8 descale factors (flashport_descale): per tensor (block = 0, one factor each) or per
+ * (batch, head, block of `block` positions), q_blocks and kv_blocks of them per (batch, head).
+ * Per block, K's and V's factors are taken once per key tile, which the variant's support
+ * check guarantees lies in one block. */
+struct fp_hopper_descale {
+    const float *q, *k, *v;
+    int block;
+    int q_blocks, kv_blocks;
+};
+
 /* What the kernel gets besides its three tensor maps, by value. */
 struct fp_hopper_params {
     void *o;
     float *lse; /* NULL: not wanted */
     flashport_strides os;
-    fp_seq_layout seq;  /* dense, packed (varlen) or paged */
-    fp_score_mods mods; /* causal, windows, softcap, ALiBi, bias, sinks */
-    int group;          /* query heads per kv head */
-    int kv_box;         /* rows of a K/V copy: BC, or a page's rows when they divide BC */
-    int o_pairs;        /* O allows 4-byte stores of two adjacent columns */
+    fp_seq_layout seq;         /* dense, packed (varlen) or paged */
+    fp_score_mods mods;        /* causal, windows, softcap, ALiBi, bias, sinks */
+    int group;                 /* query heads per kv head */
+    int kv_box;                /* rows of a K/V copy: BC, or a page's rows when they divide BC */
+    int o_pairs;               /* O allows 4-byte stores of two adjacent columns */
+    flashport_dtype o_dtype;   /* of O: the input type, or f16, bf16 or f32 for FP8 inputs */
+    fp_hopper_descale descale; /* FP8 only */
 };
 
 /* Per head dim: keys of a tile (BC) and ring depth, what fits beside Q in the 227 KB a block
@@ -86,13 +102,31 @@ template <> struct fp_hopper_tile<64> { static constexpr int BC = 128, STAGES = 
 template <> struct fp_hopper_tile<128> { static constexpr int BC = 128, STAGES = 2; };
 template <> struct fp_hopper_tile<256> { static constexpr int BC = 64, STAGES = 2; };
 
+/* What the element type T changes. 16-bit: 64 columns a 128-byte panel, k-steps of 16. FP8
+ * (e4m3, e5m2): 128 columns a panel, k-steps of 32; P is rounded to e4m3 for P V, scaled by
+ * 2^P_LOG2_OFFSET so that its largest value (256) uses the format's range (small
+ * probabilities would otherwise fall below e4m3's subnormals, 2^-9); V arrives as V^T (keys
+ * contiguous, renumbered as fragment_layout.h says) from a pre-pass, because 8-bit wgmma reads
+ * its B operand K-major only; the K/V ring has four stages (a tile is half the bytes). */
+template <typename T> struct fp_hopper_input {
+    static constexpr int BYTES = 2, K_STEP = 16, P_LOG2_OFFSET = 0;
+    static constexpr bool FP8 = false;
+};
+template <typename T> struct fp_hopper_input_fp8 {
+    static constexpr int BYTES = 1, K_STEP = 32, P_LOG2_OFFSET = 8;
+    static constexpr bool FP8 = true;
+};
+template <> struct fp_hopper_input<__nv_fp8_e4m3> : fp_hopper_input_fp8<__nv_fp8_e4m3> {};
+template <> struct fp_hopper_input<__nv_fp8_e5m2> : fp_hopper_input_fp8<__nv_fp8_e5m2> {};
+
 /* Shared-memory plan of one instance: Q, the K and V rings, the barriers, and the slack that
  * lets the kernel align the tiles to 1024 bytes itself (the dynamic window's base is only
  * guaranteed 16-byte aligned). */
-template <int D> struct fp_hopper_smem {
-    static constexpr int STAGES = fp_hopper_tile<D>::STAGES;
-    static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * 2;
-    static constexpr uint32_t KV_BYTES = fp_hopper_tile<D>::BC * D * 2; /* one K or V tile */
+template <typename T, int D> struct fp_hopper_smem {
+    static constexpr int ELEM = fp_hopper_input<T>::BYTES;
+    static constexpr int STAGES = fp_hopper_input<T>::FP8 ? 4 : fp_hopper_tile<D>::STAGES;
+    static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * ELEM;
+    static constexpr uint32_t KV_BYTES = fp_hopper_tile<D>::BC * D * ELEM; /* one K or V tile */
     static constexpr uint32_t K_OFF = Q_BYTES;
     static constexpr uint32_t V_OFF = K_OFF + STAGES * KV_BYTES;
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
@@ -110,10 +144,10 @@ template <int D> struct fp_hopper_rows {
     float m[2], l[2];
 };
 
-/* The log2-domain scores of one tile (BC keys) -> P in place, with the online-softmax update of
- * m and l; alpha gets the factor by which O must be rescaled for each of the thread's two
- * rows. */
-template <int D, int BC>
+/* The log2-domain scores of one tile (BC keys) -> P in place, times 2^P_OFFSET, with the
+ * online-softmax update of m and l (l sums the scaled P); alpha gets the factor by which O must
+ * be rescaled for each of the thread's two rows. */
+template <int D, int BC, int P_OFFSET>
 static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2],
                                                          fp_hopper_rows<D> &r) {
     float mx[2] = {-INFINITY, -INFINITY};
@@ -130,6 +164,7 @@ static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], floa
          * NaN. */
         base[h] = m_new == -INFINITY ? 0.0f : m_new;
         alpha[h] = fp_exp2_approx(r.m[h] - base[h]);
+        base[h] -= (float)P_OFFSET;
         r.m[h] = m_new;
         r.l[h] *= alpha[h];
     }
@@ -312,6 +347,38 @@ template <> __device__ __forceinline__ uint32_t fp_hopper_pack<__nv_bfloat16>(fl
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
+/* The softcap form of the instance (score_mods.cuh); FP8 instances take no modifiers, so the
+ * value is never used there. */
+template <typename T> __host__ __device__ constexpr fp_softcap_math fp_hopper_softcap_math() {
+    if constexpr (fp_hopper_input<T>::FP8)
+        return FP_SOFTCAP_TANH_APPROX;
+    else
+        return fp_softcap_math_of<T>::value;
+}
+
+/* S (+)= Q K^T over one k-step, N = BC: the 16-bit or the FP8 instruction. */
+template <typename T, int BC>
+static __device__ __forceinline__ void fp_hopper_mma_s(float (&d)[BC / 2], uint64_t a, uint64_t b,
+                                                       int accumulate) {
+    if constexpr (fp_hopper_input<T>::FP8)
+        fp_wgmma_fp8<T>::ss(d, a, b, accumulate);
+    else
+        fp_wgmma<T, BC>::ss(d, a, b, accumulate);
+}
+
+/* Two adjacent output columns, as OT: one 4-byte store where `pairs` allows (16-bit OT). */
+template <typename OT>
+static __device__ __forceinline__ void fp_hopper_store2(OT *at, float v0, float v1, int pairs) {
+    if constexpr (sizeof(OT) == 2) {
+        if (pairs) {
+            *reinterpret_cast<uint32_t *>(at) = fp_hopper_pack<OT>(v0, v1);
+            return;
+        }
+    }
+    at[0] = OT(v0);
+    at[1] = OT(v1);
+}
+
 /* MODS: the problem has softcap, ALiBi or bias. Without, those fields are folded away and the
  * instance keeps its registers for the dense path; with, every tile takes the modifiers' passes
  * of fp_hopper_scores. Sinks join the final division in both. */
@@ -326,10 +393,13 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #elif defined(__CUDA_ARCH__)
-    using Smem = fp_hopper_smem<D>;
+    using Smem = fp_hopper_smem<T, D>;
+    using In = fp_hopper_input<T>;
     constexpr int BR = FP_HOPPER_BR, BC = fp_hopper_tile<D>::BC, STAGES = Smem::STAGES;
-    constexpr int PANELS = D / FP_HOPPER_PANEL_COLS;
-    static_assert(D % FP_HOPPER_PANEL_COLS == 0, "head dim in whole 128-byte panels");
+    constexpr int PANEL_COLS = 128 / In::BYTES, PANELS = D / PANEL_COLS;
+    static_assert(D % PANEL_COLS == 0, "head dim in whole 128-byte panels");
+    static_assert(!In::FP8 || (BC == 128 && D == 128 && !MODS),
+                  "FP8: one 128-key V^T panel a tile, the k32 shapes of N = 128, no modifiers");
 
     extern __shared__ unsigned char fp_hopper_smem_raw[];
     const uint32_t raw = fp_smem_addr(fp_hopper_smem_raw);
@@ -374,8 +444,10 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     const int map_b = a.seq.q_varlen ? 0 : s.b;
     /* The key tiles some row of the block sees. */
     const fp_span_keys span = fp_visible_span(mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, s.nkv);
-    const bool paged = a.seq.kv == FLASHPORT_KV_PAGED;
-    const int k_begin = paged ? span.lo - span.lo % BC : span.lo; /* a page holds whole boxes */
+    const bool paged = !In::FP8 && a.seq.kv == FLASHPORT_KV_PAGED; /* FP8: dense K/V only */
+    /* A page holds whole boxes; an FP8 tile takes its K and V descales whole (and V^T's
+     * columns are renumbered within aligned groups of 16). */
+    const int k_begin = paged || In::FP8 ? span.lo - span.lo % BC : span.lo;
     const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
 
     if (warpgroup == 0) {
@@ -393,8 +465,8 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                 fp_tma_prefetch_map(&v_map);
                 fp_mbarrier_arrive_expect_tx(q_full, Smem::Q_BYTES);
                 for (int p = 0; p < PANELS; ++p)
-                    fp_tma_load_4d(sQ + p * BR * 128, &q_map, q_full, p * FP_HOPPER_PANEL_COLS,
-                                   s.q_row0 + q0, h, map_b);
+                    fp_tma_load_4d(sQ + p * BR * 128, &q_map, q_full, p * PANEL_COLS, s.q_row0 + q0,
+                                   h, map_b);
             }
             for (int t = 0; t < n_tiles; ++t) {
                 const int st = t % STAGES;
@@ -406,12 +478,15 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                     const int row = s.kv_row0 + key0;
                     fp_mbarrier_arrive_expect_tx(k_full(st), Smem::KV_BYTES);
                     for (int p = 0; p < PANELS; ++p)
-                        fp_tma_load_4d(sk + p * BC * 128, &k_map, k_full(st),
-                                       p * FP_HOPPER_PANEL_COLS, row, hk, map_b);
+                        fp_tma_load_4d(sk + p * BC * 128, &k_map, k_full(st), p * PANEL_COLS, row,
+                                       hk, map_b);
                     fp_mbarrier_arrive_expect_tx(v_full(st), Smem::KV_BYTES);
-                    for (int p = 0; p < PANELS; ++p)
-                        fp_tma_load_4d(sv + p * BC * 128, &v_map, v_full(st),
-                                       p * FP_HOPPER_PANEL_COLS, row, hk, map_b);
+                    if constexpr (In::FP8) /* V^T: D rows of the tile's BC keys */
+                        fp_tma_load_4d(sv, &v_map, v_full(st), key0, 0, hk, map_b);
+                    else
+                        for (int p = 0; p < PANELS; ++p)
+                            fp_tma_load_4d(sv + p * BC * 128, &v_map, v_full(st), p * PANEL_COLS,
+                                           row, hk, map_b);
                     continue;
                 }
                 /* The tile's boxes that hold keys of the sequence; the table entries past its
@@ -419,7 +494,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                 const int box = a.kv_box;
                 const int boxes = min(BC / box, (s.nkv - key0 + box - 1) / box);
                 if (lane == 0) {
-                    const uint32_t bytes = (uint32_t)(boxes * box) * D * 2;
+                    const uint32_t bytes = (uint32_t)(boxes * box) * D * In::BYTES;
                     fp_mbarrier_arrive_expect_tx(k_full(st), bytes);
                     fp_mbarrier_arrive_expect_tx(v_full(st), bytes);
                 }
@@ -428,11 +503,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                     const fp_kv_place at = fp_kv_locate(a.seq, s, key0 + lane * box);
                     const uint32_t off = lane * box * 128;
                     for (int p = 0; p < PANELS; ++p)
-                        fp_tma_load_4d(sk + off + p * BC * 128, &k_map, k_full(st),
-                                       p * FP_HOPPER_PANEL_COLS, at.row, hk, (int)at.outer);
+                        fp_tma_load_4d(sk + off + p * BC * 128, &k_map, k_full(st), p * PANEL_COLS,
+                                       at.row, hk, (int)at.outer);
                     for (int p = 0; p < PANELS; ++p)
-                        fp_tma_load_4d(sv + off + p * BC * 128, &v_map, v_full(st),
-                                       p * FP_HOPPER_PANEL_COLS, at.row, hk, (int)at.outer);
+                        fp_tma_load_4d(sv + off + p * BC * 128, &v_map, v_full(st), p * PANEL_COLS,
+                                       at.row, hk, (int)at.outer);
                 }
             }
         }
@@ -459,29 +534,74 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     r.m[0] = r.m[1] = -INFINITY;
     r.l[0] = r.l[1] = 0.0f;
 
+    /* FP8 descales. Per tensor: Q's and K's join the scale, V's the final division. Per block:
+     * each row's Q factor here, each tile's K factor multiplies its raw scores, and O is kept
+     * in units of the newest tile's V factor (v_unit), rescaled with alpha when it changes; a
+     * tile whose V factor is 0 adds P x 0 (a zero P operand) and leaves the unit alone. */
+    const fp_hopper_descale &ds = a.descale;
+    float q_factor[2] = {1.0f, 1.0f}, v_unit = 1.0f;
+    bool p_keep = true;
+    const int64_t kv_factors = ((int64_t)s.b * (a.seq.heads_q / a.group) + hk) * ds.kv_blocks;
+    if constexpr (In::FP8) {
+        if (ds.block == 0) {
+            mods.scale *= ds.q[0] * ds.k[0];
+            v_unit = ds.v[0];
+        } else {
+            const int64_t q_factors = ((int64_t)s.b * a.seq.heads_q + h) * ds.q_blocks;
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int row = min(row0 + fp_hopper_acc_row(tid, 2 * hh), max(s.nq, 1) - 1);
+                q_factor[hh] = ds.q[q_factors + row / ds.block];
+            }
+        }
+    }
     /* 1 / scale when each tile's S starts from its bias (score_mods.cuh), else 0. */
     const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
     const bool bias_started = bias_inv_scale != 0.0f;
 
-    float sacc[BC / 2];      /* S of the newest tile, then its P in f32 */
-    uint32_t pa[BC / 16][4]; /* P of the previous tile as wgmma A operands */
+    float sacc[BC / 2];              /* S of the newest tile, then its P in f32 */
+    uint32_t pa[BC / In::K_STEP][4]; /* P of the previous tile as wgmma A operands */
+    /* FP8 per block: tile t's K factor on its raw scores, its V factor on O's unit; returns the
+     * factor O's rescale before the tile's P V takes beside alpha. */
+    auto descale_tile = [&](int kb) {
+        const int64_t at = kv_factors + kb / ds.block;
+        const float fk = ds.k[at], fv = ds.v[at];
+        const float f0 = q_factor[0] * fk, f1 = q_factor[1] * fk;
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) sacc[i] *= (i / 2) % 2 ? f1 : f0;
+        p_keep = fv != 0.0f;
+        if (!p_keep) return 1.0f;
+        const float ratio = v_unit / fv;
+        v_unit = fv;
+        return ratio;
+    };
     /* Each tile's descriptors are built once and stepped by compile-time offsets. */
     const uint64_t q_desc = fp_hopper_desc_k_major(sQ_wg);
     auto issue_s = [&](int t) {
         const uint64_t k_desc = fp_hopper_desc_k_major(sK + (t % STAGES) * Smem::KV_BYTES);
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-            fp_wgmma<T, BC>::ss(sacc, fp_hopper_desc_step(q_desc, fp_hopper_k_major_step(BR, kk)),
-                                fp_hopper_desc_step(k_desc, fp_hopper_k_major_step(BC, kk)),
-                                kk > 0 || bias_started);
+        for (int kk = 0; kk < D / In::K_STEP; ++kk)
+            fp_hopper_mma_s<T, BC>(sacc,
+                                   fp_hopper_desc_step(q_desc, fp_hopper_k_major_step(BR, kk)),
+                                   fp_hopper_desc_step(k_desc, fp_hopper_k_major_step(BC, kk)),
+                                   kk > 0 || bias_started);
         fp_wgmma_commit();
     };
     auto issue_pv = [&](int t) {
-        const uint64_t v_desc = fp_hopper_desc_n_major(sV + (t % STAGES) * Smem::KV_BYTES, BC);
+        const uint32_t sv = sV + (t % STAGES) * Smem::KV_BYTES;
+        if constexpr (In::FP8) { /* V^T: K-major, D rows */
+            const uint64_t v_desc = fp_hopper_desc_k_major(sv);
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk)
-            fp_wgmma<T, D>::rs(r.o, pa[kk], fp_hopper_desc_step(v_desc, fp_hopper_n_major_step(kk)),
-                               1);
+            for (int kk = 0; kk < BC / 32; ++kk)
+                fp_wgmma_fp8<T>::rs(r.o, pa[kk],
+                                    fp_hopper_desc_step(v_desc, fp_hopper_k_major_step(D, kk)), 1);
+        } else {
+            const uint64_t v_desc = fp_hopper_desc_n_major(sv, BC);
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; ++kk)
+                fp_wgmma<T, D>::rs(r.o, pa[kk],
+                                   fp_hopper_desc_step(v_desc, fp_hopper_n_major_step(kk)), 1);
+        }
         fp_wgmma_commit();
     };
     /* The softmax of tile t, on sacc once its S has landed. Which tiles need the per-score
@@ -490,9 +610,13 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     auto edge_tile = [&](int kb) { return kb < span.full_lo || kb + BC > span.full_hi; };
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
-        fp_hopper_scores<fp_softcap_math_of<T>::value, BC>(
+        float v_ratio = 1.0f;
+        if (In::FP8 && ds.block != 0) v_ratio = descale_tile(kb);
+        fp_hopper_scores<fp_hopper_softcap_math<T>(), BC>(
             sacc, mods, s.b, h, s.nq, s.nkv, tid, row0, kb, edge_tile(kb), bias_started, band);
-        fp_hopper_softmax<D, BC>(alpha, sacc, r);
+        fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r);
+        alpha[0] *= v_ratio;
+        alpha[1] *= v_ratio;
     };
     /* Tile t's S starts from its bias: loaded once sacc is free (its P is in pa), while the
      * warpgroup waits for the tile and for its turn. */
@@ -503,12 +627,24 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                                  edge_tile(kb));
     };
     auto to_operand = [&] {
+        if constexpr (In::FP8) {
+            const uint32_t keep = p_keep ? 0xffffffffu : 0u;
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; ++kk)
+            for (int kk = 0; kk < BC / 32; ++kk)
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                pa[kk][j] = fp_hopper_pack<T>(sacc[fp_hopper_p_source(kk, j, 0)],
-                                              sacc[fp_hopper_p_source(kk, j, 1)]);
+                for (int j = 0; j < 4; ++j)
+                    pa[kk][j] = keep & fp_pack_e4m3x4(sacc[fp_hopper_p8_source(kk, j, 0)],
+                                                      sacc[fp_hopper_p8_source(kk, j, 1)],
+                                                      sacc[fp_hopper_p8_source(kk, j, 2)],
+                                                      sacc[fp_hopper_p8_source(kk, j, 3)]);
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; ++kk)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    pa[kk][j] = fp_hopper_pack<T>(sacc[fp_hopper_p_source(kk, j, 0)],
+                                                  sacc[fp_hopper_p_source(kk, j, 1)]);
+        }
     };
     /* Tile t's copy into its stage has landed (bar: that stage's "full" barrier). */
     auto wait_full = [&](uint32_t bar, int t) { fp_mbarrier_wait(bar, (t / STAGES) & 1); };
@@ -559,7 +695,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         wait_full(v_full((n_tiles - 1) % STAGES), n_tiles - 1);
         /* The last tile's rows that lie in the sequence. */
         const int v_end = s.nkv - (k_begin + (n_tiles - 1) * BC);
-        if (a.seq.kv != FLASHPORT_KV_DENSE && v_end < BC) {
+        if (!In::FP8 && a.seq.kv != FLASHPORT_KV_DENSE && v_end < BC) {
             fp_hopper_zero_rows<D, BC>(sV + ((n_tiles - 1) % STAGES) * Smem::KV_BYTES, v_end,
                                        threadIdx.x - 128);
             /* Both warpgroups' zeros are written (and fenced) before either's P V reads them. */
@@ -584,22 +720,30 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
         const int row = row0 + fp_hopper_acc_row(tid, 2 * hh);
         if (row >= s.nq) continue;
+        /* l summed P times 2^P_LOG2_OFFSET (exact: a power of two), and so did O. */
+        constexpr float p_unscale = 1.0f / (float)(1 << In::P_LOG2_OFFSET);
+        if constexpr (In::FP8) row_l *= p_unscale;
         /* The sink joins the denominator as a key with a zero value. */
         float row_m = r.m[hh];
         const float keep = mods.sinks ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
         /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-        const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
-        T *go = static_cast<T *>(a.o) + fp_q_offset(a.os, s, h, row);
+        float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
+        if constexpr (In::FP8) inv_l *= p_unscale * v_unit;
+        auto store_row = [&](auto *o) {
+            auto *go = o + fp_q_offset(a.os, s, h, row);
 #pragma unroll
-        for (int i = 2 * hh; i < D / 2; i += 4) {
-            const int col = fp_hopper_acc_col(tid, i);
-            const float v0 = r.o[i] * inv_l, v1 = r.o[i + 1] * inv_l;
-            if (a.o_pairs) {
-                *reinterpret_cast<uint32_t *>(go + col) = fp_hopper_pack<T>(v0, v1);
-            } else {
-                go[col] = T(v0);
-                go[col + 1] = T(v1);
+            for (int i = 2 * hh; i < D / 2; i += 4)
+                fp_hopper_store2(go + fp_hopper_acc_col(tid, i), r.o[i] * inv_l, r.o[i + 1] * inv_l,
+                                 a.o_pairs);
+        };
+        if constexpr (In::FP8) {
+            switch (a.o_dtype) {
+            case FLASHPORT_F16: store_row(static_cast<__half *>(a.o)); break;
+            case FLASHPORT_BF16: store_row(static_cast<__nv_bfloat16 *>(a.o)); break;
+            default: store_row(static_cast<float *>(a.o));
             }
+        } else {
+            store_row(static_cast<T *>(a.o));
         }
         if (a.lse && tid % 4 == 0)
             a.lse[fp_lse_index(a.seq, s, h, row)] =

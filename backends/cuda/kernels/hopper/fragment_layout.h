@@ -99,4 +99,25 @@ FP_HOPPER_HD int fp_hopper_a_col(int t, int j, int e) { return 2 * (t % 4) + 8 *
 /* The S accumulator register that becomes half e of A register j of P's k-step kk. */
 FP_HOPPER_HD int fp_hopper_p_source(int kk, int j, int e) { return 8 * kk + 2 * j + e; }
 
+/*
+ * FP8 (m64nNk32, 8-bit operands). A from registers: 4 registers of four 8-bit elements; byte e
+ * of register j of thread t holds row 16w + l / 4 + 8 (j % 2) and column 4 (l % 4) + e +
+ * 16 (j / 2) -- not where the S accumulators hold their keys (a quad's thread holds keys
+ * 2 (l % 4) + {0, 1} of each n8 block). Rather than moving bytes between threads, the keys of P
+ * V's k dimension are renumbered: column c of a k-step stands for key fp_hopper_vt_key(c), the
+ * key that the accumulator register fp_hopper_p8_source(kk, j, e) of the same thread holds.
+ * The V^T tile that the pre-pass writes (v_transpose.cuh) puts that key's values in column c,
+ * so the product sums the same (P, V) pairs. The permutation acts within each 16 keys.
+ */
+FP_HOPPER_HD int fp_hopper_a8_row(int t, int j) {
+    return 16 * (t / 32) + (t % 32) / 4 + 8 * (j % 2);
+}
+FP_HOPPER_HD int fp_hopper_a8_col(int t, int j, int e) { return 4 * (t % 4) + e + 16 * (j / 2); }
+FP_HOPPER_HD int fp_hopper_vt_key(int col) {
+    return (col & ~15) + 2 * ((col & 15) >> 2) + (col & 1) + 8 * ((col >> 1) & 1);
+}
+FP_HOPPER_HD int fp_hopper_p8_source(int kk, int j, int e) {
+    return 16 * kk + 8 * (j / 2) + 4 * (e / 2) + 2 * (j % 2) + e % 2;
+}
+
 #endif /* FP_HOPPER_FRAGMENT_LAYOUT_H */

@@ -40,7 +40,7 @@ template <typename T, int D, bool MODS>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr size_t smem = fp_hopper_smem<D>::BYTES;
+    constexpr size_t smem = fp_hopper_smem<T, D>::BYTES;
     cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, MODS>, smem>();
     if (err != cudaSuccess) return err;
     fp_hopper_forward_kernel<T, D, MODS>
@@ -62,7 +62,7 @@ struct hopper_instance {
 };
 #define FP_HOPPER_INSTANCE(D)                                                                      \
     {                                                                                              \
-        D, fp_hopper_tile<D>::BC, fp_hopper_smem<D>::BYTES,                                        \
+        D, fp_hopper_tile<D>::BC, fp_hopper_smem<__half, D>::BYTES,                                \
             {kernel_of<__half, D>, kernel_of<__nv_bfloat16, D>}, {                                 \
             {launch_instance<__half, D, false>, launch_instance<__half, D, true>}, {               \
                 launch_instance<__nv_bfloat16, D, false>, launch_instance<__nv_bfloat16, D, true>  \
@@ -138,9 +138,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  (long long)qs.rows, (long long)kvs.rows);
         return 0;
     }
-    if (!fp_hopper_strides_fit("Q", &p->q, qs.batch, p->heads_q, qs.rows, why, why_len) ||
-        !fp_hopper_strides_fit("K", &p->k, kvs.batch, p->heads_kv, kvs.rows, why, why_len) ||
-        !fp_hopper_strides_fit("V", &p->v, kvs.batch, p->heads_kv, kvs.rows, why, why_len))
+    if (!fp_hopper_strides_fit("Q", &p->q, qs.batch, p->heads_q, qs.rows, 2, why, why_len) ||
+        !fp_hopper_strides_fit("K", &p->k, kvs.batch, p->heads_kv, kvs.rows, 2, why, why_len) ||
+        !fp_hopper_strides_fit("V", &p->v, kvs.batch, p->heads_kv, kvs.rows, 2, why, why_len))
         return 0;
     if (in->smem > props->smem_per_block_optin) {
         snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu",
@@ -189,6 +189,8 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     prm.kv_box = kv_box_rows(p, in->key_tile);
     prm.o_pairs =
         (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
+    prm.o_dtype = p->out_dtype;
+    prm.descale = fp_hopper_descale{};
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
                     (unsigned)(p->batch * p->heads_q));
     const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;

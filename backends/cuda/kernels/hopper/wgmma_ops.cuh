@@ -9,6 +9,10 @@
  *     the S accumulators, V stored key-major, i.e. N-major for the product), N = the head dim
  *     (64, 128 or 256).
  *
+ * and, for FP8 inputs (fp_wgmma_fp8<T>, T e4m3 or e5m2, N = 128), the k32 forms: ss on two T
+ * operands, rs with P in e4m3 from registers and V^T of type T. 8-bit wgmma reads both shared
+ * operands K-major only (no transpose), hence V^T.
+ *
  * The accumulators are "+f" operands, so the compiler keeps each in one register from the
  * wgmma that writes it to the wait that publishes it; fp_wgmma_fence_operand stops it from
  * moving other reads or writes of them across the asynchronous window. Fragment layouts and
@@ -19,6 +23,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 /* Makes the register and shared-memory writes of this warpgroup visible to the wgmma that
@@ -186,6 +191,42 @@ template <typename T> struct fp_wgmma<T, 256> {
 #undef FP_WGMMA_RS
     }
 };
+
+/* The FP8 shapes, N = 128: S = Q K^T (m64n128k32, both T, K-major) and O += P V (m64n128k32,
+ * A = P in e4m3 from the registers of fragment_layout.h's 8-bit A map, B = V^T of type T,
+ * K-major). */
+template <typename T> struct fp_wgmma_fp8;
+#define FP_WGMMA_FP8(T, TY)                                                                        \
+    template <> struct fp_wgmma_fp8<T> {                                                           \
+        static __device__ __forceinline__ void ss(float (&d)[64], uint64_t a, uint64_t b,          \
+                                                  int accumulate) {                                \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                              \
+                         "wgmma.mma_async.sync.aligned.m64n128k32.f32." TY "." TY                  \
+                         " " FP_WGMMA_ACC64 ", %64, %65, p, 1, 1;\n}\n"                            \
+                         : FP_WGMMA_OUT64(d)                                                       \
+                         : "l"(a), "l"(b), "r"(accumulate));                                       \
+        }                                                                                          \
+        static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4],          \
+                                                  uint64_t b, int accumulate) {                    \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                              \
+                         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3." TY " " FP_WGMMA_ACC64 \
+                         ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"                              \
+                         : FP_WGMMA_OUT64(d)                                                       \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));   \
+        }                                                                                          \
+    };
+FP_WGMMA_FP8(__nv_fp8_e4m3, "e4m3")
+FP_WGMMA_FP8(__nv_fp8_e5m2, "e5m2")
+#undef FP_WGMMA_FP8
+
+/* Four f32 values rounded to e4m3 (saturating to +-448) in one register, x0 in the low byte:
+ * P's 8-bit A operand. */
+static __device__ __forceinline__ uint32_t fp_pack_e4m3x4(float x0, float x1, float x2, float x3) {
+    uint16_t lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
 
 /* Register budgets of warp specialisation (setmaxnreg): the producer gives registers back, the
  * consumers take them. Counts are multiples of 8 in [24, 256]; every warp of a warpgroup
