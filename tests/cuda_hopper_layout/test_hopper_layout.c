@@ -88,6 +88,33 @@ static int model_a_col(int t, int e) { return 2 * (t % 4) + e % 2 + (e >= 4 ? 8 
 
 static int Q[BR * MAX_D], K[MAX_BC * MAX_D], V[MAX_BC * MAX_D];
 
+typedef int (*read_k_major_fn)(uint64_t desc, int mn, int k);
+
+/* S = Q K^T of warpgroup wg through the kernel's K-major descriptors, in k-steps of `step`
+ * elements read by `read`, checked against the plain product of Q (BR x d) and K (BC x d). */
+static void check_scores(double S[WG_ROWS][MAX_BC], read_k_major_fn read, int step, uint32_t sQ,
+                         uint32_t sK, int wg, int d, int BC) {
+    const uint32_t sQ_wg = sQ + (uint32_t)wg * WG_ROWS * 128;
+    memset(S, 0, sizeof(double) * WG_ROWS * MAX_BC);
+    for (int kk = 0; kk < d / step; ++kk) {
+        const uint64_t da =
+            fp_hopper_desc_step(fp_hopper_desc_k_major(sQ_wg), fp_hopper_k_major_step(BR, kk));
+        const uint64_t db =
+            fp_hopper_desc_step(fp_hopper_desc_k_major(sK), fp_hopper_k_major_step(BC, kk));
+        for (int m = 0; m < WG_ROWS; ++m)
+            for (int n = 0; n < BC; ++n)
+                for (int k = 0; k < step; ++k) S[m][n] += (double)read(da, m, k) * read(db, n, k);
+    }
+    for (int m = 0; m < WG_ROWS; ++m)
+        for (int n = 0; n < BC; ++n) {
+            double want = 0;
+            for (int c = 0; c < d; ++c)
+                want += (double)Q[(WG_ROWS * wg + m) * d + c] * K[n * d + c];
+            EXPECT(S[m][n] == want, "k-step %d d=%d wg=%d S(%d,%d) = %g, want %g", step, d, wg, m,
+                   n, S[m][n], want);
+        }
+}
+
 /* Head dim d with key tiles of BC keys, as the kernel instance of d is built. */
 static void check_head_dim(int d, int BC) {
     for (int r = 0; r < BR; ++r)
@@ -113,29 +140,9 @@ static void check_head_dim(int d, int BC) {
                    "d=%d tile offset of Q(%d,%d)", d, r, c);
 
     for (int wg = 0; wg < 2; ++wg) {
-        const uint32_t sQ_wg = sQ + (uint32_t)wg * WG_ROWS * 128;
         /* S = Q K^T through the descriptors, k-step by k-step. */
         static double S[WG_ROWS][MAX_BC];
-        memset(S, 0, sizeof S);
-        for (int kk = 0; kk < d / 16; ++kk) {
-            const uint64_t da =
-                fp_hopper_desc_step(fp_hopper_desc_k_major(sQ_wg), fp_hopper_k_major_step(BR, kk));
-            const uint64_t db =
-                fp_hopper_desc_step(fp_hopper_desc_k_major(sK), fp_hopper_k_major_step(BC, kk));
-            for (int m = 0; m < WG_ROWS; ++m)
-                for (int n = 0; n < BC; ++n)
-                    for (int k = 0; k < 16; ++k)
-                        S[m][n] +=
-                            (double)model_read_k_major(da, m, k) * model_read_k_major(db, n, k);
-        }
-        for (int m = 0; m < WG_ROWS; ++m)
-            for (int n = 0; n < BC; ++n) {
-                double want = 0;
-                for (int c = 0; c < d; ++c)
-                    want += (double)Q[(WG_ROWS * wg + m) * d + c] * K[n * d + c];
-                EXPECT(S[m][n] == want, "d=%d wg=%d S(%d,%d) = %g, want %g", d, wg, m, n, S[m][n],
-                       want);
-            }
+        check_scores(S, model_read_k_major, 16, sQ, sK, wg, d, BC);
         /* The accumulator fragment, and the kernel's map of it onto P's A operand: P = S here. */
         static double acc[WG_THREADS][MAX_BC / 2];
         for (int t = 0; t < WG_THREADS; ++t)
@@ -227,28 +234,8 @@ static void check_fp8(void) {
     model_tma_box8(sK, K, D, BC, 0);
     model_tma_box8(sV, VT, BC, D, 0);
     for (int wg = 0; wg < 2; ++wg) {
-        const uint32_t sQ_wg = sQ + (uint32_t)wg * WG_ROWS * 128;
-        static double S[WG_ROWS][BC];
-        memset(S, 0, sizeof S);
-        for (int kk = 0; kk < D / 32; ++kk) {
-            const uint64_t da =
-                fp_hopper_desc_step(fp_hopper_desc_k_major(sQ_wg), fp_hopper_k_major_step(BR, kk));
-            const uint64_t db =
-                fp_hopper_desc_step(fp_hopper_desc_k_major(sK), fp_hopper_k_major_step(BC, kk));
-            for (int m = 0; m < WG_ROWS; ++m)
-                for (int n = 0; n < BC; ++n)
-                    for (int k = 0; k < 32; ++k)
-                        S[m][n] +=
-                            (double)model_read_k_major8(da, m, k) * model_read_k_major8(db, n, k);
-        }
-        for (int m = 0; m < WG_ROWS; ++m)
-            for (int n = 0; n < BC; ++n) {
-                double want = 0;
-                for (int c = 0; c < D; ++c)
-                    want += (double)Q[(WG_ROWS * wg + m) * D + c] * K[n * D + c];
-                EXPECT(S[m][n] == want, "fp8 wg=%d S(%d,%d) = %g, want %g", wg, m, n, S[m][n],
-                       want);
-            }
+        static double S[WG_ROWS][MAX_BC];
+        check_scores(S, model_read_k_major8, 32, sQ, sK, wg, D, BC);
         static double acc[WG_THREADS][BC / 2];
         for (int t = 0; t < WG_THREADS; ++t)
             for (int i = 0; i < BC / 2; ++i)

@@ -95,6 +95,24 @@ struct fp_hopper_params {
     fp_hopper_descale descale; /* FP8 only */
 };
 
+/* The parameters every instance takes from a launch; the FP8 variant adds its descales. */
+static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int kv_box) {
+    const fp_problem *p = &L->p;
+    fp_hopper_params prm;
+    prm.o = L->o;
+    prm.lse = L->lse;
+    prm.os = p->o;
+    prm.seq = fp_seq_layout_make(p, L->args);
+    prm.mods = fp_score_mods_make(p, L->args);
+    prm.group = (int)(p->heads_q / p->heads_kv);
+    prm.kv_box = kv_box;
+    prm.o_pairs = fp_dtype_size(p->out_dtype) == 2 && (uintptr_t)L->o % 4 == 0 &&
+                  p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
+    prm.o_dtype = p->out_dtype;
+    prm.descale = fp_hopper_descale{};
+    return prm;
+}
+
 /* Per head dim: keys of a tile (BC) and ring depth, what fits beside Q in the 227 KB a block
  * may use and, at d = 256, beside O's 128 accumulators a thread in registers. */
 template <int D> struct fp_hopper_tile;

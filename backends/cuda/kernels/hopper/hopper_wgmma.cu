@@ -105,12 +105,6 @@ static int kv_box_rows(const fp_problem *p, int key_tile) {
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)params;
-    if (props->cc_major != 9 || props->cc_minor != 0) {
-        snprintf(why, why_len,
-                 "needs compute capability 9.0 (sm_90a: wgmma, TMA, setmaxnreg), device is %d.%d",
-                 props->cc_major, props->cc_minor);
-        return 0;
-    }
     if (p->dtype != FLASHPORT_F16 && p->dtype != FLASHPORT_BF16) {
         snprintf(why, why_len, "takes f16 or bf16 inputs only");
         return 0;
@@ -142,25 +136,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("K", &p->k, kvs.batch, p->heads_kv, kvs.rows, 2, why, why_len) ||
         !fp_hopper_strides_fit("V", &p->v, kvs.batch, p->heads_kv, kvs.rows, 2, why, why_len))
         return 0;
-    if (in->smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu",
-                 in->smem, props->smem_per_block_optin);
-        return 0;
-    }
-    if (!fp_hopper_encode_fn()) {
-        snprintf(why, why_len, "the driver has no cuTensorMapEncodeTiled (TMA)");
-        return 0;
-    }
     /* The module holds sm_90a code for this kernel or none: ask whether the device loads it. */
-    cudaFuncAttributes attr;
-    const cudaError_t err = cudaFuncGetAttributes(&attr, in->kernel[p->dtype == FLASHPORT_BF16]());
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_len, "no loadable sm_90a code for this device: %s",
-                 cudaGetErrorString(err));
-        return 0;
-    }
-    return 1;
+    return fp_hopper_device_fits(props, in->smem, in->kernel[p->dtype == FLASHPORT_BF16](), why,
+                                 why_len);
 }
 
 static cudaError_t launch(const fp_gpu_launch *L) {
@@ -179,18 +157,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
                                p->head_dim, kv_box_rows(p, in->key_tile));
     if (err != cudaSuccess) return err;
 
-    fp_hopper_params prm;
-    prm.o = L->o;
-    prm.lse = L->lse;
-    prm.os = p->o;
-    prm.seq = fp_seq_layout_make(p, L->args);
-    prm.mods = fp_score_mods_make(p, L->args);
-    prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.kv_box = kv_box_rows(p, in->key_tile);
-    prm.o_pairs =
-        (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 && p->o.head % 2 == 0 && p->o.seq % 2 == 0;
-    prm.o_dtype = p->out_dtype;
-    prm.descale = fp_hopper_descale{};
+    const fp_hopper_params prm = fp_hopper_params_make(L, kv_box_rows(p, in->key_tile));
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
                     (unsigned)(p->batch * p->heads_q));
     const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;

@@ -50,13 +50,6 @@ static const void *kernel_of(flashport_dtype dt) {
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
     (void)params;
-    if (props->cc_major != 9 || props->cc_minor != 0) {
-        snprintf(why, why_len,
-                 "needs compute capability 9.0 (sm_90a: FP8 wgmma, TMA, setmaxnreg), device is "
-                 "%d.%d",
-                 props->cc_major, props->cc_minor);
-        return 0;
-    }
     if (p->dtype != FLASHPORT_FP8_E4M3 && p->dtype != FLASHPORT_FP8_E5M2) {
         snprintf(why, why_len, "takes FP8 (e4m3, e5m2) inputs only");
         return 0;
@@ -85,25 +78,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("K", &p->k, p->batch, p->heads_kv, p->seq_kv, 1, why, why_len) ||
         !fp_hopper_strides_fit("V", &p->v, p->batch, p->heads_kv, p->seq_kv, 1, why, why_len))
         return 0;
-    const size_t smem = fp_hopper_smem<__nv_fp8_e4m3, FP_HOPPER_FP8_D>::BYTES;
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
-        return 0;
-    }
-    if (!fp_hopper_encode_fn()) {
-        snprintf(why, why_len, "the driver has no cuTensorMapEncodeTiled (TMA)");
-        return 0;
-    }
-    cudaFuncAttributes attr;
-    const cudaError_t err = cudaFuncGetAttributes(&attr, kernel_of(p->dtype));
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_len, "no loadable sm_90a code for this device: %s",
-                 cudaGetErrorString(err));
-        return 0;
-    }
-    return 1;
+    return fp_hopper_device_fits(props, fp_hopper_smem<__nv_fp8_e4m3, FP_HOPPER_FP8_D>::BYTES,
+                                 kernel_of(p->dtype), why, why_len);
 }
 
 /* V^T: [batch][heads_kv][D][keys_pad] bytes. */
@@ -140,18 +116,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
                                keys_pad, FP_HOPPER_FP8_D);
     if (err != cudaSuccess) return err;
 
-    fp_hopper_params prm;
-    prm.o = L->o;
-    prm.lse = L->lse;
-    prm.os = p->o;
-    prm.seq = fp_seq_layout_make(p, L->args);
-    prm.mods = fp_score_mods_make(p, L->args);
-    prm.group = (int)(p->heads_q / p->heads_kv);
-    prm.kv_box = fp_hopper_tile<FP_HOPPER_FP8_D>::BC;
-    const size_t out = fp_dtype_size(p->out_dtype);
-    prm.o_pairs = out == 2 && (uintptr_t)L->o % 4 == 0 && p->o.batch % 2 == 0 &&
-                  p->o.head % 2 == 0 && p->o.seq % 2 == 0;
-    prm.o_dtype = p->out_dtype;
+    fp_hopper_params prm = fp_hopper_params_make(L, fp_hopper_tile<FP_HOPPER_FP8_D>::BC);
     const bool per_block = p->descale == FLASHPORT_DESCALE_BLOCK;
     prm.descale.q = static_cast<const float *>(L->args->q_descale);
     prm.descale.k = static_cast<const float *>(L->args->k_descale);
