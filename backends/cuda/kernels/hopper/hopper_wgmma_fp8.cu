@@ -1,13 +1,13 @@
 /*
  * Variant hopper_wgmma_fp8: the Hopper forward of hopper/forward_kernel.cuh on FP8 inputs (e4m3
  * or e5m2 Q, K and V with descales per tensor or per block), S = Q K^T and O = P V by FP8 wgmma
- * (k32) with f32 accumulation, output f16, bf16 or f32. Head dim 128; causal and sliding
+ * (k32) into f32 accumulators, output f16, bf16 or f32. Head dim 128; causal and sliding
  * windows, sinks, GQA, Nq != Nkv and LSE. Softcap, ALiBi, bias, packed batches and paged caches
  * are not implemented here and are declined by the planner's feature check.
  *
  * Numerics (the FP8 precision class): the products of the stored FP8 values are summed by the
- * tensor cores (not an exact f32 running sum: LSE errors up to 2.3e-4 measured on the H200)
- * and descaled after the product; P is rounded to e4m3 (scaled by 2^8 to use its range) before
+ * tensor cores, not as an exact f32 running sum (hence the class's looser LSE bound), and
+ * descaled after the product; P is rounded to e4m3 (scaled by 2^8 to use its range) before
  * P V, as FlashAttention-3's FP8 path does, so each probability carries a relative error up to
  * 2^-4 and O about 1.5-2% relative L2 on random inputs (conformance's FP8 bounds: 5e-2 on O,
  * 1e-3 on the LSE).

@@ -7,8 +7,8 @@
  * between threads. Zeros past Nkv meet P = 0 (masked keys), never a stray NaN.
  *
  * One block per 128 keys of one (batch, kv head): the rows in by 16-byte loads, the bytes
- * through shared memory, V^T's rows out by 16-byte stores. It moves V's bytes twice (read,
- * write) and the forward reads them again: about 2% of the forward's time at N = 4096, d = 128.
+ * through shared memory, V^T's rows out by 16-byte stores. It reads and writes V's bytes once
+ * each, against the forward's N / 128 passes over K and V per head.
  */
 #ifndef FP_HOPPER_V_TRANSPOSE_CUH
 #define FP_HOPPER_V_TRANSPOSE_CUH
