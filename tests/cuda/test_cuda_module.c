@@ -25,6 +25,7 @@ static const char *const canonical_order[] = {
     "decode_mma",
     "decode",
     "hopper_wgmma",
+    "hopper_wgmma_fp8",
     "tensor_core_mma",
     "tensor_core_mma_split_kv",
     "fa2_f32",

@@ -17,7 +17,7 @@
 #include "fp_half.h"
 
 static const char *const cuda_only[] = {"wmma_f16", "tensor_core_mma", "tensor_core_mma_split_kv",
-                                        "hopper_wgmma"};
+                                        "hopper_wgmma", "hopper_wgmma_fp8"};
 
 static int kernel_index(const char *name) {
     flashport_kernel_info ki;
