@@ -137,6 +137,20 @@ template <typename T> struct fp_hopper_input_fp8 {
 template <> struct fp_hopper_input<__nv_fp8_e4m3> : fp_hopper_input_fp8<__nv_fp8_e4m3> {};
 template <> struct fp_hopper_input<__nv_fp8_e5m2> : fp_hopper_input_fp8<__nv_fp8_e5m2> {};
 
+/* Two shortcuts of the softmax whose worth depends on the instance, since they change how
+ * ptxas schedules the exponentials around the wgmmas in flight (measured per instance with
+ * flashport-bench on the H200: bench/results/2026-12-03_h200_hopper-softmax-policy.md):
+ * FUSED_SCALE: with no modifiers and a positive scale, the scale joins the FMA that subtracts
+ *   the row maximum (one multiplication a score fewer); taken at d = 64 in 16 bits, where it
+ *   gains; at d = 128 and 256 it lost.
+ * SKIP_UNIT_RESCALE: a warp whose rows' maxima did not move (alpha exactly 1, the common case
+ *   once a row has seen its largest scores) skips O's rescale; taken for FP8, where the
+ *   softmax is the bottleneck, and at d = 256, where O is largest; at d = 64 it lost. */
+template <typename T, int D> struct fp_hopper_softmax_policy {
+    static constexpr bool FUSED_SCALE = !fp_hopper_input<T>::FP8 && D == 64;
+    static constexpr bool SKIP_UNIT_RESCALE = fp_hopper_input<T>::FP8 || D == 256;
+};
+
 /* Shared-memory plan of one instance: Q, the K and V rings, the barriers, and the slack that
  * lets the kernel align the tiles to 1024 bytes itself (the dynamic window's base is only
  * guaranteed 16-byte aligned). */
@@ -162,12 +176,15 @@ template <int D> struct fp_hopper_rows {
     float m[2], l[2];
 };
 
-/* The log2-domain scores of one tile (BC keys) -> P in place, times 2^P_OFFSET, with the
- * online-softmax update of m and l (l sums the scaled P); alpha gets the factor by which O must
- * be rescaled for each of the thread's two rows. */
+/* The scores of one tile (BC keys), `c` times them in the log2 domain, -> P in place, times
+ * 2^P_OFFSET, with the online-softmax update of m and l (log2 domain; l sums the scaled P);
+ * alpha gets the factor by which O must be rescaled for each of the thread's two rows. c is 1
+ * for scores already in the log2 domain, or the positive scale * log2(e) of raw dot products,
+ * which then costs one FMA a score with the subtraction (a positive factor keeps the maximum
+ * where it was, and -inf, a masked key, at -inf). */
 template <int D, int BC, int P_OFFSET>
 static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2],
-                                                         fp_hopper_rows<D> &r) {
+                                                         fp_hopper_rows<D> &r, float c) {
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
@@ -177,7 +194,7 @@ static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], floa
         /* A row's scores sit in the four lanes of a quad. */
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        const float m_new = fmaxf(r.m[h], mx[h]);
+        const float m_new = fmaxf(r.m[h], c * mx[h]);
         /* A row that has seen no key yet keeps m = -inf: subtract 0 so that exp2 gives 0, not
          * NaN. */
         base[h] = m_new == -INFINITY ? 0.0f : m_new;
@@ -188,7 +205,7 @@ static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], floa
     }
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) {
-        const float p = fp_exp2_approx(s[i] - base[(i / 2) % 2]);
+        const float p = fp_exp2_approx(fmaf(s[i], c, -base[(i / 2) % 2]));
         s[i] = p;
         r.l[(i / 2) % 2] += p;
     }
@@ -287,6 +304,19 @@ fp_hopper_bias_start(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale
     }
 }
 
+/* -inf for the keys a row does not see (past Nkv, or outside its band): the per-score test of
+ * edge tiles. */
+template <int BC>
+static __device__ __forceinline__ void fp_hopper_mask(float (&s)[BC / 2], int nkv, int tid,
+                                                      int row0, int kb, const fp_key_band &band) {
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) {
+        const int key = kb + fp_hopper_acc_col(tid, i);
+        if (key >= nkv || !fp_in_band(band, row0 + fp_hopper_acc_row(tid, i), key))
+            s[i] = -INFINITY;
+    }
+}
+
 /* The raw dot products of a tile -> log2-domain scores, one pass per step behind one uniform
  * branch: scale and softcap (MATH as fp_softcap_math says), ALiBi, then on edge tiles the mask
  * of the keys each row sees, then the bias where the row sees the key unless the dot products
@@ -315,14 +345,7 @@ fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int n
             s[i] = fmaf(s[i], mul, -slope * fabsf(dist));
         }
     }
-    if (edge) {
-#pragma unroll
-        for (int i = 0; i < BC / 2; ++i) {
-            const int key = kb + fp_hopper_acc_col(tid, i);
-            if (key >= nkv || !fp_in_band(band, row0 + fp_hopper_acc_row(tid, i), key))
-                s[i] = -INFINITY;
-        }
-    }
+    if (edge) fp_hopper_mask<BC>(s, nkv, tid, row0, kb, band);
     if (m.bias && !bias_started) switch (m.bias_dtype) {
         case FLASHPORT_F16:
             fp_hopper_add_bias<__half, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
@@ -626,13 +649,26 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
      * test is decided for the whole block: a branch that differs between warpgroups while a
      * wgmma is in flight makes ptxas serialise them. */
     auto edge_tile = [&](int kb) { return kb < span.full_lo || kb + BC > span.full_hi; };
+    /* Where the policy fuses it, without modifiers and with a positive scale (and FP8 descales
+     * per tensor, folded into it), the scale joins the softmax's subtraction
+     * (fp_hopper_softmax); otherwise the scores are formed first. */
+    using Policy = fp_hopper_softmax_policy<T, D>;
+    const float fused_scale = Policy::FUSED_SCALE && !MODS && (!In::FP8 || ds.block == 0) &&
+                                      mods.scale > 0.0f
+                                  ? mods.scale * FP_LOG2E
+                                  : 0.0f;
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
         float v_ratio = 1.0f;
         if (In::FP8 && ds.block != 0) v_ratio = descale_tile(kb);
-        fp_hopper_scores<fp_hopper_softcap_math<T>(), BC>(
-            sacc, mods, s.b, h, s.nq, s.nkv, tid, row0, kb, edge_tile(kb), bias_started, band);
-        fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r);
+        if (fused_scale > 0.0f) {
+            if (edge_tile(kb)) fp_hopper_mask<BC>(sacc, s.nkv, tid, row0, kb, band);
+            fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r, fused_scale);
+        } else {
+            fp_hopper_scores<fp_hopper_softcap_math<T>(), BC>(
+                sacc, mods, s.b, h, s.nq, s.nkv, tid, row0, kb, edge_tile(kb), bias_started, band);
+            fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r, 1.0f);
+        }
         alpha[0] *= v_ratio;
         alpha[1] *= v_ratio;
     };
@@ -705,8 +741,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             fp_wgmma_fence_operand(r.o);
             fp_hopper_fence_words(pa); /* the P V read pa until here */
             fp_mbarrier_arrive(empty((t - 1) % STAGES));
+            if (!Policy::SKIP_UNIT_RESCALE ||
+                __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-            for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
+                for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
+            }
         }
         /* P V of the last tile; consumer 1 keeps its last hand-over (see above). */
         to_operand();
