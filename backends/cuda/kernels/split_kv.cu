@@ -1,11 +1,14 @@
 /*
  * Split-KV workspace sizing, split choice and the merge of the partial results (split_kv.h).
  *
- * The merge runs one group of 32 lanes per query row (a warp on NVIDIA, half a wave on CDNA, so
- * the launch shape needs no wave size on the host). The group first finds the row's overall
- * maximum M and the total weight sum_s l_s 2^(m_s - M) with the lanes sharing out the splits,
- * then sums the weighted partial outputs a chunk of columns at a time, so registers stay bounded
- * for any d.
+ * The merge runs one block per query row. Its threads are MERGE_GROUPS groups of 32 lanes (a
+ * warp on NVIDIA, half a wave on CDNA, so the launch shape needs no wave size on the host):
+ * group g takes splits g, g + MERGE_GROUPS, ..., and each lane a strided set of columns, so
+ * the loads of every split are in flight together. A merge is a chain of dependent loads when
+ * one group walks all the splits (a memory latency per split: decode's tens of splits cost
+ * tens of microseconds that way); here it is a handful of latencies whatever the split count.
+ * The groups' sums meet in shared memory, a chunk of columns at a time, so registers and shared
+ * memory stay bounded for any d.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,9 +20,11 @@
 
 namespace {
 
-constexpr int MERGE_LANES = 32;        /* lanes per row; fits the wave of every target */
-constexpr int MERGE_ROWS = 4;          /* rows per block */
-constexpr int MERGE_COLS_PER_LANE = 8; /* columns each lane accumulates per pass over splits */
+constexpr int MERGE_LANES = 32;  /* lanes per group; fits the wave of every target */
+constexpr int MERGE_GROUPS = 8;  /* groups per block, each summing its share of the splits */
+constexpr int MERGE_COLS_PER_LANE = 8;
+constexpr int MERGE_CHUNK = MERGE_LANES * MERGE_COLS_PER_LANE; /* columns per pass */
+constexpr int MERGE_THREADS = MERGE_LANES * MERGE_GROUPS;
 
 struct merge_args {
     const float *part_o;  /* [splits][rows][d] */
@@ -33,25 +38,41 @@ struct merge_args {
     int64_t total_q;
 };
 
+/* The block's maximum (IS_MAX) or sum of v: within each group by shuffles, then across the
+ * groups through red[MERGE_GROUPS]. Every thread gets the result. */
+template <bool IS_MAX> __device__ float merge_block_reduce(float v, float *red) {
+    const int lane = threadIdx.x % MERGE_LANES, group = threadIdx.x / MERGE_LANES;
+    v = IS_MAX ? fp_group_max<MERGE_LANES>(v) : fp_group_sum<MERGE_LANES>(v);
+    __syncthreads(); /* red may still be read by the previous reduction */
+    if (lane == 0) red[group] = v;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int g = 1; g < MERGE_GROUPS; g++) r = IS_MAX ? fmaxf(r, red[g]) : r + red[g];
+    return r;
+}
+
 template <typename T>
-__global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel(merge_args a) {
-    const int lane = threadIdx.x % MERGE_LANES;
-    const int64_t row = (int64_t)blockIdx.x * MERGE_ROWS + threadIdx.x / MERGE_LANES;
-    if (row >= a.rows) return;
+__global__ void __launch_bounds__(MERGE_THREADS) split_kv_merge_kernel(merge_args a) {
+    __shared__ float sums[MERGE_GROUPS][MERGE_CHUNK];
+    __shared__ float red[MERGE_GROUPS];
+    const int lane = threadIdx.x % MERGE_LANES, group = threadIdx.x / MERGE_LANES;
+    const int64_t row = blockIdx.x;
 
     const float2 *ml = (const float2 *)a.part_ml;
     float m_max = -INFINITY;
-    for (int s = lane; s < a.splits; s += MERGE_LANES) m_max = fmaxf(m_max, ml[s * a.rows + row].x);
-    m_max = fp_group_max<MERGE_LANES>(m_max);
+    for (int s = threadIdx.x; s < a.splits; s += MERGE_THREADS)
+        m_max = fmaxf(m_max, ml[s * a.rows + row].x);
+    m_max = merge_block_reduce<true>(m_max, red);
     /* -inf - (-inf) would be NaN; when no split saw a key every weight is 0 anyway. */
     const float base = m_max == -INFINITY ? 0.0f : m_max;
 
     float total = 0.0f;
-    for (int s = lane; s < a.splits; s += MERGE_LANES) {
-        float2 v = ml[s * a.rows + row];
+    for (int s = threadIdx.x; s < a.splits; s += MERGE_THREADS) {
+        const float2 v = ml[s * a.rows + row];
         total += v.y * exp2f(v.x - base);
     }
-    total = fp_group_sum<MERGE_LANES>(total);
+    total = merge_block_reduce<false>(total, red);
     const float inv_total = total == 0.0f ? 0.0f : 1.0f / total;
 
     T *o = (T *)a.o;
@@ -63,15 +84,12 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
         o += b * a.os.batch + h * a.os.head + i * a.os.seq;
     }
 
-    constexpr int CHUNK = MERGE_LANES * MERGE_COLS_PER_LANE;
-    for (int c0 = 0; c0 < a.d; c0 += CHUNK) {
+    for (int c0 = 0; c0 < a.d; c0 += MERGE_CHUNK) {
         float acc[MERGE_COLS_PER_LANE];
 #pragma unroll
         for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = 0.0f;
-            /* Unrolled and without branches, so that the loads of several splits are in flight at
-             * once: with tens of splits a serial chain of loads is what the merge would cost. */
-#pragma unroll 8
-        for (int s = 0; s < a.splits; s++) {
+#pragma unroll 2
+        for (int s = group; s < a.splits; s += MERGE_GROUPS) {
             const float2 v = ml[s * a.rows + row];
             /* A split without keys has m = -inf, l = 0 and part_o = 0: its weight is exactly 0
              * (exp2(-inf) = 0, and base is finite), so 0 * part_o adds nothing. */
@@ -79,23 +97,27 @@ __global__ void __launch_bounds__(MERGE_ROWS *MERGE_LANES) split_kv_merge_kernel
             const float *po = a.part_o + (s * a.rows + row) * a.d;
 #pragma unroll
             for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
-                int c = c0 + k * MERGE_LANES + lane;
+                const int c = c0 + k * MERGE_LANES + lane;
                 if (c < a.d) acc[k] = fmaf(w, po[c], acc[k]);
             }
         }
 #pragma unroll
-        for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
-            int c = c0 + k * MERGE_LANES + lane;
-            if (c < a.d) o[c] = fp_from_f32<T>(acc[k]);
+        for (int k = 0; k < MERGE_COLS_PER_LANE; k++) sums[group][k * MERGE_LANES + lane] = acc[k];
+        __syncthreads();
+        for (int c = threadIdx.x; c < MERGE_CHUNK && c0 + c < a.d; c += MERGE_THREADS) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int g = 0; g < MERGE_GROUPS; g++) sum += sums[g][c];
+            o[c0 + c] = fp_from_f32<T>(sum);
         }
+        __syncthreads(); /* sums is rewritten by the next chunk */
     }
-    if (a.lse && lane == 0)
+    if (a.lse && threadIdx.x == 0)
         a.lse[row] = total == 0.0f ? -INFINITY : (m_max + log2f(total)) * FP_LN2;
 }
 
 template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
-    unsigned grid = (unsigned)((a.rows + MERGE_ROWS - 1) / MERGE_ROWS);
-    split_kv_merge_kernel<T> FP_GPU_LAUNCH(grid, MERGE_ROWS * MERGE_LANES, 0, stream)(a);
+    split_kv_merge_kernel<T> FP_GPU_LAUNCH((unsigned)a.rows, MERGE_THREADS, 0, stream)(a);
 }
 
 size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
