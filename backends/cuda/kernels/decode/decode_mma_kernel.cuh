@@ -51,12 +51,36 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     const int b = B.s.b, k0 = B.k0, k1 = B.k1;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-    /* Q, swizzled, rows that are off zero (Q's strides need no alignment: element loads). */
-    for (int e = threadIdx.x; e < ROWS * D; e += FP_DECODE_THREADS) {
-        const int r = e / D, c = e % D;
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, r);
-        sQ[fp_mma_swizzle(r, c / 8, CPR) + c % 8] =
-            x.on ? ((const T *)a.q)[fp_q_offset(a.qs, B.s, x.h, x.i) + c] : Ops::from_float(0.0f);
+    /* The ring's first tiles are in flight while Q loads (the ring and Q do not overlap). */
+    const int tiles = (k1 - k0 + TILE - 1) / TILE;
+    auto issue = [&](int tile, int slot) {
+        char *k_tile = smem + slot * M::STAGE;
+        fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
+                                          k_tile + M::STAGE / 2);
+    };
+#pragma unroll
+    for (int t = 0; t < M::STAGES - 1; t++) {
+        if (t < tiles) issue(t, t);
+        fp_cp_async_commit();
+    }
+
+    /* Q, swizzled, rows that are off zero (Q's strides need no alignment: element loads). All
+     * of a thread's loads are issued before its first store: a loop that stored each element
+     * as it arrived waited a memory latency per element, the block's largest fixed cost. */
+    constexpr int Q_PER_THREAD = ROWS * D / FP_DECODE_THREADS;
+    static_assert(ROWS * D % FP_DECODE_THREADS == 0, "whole Q elements per thread");
+    T q_elems[Q_PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < Q_PER_THREAD; k++) {
+        const int e = threadIdx.x + k * FP_DECODE_THREADS;
+        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, e / D);
+        q_elems[k] = x.on ? ((const T *)a.q)[fp_q_offset(a.qs, B.s, x.h, x.i) + e % D]
+                          : Ops::from_float(0.0f);
+    }
+#pragma unroll
+    for (int k = 0; k < Q_PER_THREAD; k++) {
+        const int e = threadIdx.x + k * FP_DECODE_THREADS, r = e / D, c = e % D;
+        sQ[fp_mma_swizzle(r, c / 8, CPR) + c % 8] = q_elems[k];
     }
     /* This lane's accumulator rows, g and g + 8. */
     fp_decode_row mine[2];
@@ -77,17 +101,6 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     float o[1][D_TILES][4], m[1][2], l[1][2];
     fp_mma_softmax_init(m, l, o);
 
-    const int tiles = (k1 - k0 + TILE - 1) / TILE;
-    auto issue = [&](int tile, int slot) {
-        char *k_tile = smem + slot * M::STAGE;
-        fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
-                                          k_tile + M::STAGE / 2);
-    };
-#pragma unroll
-    for (int t = 0; t < M::STAGES - 1; t++) {
-        if (t < tiles) issue(t, t);
-        fp_cp_async_commit();
-    }
     const bool plain = !fp_score_mods_any(a.mods);
     const float scale_log2 = a.mods.scale * FP_LOG2E;
     for (int t = 0; t < tiles; t++) {
