@@ -3,19 +3,19 @@
  *
  * The merge runs one block per query row. Its threads are MERGE_GROUPS groups of 32 lanes (a
  * warp on NVIDIA, half a wave on CDNA, so the launch shape needs no wave size on the host):
- * group g takes splits g, g + MERGE_GROUPS, ..., and each lane a strided set of columns, so
- * the loads of every split are in flight together. A merge is a chain of dependent loads when
- * one group walks all the splits (a memory latency per split: decode's tens of splits cost
- * tens of microseconds that way); here it is a handful of latencies whatever the split count.
- * The groups' sums meet in shared memory, a chunk of columns at a time, so registers and shared
- * memory stay bounded for any d.
+ * group g takes splits g, g + MERGE_GROUPS, ..., and each lane a strided set of columns. A
+ * merge is a chain of dependent loads when one group walks all the splits, or when the maxima
+ * are reduced before the columns are read: decode's tens of splits cost tens of microseconds
+ * the first way. Here each group keeps an online softmax over its own splits, loading a
+ * split's (m, l) and columns together, so the whole merge waits about one memory latency per
+ * four splits of a group; the groups' results meet in shared memory, a chunk of columns at a
+ * time, so registers and shared memory stay bounded for any d.
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "common/dtype.cuh"
 #include "common/online_softmax.cuh"
-#include "common/warp_reduce.cuh"
 #include "split_kv.h"
 
 namespace {
@@ -38,42 +38,13 @@ struct merge_args {
     int64_t total_q;
 };
 
-/* The block's maximum (IS_MAX) or sum of v: within each group by shuffles, then across the
- * groups through red[MERGE_GROUPS]. Every thread gets the result. */
-template <bool IS_MAX> __device__ float merge_block_reduce(float v, float *red) {
-    const int lane = threadIdx.x % MERGE_LANES, group = threadIdx.x / MERGE_LANES;
-    v = IS_MAX ? fp_group_max<MERGE_LANES>(v) : fp_group_sum<MERGE_LANES>(v);
-    __syncthreads(); /* red may still be read by the previous reduction */
-    if (lane == 0) red[group] = v;
-    __syncthreads();
-    float r = red[0];
-#pragma unroll
-    for (int g = 1; g < MERGE_GROUPS; g++) r = IS_MAX ? fmaxf(r, red[g]) : r + red[g];
-    return r;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(MERGE_THREADS) split_kv_merge_kernel(merge_args a) {
     __shared__ float sums[MERGE_GROUPS][MERGE_CHUNK];
-    __shared__ float red[MERGE_GROUPS];
+    __shared__ float group_m[MERGE_GROUPS], group_l[MERGE_GROUPS];
     const int lane = threadIdx.x % MERGE_LANES, group = threadIdx.x / MERGE_LANES;
     const int64_t row = blockIdx.x;
-
-    const float2 *ml = (const float2 *)a.part_ml;
-    float m_max = -INFINITY;
-    for (int s = threadIdx.x; s < a.splits; s += MERGE_THREADS)
-        m_max = fmaxf(m_max, ml[s * a.rows + row].x);
-    m_max = merge_block_reduce<true>(m_max, red);
-    /* -inf - (-inf) would be NaN; when no split saw a key every weight is 0 anyway. */
-    const float base = m_max == -INFINITY ? 0.0f : m_max;
-
-    float total = 0.0f;
-    for (int s = threadIdx.x; s < a.splits; s += MERGE_THREADS) {
-        const float2 v = ml[s * a.rows + row];
-        total += v.y * exp2f(v.x - base);
-    }
-    total = merge_block_reduce<false>(total, red);
-    const float inv_total = total == 0.0f ? 0.0f : 1.0f / total;
+    fp_grid_wait_prior(); /* the split kernel's partials */
 
     T *o = (T *)a.o;
     if (a.q_varlen) {
@@ -84,25 +55,57 @@ __global__ void __launch_bounds__(MERGE_THREADS) split_kv_merge_kernel(merge_arg
         o += b * a.os.batch + h * a.os.head + i * a.os.seq;
     }
 
+    const float2 *ml = (const float2 *)a.part_ml;
+    float m_all = -INFINITY, l_all = 0.0f;
     for (int c0 = 0; c0 < a.d; c0 += MERGE_CHUNK) {
-        float acc[MERGE_COLS_PER_LANE];
+        /* The group's splits with an online softmax of their own: a split's (m, l) and its
+         * columns are loaded together, so one memory latency (per four splits) is all the
+         * group waits for, whatever the order of the maxima. part_o is each split's
+         * normalised output, weighted here by its l. */
+        float m = -INFINITY, l = 0.0f, acc[MERGE_COLS_PER_LANE];
 #pragma unroll
         for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = 0.0f;
-#pragma unroll 2
+#pragma unroll 4
         for (int s = group; s < a.splits; s += MERGE_GROUPS) {
             const float2 v = ml[s * a.rows + row];
-            /* A split without keys has m = -inf, l = 0 and part_o = 0: its weight is exactly 0
-             * (exp2(-inf) = 0, and base is finite), so 0 * part_o adds nothing. */
-            const float w = v.y * exp2f(v.x - base) * inv_total;
             const float *po = a.part_o + (s * a.rows + row) * a.d;
+            float x[MERGE_COLS_PER_LANE];
 #pragma unroll
             for (int k = 0; k < MERGE_COLS_PER_LANE; k++) {
                 const int c = c0 + k * MERGE_LANES + lane;
-                if (c < a.d) acc[k] = fmaf(w, po[c], acc[k]);
+                x[k] = c < a.d ? po[c] : 0.0f;
             }
-        }
+            /* A split without keys has l = 0 (and m = -inf): it adds nothing. */
+            if (v.y == 0.0f) continue;
+            if (v.x > m) {
+                const float shrink = exp2f(m - v.x); /* 0 while m is -inf */
+                l *= shrink;
 #pragma unroll
-        for (int k = 0; k < MERGE_COLS_PER_LANE; k++) sums[group][k * MERGE_LANES + lane] = acc[k];
+                for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] *= shrink;
+                m = v.x;
+            }
+            const float w = v.y * exp2f(v.x - m);
+            l += w;
+#pragma unroll
+            for (int k = 0; k < MERGE_COLS_PER_LANE; k++) acc[k] = fmaf(w, x[k], acc[k]);
+        }
+        if (lane == 0) {
+            group_m[group] = m;
+            group_l[group] = l;
+        }
+        __syncthreads();
+        m_all = group_m[0];
+#pragma unroll
+        for (int g = 1; g < MERGE_GROUPS; g++) m_all = fmaxf(m_all, group_m[g]);
+        /* -inf - (-inf) would be NaN; when no split saw a key every weight is 0 anyway. */
+        const float base = m_all == -INFINITY ? 0.0f : m_all;
+        l_all = 0.0f;
+#pragma unroll
+        for (int g = 0; g < MERGE_GROUPS; g++) l_all += group_l[g] * exp2f(group_m[g] - base);
+        const float mine = l_all == 0.0f ? 0.0f : exp2f(m - base) / l_all;
+#pragma unroll
+        for (int k = 0; k < MERGE_COLS_PER_LANE; k++)
+            sums[group][k * MERGE_LANES + lane] = acc[k] * mine;
         __syncthreads();
         for (int c = threadIdx.x; c < MERGE_CHUNK && c0 + c < a.d; c += MERGE_THREADS) {
             float sum = 0.0f;
@@ -110,14 +113,18 @@ __global__ void __launch_bounds__(MERGE_THREADS) split_kv_merge_kernel(merge_arg
             for (int g = 0; g < MERGE_GROUPS; g++) sum += sums[g][c];
             o[c0 + c] = fp_from_f32<T>(sum);
         }
-        __syncthreads(); /* sums is rewritten by the next chunk */
+        __syncthreads(); /* sums, group_m and group_l are rewritten by the next chunk */
     }
     if (a.lse && threadIdx.x == 0)
-        a.lse[row] = total == 0.0f ? -INFINITY : (m_max + log2f(total)) * FP_LN2;
+        a.lse[row] = l_all == 0.0f ? -INFINITY : (m_all + log2f(l_all)) * FP_LN2;
 }
 
-template <typename T> void launch_merge(const merge_args &a, gpuStream_t stream) {
-    split_kv_merge_kernel<T> FP_GPU_LAUNCH((unsigned)a.rows, MERGE_THREADS, 0, stream)(a);
+/* The merge is launched overlapped with the split kernel before it (vendors/cuda.h): its
+ * blocks are scheduled as that kernel's last blocks finish and wait there for the partials,
+ * so the launch gap between the two is not paid on the GPUs that allow it. */
+template <typename T> gpuError_t launch_merge(const merge_args &a, int overlap, gpuStream_t stream) {
+    return fp_gpu_launch_overlapped(overlap, split_kv_merge_kernel<T>, dim3((unsigned)a.rows),
+                                    dim3(MERGE_THREADS), 0, stream, a);
 }
 
 size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -196,6 +203,8 @@ gpuError_t fp_split_kv_merge(const fp_gpu_launch *L, int splits) {
     a.splits = splits;
     a.q_varlen = p->q_varlen;
     a.total_q = p->total_q;
-    FP_DISPATCH_DTYPE(p->out_dtype, T, launch_merge<T>(a, L->stream));
-    return gpuGetLastError();
+    const int overlap = L->props->cc_major >= 9;
+    gpuError_t e = gpuSuccess;
+    FP_DISPATCH_DTYPE(p->out_dtype, T, e = launch_merge<T>(a, overlap, L->stream));
+    return e;
 }

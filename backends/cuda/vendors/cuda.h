@@ -99,6 +99,44 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
  * syntax sits behind a macro so that the CPU emulation the tests use can run the same launchers. */
 #define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 
+/* Overlapped launches (programmatic dependent launch, compute capability 9.0 and later). A
+ * kernel launched with fp_gpu_launch_overlapped may be scheduled while the kernel before it on
+ * the stream is still running: its blocks wait in fp_grid_wait_prior() until that kernel has
+ * finished and its writes are visible, so only the launch latency and the earlier kernel's tail
+ * overlap, never the data. An earlier kernel may let the next one be scheduled before it ends
+ * with fp_grid_release_next(). Both are no-ops where the launch was ordinary, and `overlap` = 0
+ * (or an older device) makes it ordinary. */
+template <typename... Params, typename... Args>
+static inline cudaError_t fp_gpu_launch_overlapped(int overlap, void (*kernel)(Params...),
+                                                   dim3 grid, dim3 block, size_t smem,
+                                                   cudaStream_t stream, Args... args) {
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attr[1];
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    if (overlap) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = attr;
+        config.numAttrs = 1;
+    }
+    return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+static __device__ __forceinline__ void fp_grid_wait_prior() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void fp_grid_release_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Device code with a CUDA-only form (inline PTX from kernels/common/ptx.cuh such as cp.async
  * and ex2.approx, cuda_fp8.h's conversions) tests this; 0 in vendors/hip.h. */
 #define FP_GPU_CUDA 1

@@ -130,6 +130,20 @@ static inline hipError_t fp_gpu_stream_device(hipStream_t stream, int *device) {
 /* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. */
 #define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 
+/* Overlapped launches (see vendors/cuda.h): HIP has no programmatic dependent launch, so the
+ * launch is ordinary and the stream orders the kernels; the device calls do nothing. */
+template <typename... Params, typename... Args>
+static inline hipError_t fp_gpu_launch_overlapped(int overlap, void (*kernel)(Params...),
+                                                  dim3 grid, dim3 block, size_t smem,
+                                                  hipStream_t stream, Args... args) {
+    (void)overlap;
+    kernel<<<grid, block, smem, stream>>>(args...);
+    return hipGetLastError();
+}
+
+static __device__ __forceinline__ void fp_grid_wait_prior() {}
+static __device__ __forceinline__ void fp_grid_release_next() {}
+
 /* No inline PTX and no cuda_fp8.h: device code takes its portable form (see vendors/cuda.h). */
 #define FP_GPU_CUDA 0
 

@@ -119,6 +119,12 @@ __device__ __forceinline__ fp_kv_place fp_kv_locate(const fp_seq_layout &L, cons
     return at;
 }
 
+/* Whether a sequence's key rows lie a constant stride apart (dense or packed K/V), so that
+ * row j + n is n times the seq stride past row j; a paged cache's rows are not. */
+__device__ __forceinline__ bool fp_kv_strided(const fp_seq_layout &L) {
+    return L.kv != FLASHPORT_KV_PAGED;
+}
+
 /* First element of a located key (or value) row of kv head hk. */
 __device__ __forceinline__ int64_t fp_kv_offset(const flashport_strides &st, const fp_kv_place &at,
                                                 int hk) {

@@ -272,29 +272,46 @@ __device__ __forceinline__ float fp_decode_exp2(float x) {
 /* Starts the copies of keys j0 .. j0 + TILE_KEYS - 1 into k_tile and v_tile; rows at or past
  * k1 are zero-filled without reading. Thread t copies 16-byte vector t % ROW_VECS of every
  * (THREADS / ROW_VECS)-th row, stored in row order, or at the chunk position of
- * mma/fragment_layout.h's swizzle for the tensor-core kernel's ldmatrix reads. */
+ * mma/fragment_layout.h's swizzle for the tensor-core kernel's ldmatrix reads.
+ *
+ * Dense and packed K/V rows lie a constant stride apart, so a thread locates its first row of
+ * the tile once and steps by the stride from pass to pass; only a paged cache looks up each
+ * row's page. Locating every row (64-bit stride products and the layout's tests per copy) was
+ * most of the instructions decode executed. */
 template <typename T, int D, int TILE_KEYS, bool SWIZZLED>
 __device__ __forceinline__ void fp_decode_issue(const fp_decode_args &a, const fp_seq &s, int hk,
                                                 int j0, int k1, char *k_tile, char *v_tile) {
     constexpr int N = fp_vec16<T>::N, ROW_VECS = D / N;
     constexpr int ROWS_PER_PASS = FP_DECODE_THREADS / ROW_VECS;
     static_assert(TILE_KEYS % ROWS_PER_PASS == 0, "whole passes");
-    const int part = threadIdx.x % ROW_VECS;
-#pragma unroll
-    for (int pass = 0; pass < TILE_KEYS / ROWS_PER_PASS; pass++) {
-        const int r = threadIdx.x / ROW_VECS + pass * ROWS_PER_PASS;
-        const int j = j0 + r;
-        const int bytes = j < k1 ? 16 : 0;
-        const T *k_src = (const T *)a.k, *v_src = (const T *)a.v;
-        if (j < k1) {
-            const fp_kv_place at = fp_kv_locate(a.seq, s, j);
-            k_src += fp_kv_offset(a.ks, at, hk) + part * N;
-            v_src += fp_kv_offset(a.vs, at, hk) + part * N;
-        }
+    const int part = threadIdx.x % ROW_VECS, r0 = threadIdx.x / ROW_VECS;
+    auto copy = [&](int pass, const T *k_src, const T *v_src, bool in) {
+        const int r = r0 + pass * ROWS_PER_PASS;
         const int dst = SWIZZLED ? fp_mma_swizzle(r, part, ROW_VECS) * (int)sizeof(T)
                                  : (r * ROW_VECS + part) * 16;
-        fp_decode_copy16(k_tile + dst, k_src, bytes);
-        fp_decode_copy16(v_tile + dst, v_src, bytes);
+        fp_decode_copy16(k_tile + dst, in ? k_src : a.k, in ? 16 : 0);
+        fp_decode_copy16(v_tile + dst, in ? v_src : a.v, in ? 16 : 0);
+    };
+    if (fp_kv_strided(a.seq)) {
+        const fp_kv_rows first = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, j0 + r0);
+        const T *k_row = (const T *)a.k + first.k + part * N;
+        const T *v_row = (const T *)a.v + first.v + part * N;
+        const bool whole = j0 + TILE_KEYS <= k1;
+#pragma unroll
+        for (int pass = 0; pass < TILE_KEYS / ROWS_PER_PASS; pass++) {
+            copy(pass, k_row, v_row, whole || j0 + r0 + pass * ROWS_PER_PASS < k1);
+            k_row += ROWS_PER_PASS * a.ks.seq;
+            v_row += ROWS_PER_PASS * a.vs.seq;
+        }
+    } else {
+#pragma unroll
+        for (int pass = 0; pass < TILE_KEYS / ROWS_PER_PASS; pass++) {
+            const int j = j0 + r0 + pass * ROWS_PER_PASS;
+            const bool in = j < k1;
+            const fp_kv_rows at =
+                in ? fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, j) : fp_kv_rows{0, 0};
+            copy(pass, (const T *)a.k + at.k + part * N, (const T *)a.v + at.v + part * N, in);
+        }
     }
 }
 
@@ -455,6 +472,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
         }
     }
     fp_decode_wait<0>();
+    fp_grid_release_next(); /* the split merge may be scheduled: the keys are done */
     __syncthreads(); /* the ring becomes the merge buffer */
 
     /* Merge the groups: each scales its accumulators to the block's maximum, then the columns

@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
         }
     }
     fp_cp_async_wait<0>();
+    fp_grid_release_next(); /* the split merge may be scheduled: the keys are done */
     __syncthreads(); /* the ring becomes the merge buffer */
 
     /* The four lanes of a row each hold part of its sum. */
