@@ -90,13 +90,23 @@ struct fp_decode_args {
     int64_t part_rows;
 };
 
-/* Shared memory of one block: the ring, reused for the groups' merge once the keys are done. */
+/* Row r of a block's row chunk: (head of the group, query position) pairs, head-major, `rows`
+ * to a chunk; on = false for rows past the group or past the sequence's queries. */
+struct fp_decode_row {
+    int h, i;   /* query head and position (0 when not on) */
+    int lo, hi; /* keys [lo, hi) it sees */
+    bool on;
+};
+
+/* Shared memory of one block: the ring, reused for the groups' merge once the keys are done,
+ * the groups' (m, l), and the block's rows (fp_decode_rows_find). */
 template <typename T, int D, int ROWS> struct fp_decode_smem {
     using S = fp_decode_shape<T, D>;
     static constexpr int RING = FP_DECODE_STAGES * FP_DECODE_STAGE_BYTES;
     static constexpr int MERGE = S::GROUPS * ROWS * D * (int)sizeof(float);
+    static constexpr int BODY = RING > MERGE ? RING : MERGE;
     static constexpr int STATS = 2 * S::GROUPS * ROWS * (int)sizeof(float);
-    static constexpr int BYTES = (RING > MERGE ? RING : MERGE) + STATS;
+    static constexpr int BYTES = BODY + STATS + ROWS * (int)sizeof(fp_decode_row);
 };
 
 __device__ __forceinline__ float fp_decode_descale(const fp_decode_args &a, const float *f, int b,
@@ -112,14 +122,6 @@ __device__ __forceinline__ void fp_decode_store(void *o, flashport_dtype dt, int
     default: ((float *)o)[i] = x; break;
     }
 }
-
-/* Row r of a block's row chunk: (head of the group, query position) pairs, head-major, `rows`
- * to a chunk; on = false for rows past the group or past the sequence's queries. */
-struct fp_decode_row {
-    int h, i;   /* query head and position (0 when not on) */
-    int lo, hi; /* keys [lo, hi) it sees */
-    bool on;
-};
 
 __device__ __forceinline__ fp_decode_row fp_decode_row_at(const fp_decode_args &a, const fp_seq &s,
                                                           int hk, int chunk, int rows, int r) {
@@ -143,8 +145,21 @@ struct fp_decode_block {
     int all_lo, all_hi; /* keys every row that is on sees */
 };
 
+/* The block's rows, found once: thread r < ROWS works out row r (an integer division and the
+ * row's visible keys) into rows[r] in shared memory, and every later use reads it there. Each
+ * thread working out every row cost thousands of instructions a block, more than a short
+ * split's keys. Ends with a barrier. */
 template <int ROWS>
-__device__ __forceinline__ fp_decode_block fp_decode_block_setup(const fp_decode_args &a) {
+__device__ __forceinline__ void fp_decode_rows_find(const fp_decode_args &a, const fp_seq &s,
+                                                    int hk, int chunk, fp_decode_row *rows) {
+    static_assert(ROWS <= FP_DECODE_THREADS, "a thread per row");
+    if (threadIdx.x < ROWS) rows[threadIdx.x] = fp_decode_row_at(a, s, hk, chunk, ROWS, threadIdx.x);
+    __syncthreads();
+}
+
+template <int ROWS>
+__device__ __forceinline__ fp_decode_block fp_decode_block_setup(const fp_decode_args &a,
+                                                                 fp_decode_row *rows) {
     fp_decode_block B;
     int rest = blockIdx.x;
     B.split = rest % a.splits;
@@ -153,12 +168,13 @@ __device__ __forceinline__ fp_decode_block fp_decode_block_setup(const fp_decode
     const int bh = rest / a.row_chunks;
     B.hk = bh % a.heads_kv;
     B.s = fp_sequence(a.seq, bh / a.heads_kv);
+    fp_decode_rows_find<ROWS>(a, B.s, B.hk, B.chunk, rows);
     int span_lo = INT_MAX, span_hi = 0;
     B.all_lo = 0;
     B.all_hi = INT_MAX;
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, r);
+        const fp_decode_row x = rows[r];
         if (!x.on) continue;
         if (x.lo < x.hi) {
             span_lo = min(span_lo, x.lo);
@@ -188,34 +204,41 @@ __device__ __forceinline__ bool fp_decode_full(const fp_decode_block &B, int j0,
 /* The end of a block: GROUPS partial results per row, each scaled to the block's maximum (the
  * groups' and, in split 0, the sink's) and stored at merge[(group * ROWS + row) * D + col],
  * with each group's (m, l) in stat_m, stat_l, are summed and written: as O and LSE with one
- * split, else as the split's partial. Split 0 also counts the sink, a key with a zero value. */
+ * split, else as the split's partial. Split 0 also counts the sink, a key with a zero value.
+ * Row by row, so that rows past the group or the queries cost nothing. */
 template <int GROUPS, int ROWS, int D>
 __device__ __forceinline__ void fp_decode_write(const fp_decode_args &a, const fp_decode_block &B,
-                                                const float *merge, const float *stat_m,
-                                                const float *stat_l) {
-    for (int idx = threadIdx.x; idx < ROWS * D; idx += blockDim.x) {
-        const int r = idx / D, col = idx % D;
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, r);
+                                                const fp_decode_row *rows, const float *merge,
+                                                const float *stat_m, const float *stat_l) {
+    for (int r = 0; r < ROWS; r++) {
+        const fp_decode_row x = rows[r];
         if (!x.on) continue;
         const float sink = B.split == 0 ? fp_sink_log2(a.mods, x.h) : -INFINITY;
         float m = sink;
         for (int g = 0; g < GROUPS; g++) m = fmaxf(m, stat_m[g * ROWS + r]);
         const float base = m == -INFINITY ? 0.0f : m;
-        float l = exp2f(sink - base), o = 0.0f;
+        float l = exp2f(sink - base);
         for (int g = 0; g < GROUPS; g++) {
             const float gm = stat_m[g * ROWS + r];
             if (gm != -INFINITY) l += stat_l[g * ROWS + r] * exp2f(gm - base);
-            o += merge[(g * ROWS + r) * D + col];
         }
-        o = l == 0.0f ? 0.0f : o / l;
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
         const int64_t row = fp_lse_index(a.seq, B.s, x.h, x.i);
-        if (a.splits == 1) {
-            fp_decode_store(a.o, a.out_dtype, fp_q_offset(a.os, B.s, x.h, x.i) + col, o);
-            if (a.lse && col == 0) a.lse[row] = l == 0.0f ? -INFINITY : (m + log2f(l)) * FP_LN2;
-        } else {
-            const int64_t at = (int64_t)B.split * a.part_rows + row;
-            a.part_o[at * D + col] = o;
-            if (col == 0) {
+        const int64_t out = fp_q_offset(a.os, B.s, x.h, x.i);
+        const int64_t at = (int64_t)B.split * a.part_rows + row;
+        for (int col = threadIdx.x; col < D; col += blockDim.x) {
+            float o = 0.0f;
+            for (int g = 0; g < GROUPS; g++) o += merge[(g * ROWS + r) * D + col];
+            o = l == 0.0f ? 0.0f : o * inv;
+            if (a.splits == 1)
+                fp_decode_store(a.o, a.out_dtype, out + col, o);
+            else
+                a.part_o[at * D + col] = o;
+        }
+        if (threadIdx.x == 0) {
+            if (a.splits == 1) {
+                if (a.lse) a.lse[row] = l == 0.0f ? -INFINITY : (m + log2f(l)) * FP_LN2;
+            } else {
                 a.part_ml[2 * at] = l == 0.0f ? -INFINITY : m;
                 a.part_ml[2 * at + 1] = l;
             }
@@ -320,11 +343,12 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(__HIP_DEVICE_COMPILE__)
     using S = fp_decode_shape<T, D>;
     extern __shared__ __align__(16) char smem[];
-    float *stat_m =
-        (float *)(smem + fp_decode_smem<T, D, ROWS>::BYTES - fp_decode_smem<T, D, ROWS>::STATS);
+    using L = fp_decode_smem<T, D, ROWS>;
+    float *stat_m = (float *)(smem + L::BODY);
     float *stat_l = stat_m + S::GROUPS * ROWS;
+    fp_decode_row *rows = (fp_decode_row *)(smem + L::BODY + L::STATS);
 
-    const fp_decode_block B = fp_decode_block_setup<ROWS>(a);
+    const fp_decode_block B = fp_decode_block_setup<ROWS>(a, rows);
     const int b = B.s.b, hk = B.hk, k0 = B.k0, k1 = B.k1;
     const fp_seq &s = B.s;
     const int group = threadIdx.x / S::LANES, lane = threadIdx.x % S::LANES;
@@ -332,7 +356,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
     bool row_on[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
-        const fp_decode_row x = fp_decode_row_at(a, s, hk, B.chunk, ROWS, r);
+        const fp_decode_row x = rows[r];
         row_h[r] = x.h;
         row_i[r] = x.i;
         row_lo[r] = x.lo;
@@ -498,7 +522,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
     }
     __syncthreads();
 
-    fp_decode_write<S::GROUPS, ROWS, D>(a, B, merge, stat_m, stat_l);
+    fp_decode_write<S::GROUPS, ROWS, D>(a, B, rows, merge, stat_m, stat_l);
 #else
     (void)a; /* the host pass of a HIP build */
 #endif

@@ -32,7 +32,8 @@ template <int D> struct fp_decode_mma_smem {
     static constexpr int BODY = RING > MERGE ? RING : MERGE;
     static constexpr int Q = FP_DECODE_MMA_ROWS * D * 2;
     static constexpr int STATS = 2 * FP_DECODE_MMA_WARPS * FP_DECODE_MMA_ROWS * 4;
-    static constexpr int BYTES = BODY + Q + STATS;
+    static constexpr int ROW_INFO = FP_DECODE_MMA_ROWS * (int)sizeof(fp_decode_row);
+    static constexpr int BYTES = BODY + Q + STATS + ROW_INFO;
 };
 
 template <typename T, int D>
@@ -46,8 +47,9 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     extern __shared__ __align__(16) char smem[];
     T *sQ = (T *)(smem + M::BODY);
     float *stat_m = (float *)(smem + M::BODY + M::Q), *stat_l = stat_m + FP_DECODE_MMA_WARPS * ROWS;
+    fp_decode_row *rows = (fp_decode_row *)(smem + M::BODY + M::Q + M::STATS);
 
-    const fp_decode_block B = fp_decode_block_setup<ROWS>(a);
+    const fp_decode_block B = fp_decode_block_setup<ROWS>(a, rows);
     const int b = B.s.b, k0 = B.k0, k1 = B.k1;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
 #pragma unroll
     for (int k = 0; k < Q_PER_THREAD; k++) {
         const int e = threadIdx.x + k * FP_DECODE_THREADS;
-        const fp_decode_row x = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, e / D);
+        const fp_decode_row x = rows[e / D];
         q_elems[k] = x.on ? ((const T *)a.q)[fp_q_offset(a.qs, B.s, x.h, x.i) + e % D]
                           : Ops::from_float(0.0f);
     }
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     fp_decode_row mine[2];
 #pragma unroll
     for (int i = 0; i < 2; i++)
-        mine[i] = fp_decode_row_at(a, B.s, B.hk, B.chunk, ROWS, fp_mma_acc_row(lane, 2 * i));
+        mine[i] = rows[fp_mma_acc_row(lane, 2 * i)];
     __syncthreads();
 
     uint32_t qf[QK_STEPS][4];
@@ -186,7 +188,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
                 merge[(warp * ROWS + row) * D + 8 * dt + fp_mma_acc_col(lane, r)] = o[0][dt][r] * f;
     }
     __syncthreads();
-    fp_decode_write<FP_DECODE_MMA_WARPS, ROWS, D>(a, B, merge, stat_m, stat_l);
+    fp_decode_write<FP_DECODE_MMA_WARPS, ROWS, D>(a, B, rows, merge, stat_m, stat_l);
 #endif
 }
 
