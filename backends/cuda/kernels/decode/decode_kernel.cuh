@@ -300,7 +300,7 @@ __device__ __forceinline__ float fp_decode_exp2(float x) {
  * Dense and packed K/V rows lie a constant stride apart, so a thread locates its first row of
  * the tile once and steps by the stride from pass to pass; only a paged cache looks up each
  * row's page. Locating every row (64-bit stride products and the layout's tests per copy) was
- * most of the instructions decode executed. */
+ * nearly half of the instructions decode_mma executed. */
 template <typename T, int D, int TILE_KEYS, bool SWIZZLED>
 __device__ __forceinline__ void fp_decode_issue(const fp_decode_args &a, const fp_seq &s, int hk,
                                                 int j0, int k1, char *k_tile, char *v_tile) {
