@@ -16,6 +16,7 @@
 
 #include "common/dtype.cuh"
 #include "common/online_softmax.cuh"
+#include "common/smem_limit.cuh"
 #include "split_kv.h"
 
 namespace {
@@ -44,7 +45,10 @@ __global__ void __launch_bounds__(MERGE_THREADS) split_kv_merge_kernel(merge_arg
     __shared__ float group_m[MERGE_GROUPS], group_l[MERGE_GROUPS];
     const int lane = threadIdx.x % MERGE_LANES, group = threadIdx.x / MERGE_LANES;
     const int64_t row = blockIdx.x;
-    fp_grid_wait_prior(); /* the split kernel's partials */
+    /* The kernel after this one may be scheduled now (when launched overlapped) and waits for
+     * this one's output itself; this one waits for the split kernel's partials. */
+    fp_grid_release_next();
+    fp_grid_wait_prior();
 
     T *o = (T *)a.o;
     if (a.q_varlen) {
@@ -121,8 +125,12 @@ __global__ void __launch_bounds__(MERGE_THREADS) split_kv_merge_kernel(merge_arg
 
 /* The merge is launched overlapped with the split kernel before it (vendors/cuda.h): its
  * blocks are scheduled as that kernel's last blocks finish and wait there for the partials,
- * so the launch gap between the two is not paid on the GPUs that allow it. */
+ * so the launch gap between the two is not paid on the GPUs that allow it. They can share an
+ * SM with the split kernel's blocks only under the same carveout, and the split kernels take
+ * most of the shared memory, so the merge asks for the largest carveout too. */
 template <typename T> gpuError_t launch_merge(const merge_args &a, int overlap, gpuStream_t stream) {
+    const gpuError_t e = fp_prefer_shared_carveout<split_kv_merge_kernel<T>>();
+    if (e != gpuSuccess) return e;
     return fp_gpu_launch_overlapped(overlap, split_kv_merge_kernel<T>, dim3((unsigned)a.rows),
                                     dim3(MERGE_THREADS), 0, stream, a);
 }

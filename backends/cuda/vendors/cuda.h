@@ -95,6 +95,15 @@ static inline cudaError_t fp_gpu_arch_name(int device, char *out, size_t len) {
 #define gpuFuncAttributeMaxDynamicSharedMemorySize   cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 
+/* Asks for the SM's largest shared-memory carveout (the rest of its L1 stays cache) whenever
+ * `kernel` runs. An SM holds blocks of two kernels at once only when both run under one
+ * carveout, so a small kernel overlapped with a large one (fp_gpu_launch_overlapped) asks for
+ * the large one's. */
+static inline cudaError_t fp_gpu_prefer_shared_carveout(const void *kernel) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                (int)cudaSharedmemCarveoutMaxShared);
+}
+
 /* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. The launch
  * syntax sits behind a macro so that the CPU emulation the tests use can run the same launchers. */
 #define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>

@@ -127,6 +127,12 @@ static inline hipError_t fp_gpu_stream_device(hipStream_t stream, int *device) {
 #define gpuFuncAttributeMaxDynamicSharedMemorySize   hipFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 
+/* See vendors/cuda.h. A CU's LDS is memory of its own, not a share of a cache: nothing to ask. */
+static inline hipError_t fp_gpu_prefer_shared_carveout(const void *kernel) {
+    (void)kernel;
+    return hipSuccess;
+}
+
 /* Kernel launch: `kernel FP_GPU_LAUNCH(grid, block, smem_bytes, stream)(args...)`. */
 #define FP_GPU_LAUNCH(grid, block, smem, stream) <<<(grid), (block), (smem), (stream)>>>
 

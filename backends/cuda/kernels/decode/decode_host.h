@@ -140,15 +140,19 @@ static inline fp_decode_args fp_decode_args_make(const fp_gpu_launch *L, int til
 }
 
 /* Enqueues KERNEL over the decode grid of L, then the merge of the splits when there are more
- * than one. */
+ * than one. Decode is a few microseconds of work between a call's other kernels, so where the
+ * GPU allows it the kernel is launched overlapped with the one before it on the stream
+ * (vendors/cuda.h): its blocks are placed while that kernel finishes and wait in the kernel
+ * for its output. The kernel and the merge ask for one carveout, so that an SM can hold both. */
 template <auto KERNEL, size_t SMEM>
 static inline gpuError_t fp_decode_launch(const fp_gpu_launch *L, int tile_keys) {
     gpuError_t e = fp_raise_smem_limit<KERNEL, SMEM>();
+    if (e == gpuSuccess) e = fp_prefer_shared_carveout<KERNEL>();
     if (e != gpuSuccess) return e;
     const fp_decode_args a = fp_decode_args_make(L, tile_keys);
     const unsigned blocks = (unsigned)(L->p.batch * L->p.heads_kv * a.row_chunks * a.splits);
-    KERNEL FP_GPU_LAUNCH(blocks, FP_DECODE_THREADS, SMEM, L->stream)(a);
-    e = gpuGetLastError();
+    e = fp_gpu_launch_overlapped(L->props->cc_major >= 9, KERNEL, dim3(blocks),
+                                 dim3(FP_DECODE_THREADS), SMEM, L->stream, a);
     if (e != gpuSuccess || a.splits == 1) return e;
     return fp_split_kv_merge(L, a.splits);
 }

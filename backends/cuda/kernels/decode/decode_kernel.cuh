@@ -347,6 +347,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
     float *stat_m = (float *)(smem + L::BODY);
     float *stat_l = stat_m + S::GROUPS * ROWS;
     fp_decode_row *rows = (fp_decode_row *)(smem + L::BODY + L::STATS);
+    fp_grid_wait_prior(); /* Q, K, V and the tables may come from the kernel before this one */
 
     const fp_decode_block B = fp_decode_block_setup<ROWS>(a, rows);
     const int b = B.s.b, hk = B.hk, k0 = B.k0, k1 = B.k1;
@@ -398,7 +399,8 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
         fp_decode_issue<T, D, S::TILE_KEYS, false>(a, s, hk, k0 + tile * S::TILE_KEYS, k1, k_tile,
                                                    k_tile + FP_DECODE_STAGE_BYTES / 2);
     };
-#pragma unroll
+    /* Not unrolled, as in decode_mma_kernel.cuh: one copy of the issue code to fetch. */
+#pragma unroll 1
     for (int t = 0; t < FP_DECODE_STAGES - 1; t++) {
         if (t < tiles) issue(t, t);
         fp_decode_commit();
@@ -496,7 +498,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
         }
     }
     fp_decode_wait<0>();
-    fp_grid_release_next(); /* the split merge may be scheduled: the keys are done */
+    fp_grid_release_next(); /* the next kernel (the split merge) may be scheduled */
     __syncthreads(); /* the ring becomes the merge buffer */
 
     /* Merge the groups: each scales its accumulators to the block's maximum, then the columns

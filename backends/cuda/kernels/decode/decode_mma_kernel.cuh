@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     T *sQ = (T *)(smem + M::BODY);
     float *stat_m = (float *)(smem + M::BODY + M::Q), *stat_l = stat_m + FP_DECODE_MMA_WARPS * ROWS;
     fp_decode_row *rows = (fp_decode_row *)(smem + M::BODY + M::Q + M::STATS);
+    fp_grid_wait_prior(); /* Q, K, V and the tables may come from the kernel before this one */
 
     const fp_decode_block B = fp_decode_block_setup<ROWS>(a, rows);
     const int b = B.s.b, k0 = B.k0, k1 = B.k1;
@@ -60,7 +61,9 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
         fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
                                           k_tile + M::STAGE / 2);
     };
-#pragma unroll
+    /* Not unrolled: each copy of the issue code is a few KB that every block fetches into an
+     * instruction cache for one run, which a short split pays for in stalls. */
+#pragma unroll 1
     for (int t = 0; t < M::STAGES - 1; t++) {
         if (t < tiles) issue(t, t);
         fp_cp_async_commit();
@@ -160,7 +163,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
         }
     }
     fp_cp_async_wait<0>();
-    fp_grid_release_next(); /* the split merge may be scheduled: the keys are done */
+    fp_grid_release_next(); /* the next kernel (the split merge) may be scheduled */
     __syncthreads(); /* the ring becomes the merge buffer */
 
     /* The four lanes of a row each hold part of its sum. */
