@@ -91,10 +91,13 @@ struct fp_decode_args {
 };
 
 /* Row r of a block's row chunk: (head of the group, query position) pairs, head-major, `rows`
- * to a chunk; on = false for rows past the group or past the sequence's queries. */
+ * to a chunk; on = false for rows past the group or past the sequence's queries. The row's
+ * offsets are worked out here once, not by every thread that reads or writes it. */
 struct fp_decode_row {
-    int h, i;   /* query head and position (0 when not on) */
-    int lo, hi; /* keys [lo, hi) it sees */
+    int64_t q_at, o_at; /* offsets of its Q and O rows (0 when not on) */
+    int64_t lse_at;     /* its LSE index, which also numbers its split partials */
+    int h, i;           /* query head and position (0 when not on) */
+    int lo, hi;         /* keys [lo, hi) it sees */
     bool on;
 };
 
@@ -133,6 +136,9 @@ __device__ __forceinline__ fp_decode_row fp_decode_row_at(const fp_decode_args &
     x.i = x.on ? i : 0;
     x.lo = x.hi = 0;
     if (x.on) fp_visible_keys(a.mods, i, s.nq, s.nkv, &x.lo, &x.hi);
+    x.q_at = x.on ? fp_q_offset(a.qs, s, x.h, x.i) : 0;
+    x.o_at = x.on ? fp_q_offset(a.os, s, x.h, x.i) : 0;
+    x.lse_at = fp_lse_index(a.seq, s, x.h, x.i);
     return x;
 }
 
@@ -202,45 +208,54 @@ __device__ __forceinline__ bool fp_decode_full(const fp_decode_block &B, int j0,
 }
 
 /* The end of a block: GROUPS partial results per row, each scaled to the block's maximum (the
- * groups' and, in split 0, the sink's) and stored at merge[(group * ROWS + row) * D + col],
+ * groups' and, in split 0, the sink's) and stored at merge[(group * ROWS + row) * STRIDE + col],
  * with each group's (m, l) in stat_m, stat_l, are summed and written: as O and LSE with one
  * split, else as the split's partial. Split 0 also counts the sink, a key with a zero value.
- * Row by row, so that rows past the group or the queries cost nothing. */
-template <int GROUPS, int ROWS, int D>
+ * The block's threads form teams of 32, a row to a team at a time and a column to a lane, so
+ * the rows of a group are written side by side; rows past the group or the queries cost
+ * nothing. */
+template <int GROUPS, int ROWS, int D, int STRIDE = D>
 __device__ __forceinline__ void fp_decode_write(const fp_decode_args &a, const fp_decode_block &B,
                                                 const fp_decode_row *rows, const float *merge,
                                                 const float *stat_m, const float *stat_l) {
-    for (int r = 0; r < ROWS; r++) {
+    constexpr int TEAM = 32, TEAMS = FP_DECODE_THREADS / TEAM;
+    const int team = threadIdx.x / TEAM, lane = threadIdx.x % TEAM;
+    for (int r = team; r < ROWS; r += TEAMS) {
         const fp_decode_row x = rows[r];
         if (!x.on) continue;
         const float sink = B.split == 0 ? fp_sink_log2(a.mods, x.h) : -INFINITY;
         float m = sink;
+#pragma unroll
         for (int g = 0; g < GROUPS; g++) m = fmaxf(m, stat_m[g * ROWS + r]);
         const float base = m == -INFINITY ? 0.0f : m;
         float l = exp2f(sink - base);
+#pragma unroll
         for (int g = 0; g < GROUPS; g++) {
             const float gm = stat_m[g * ROWS + r];
             if (gm != -INFINITY) l += stat_l[g * ROWS + r] * exp2f(gm - base);
         }
         const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-        const int64_t row = fp_lse_index(a.seq, B.s, x.h, x.i);
-        const int64_t out = fp_q_offset(a.os, B.s, x.h, x.i);
-        const int64_t at = (int64_t)B.split * a.part_rows + row;
-        for (int col = threadIdx.x; col < D; col += blockDim.x) {
+        const int64_t part = (int64_t)B.split * a.part_rows + x.lse_at;
+        static_assert(D % TEAM == 0, "whole columns per lane");
+#pragma unroll
+        for (int c = 0; c < D / TEAM; c++) {
+            const int col = c * TEAM + lane;
             float o = 0.0f;
-            for (int g = 0; g < GROUPS; g++) o += merge[(g * ROWS + r) * D + col];
+#pragma unroll
+            for (int g = 0; g < GROUPS; g++) o += merge[(g * ROWS + r) * STRIDE + col];
+            /* A row that saw no key gives 0, even where a hidden value was not finite. */
             o = l == 0.0f ? 0.0f : o * inv;
             if (a.splits == 1)
-                fp_decode_store(a.o, a.out_dtype, out + col, o);
+                fp_decode_store(a.o, a.out_dtype, x.o_at + col, o);
             else
-                a.part_o[at * D + col] = o;
+                a.part_o[part * D + col] = o;
         }
-        if (threadIdx.x == 0) {
+        if (lane == 0) {
             if (a.splits == 1) {
-                if (a.lse) a.lse[row] = l == 0.0f ? -INFINITY : (m + log2f(l)) * FP_LN2;
+                if (a.lse) a.lse[x.lse_at] = l == 0.0f ? -INFINITY : (m + log2f(l)) * FP_LN2;
             } else {
-                a.part_ml[2 * at] = l == 0.0f ? -INFINITY : m;
-                a.part_ml[2 * at + 1] = l;
+                a.part_ml[2 * part] = l == 0.0f ? -INFINITY : m;
+                a.part_ml[2 * part + 1] = l;
             }
         }
     }
@@ -355,9 +370,11 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
     const int group = threadIdx.x / S::LANES, lane = threadIdx.x % S::LANES;
     int row_h[ROWS], row_i[ROWS], row_lo[ROWS], row_hi[ROWS];
     bool row_on[ROWS];
+    int64_t row_q[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         const fp_decode_row x = rows[r];
+        row_q[r] = x.q_at;
         row_h[r] = x.h;
         row_i[r] = x.i;
         row_lo[r] = x.lo;
@@ -370,7 +387,7 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_kernel(const fp_d
     float q[ROWS][S::ELEMS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
-        const T *qr = (const T *)a.q + fp_q_offset(a.qs, s, row_h[r], row_i[r]);
+        const T *qr = (const T *)a.q + row_q[r];
         float qd = 1.0f;
         if constexpr (fp_is_fp8<T>::value)
             if (row_on[r])

@@ -28,7 +28,10 @@ template <int D> struct fp_decode_mma_smem {
     static constexpr int STAGE = 2 * FP_DECODE_MMA_TILE_KEYS * D * 2; /* K then V */
     static constexpr int STAGES = D <= 128 ? 3 : 2;
     static constexpr int RING = STAGES * STAGE;
-    static constexpr int MERGE = FP_DECODE_MMA_WARPS * FP_DECODE_MMA_ROWS * D * 4;
+    /* The warps' partial O rows, MERGE_STRIDE floats apart: a warp stores 8 rows at once, and
+     * rows D floats apart would fall in the same banks. */
+    static constexpr int MERGE_STRIDE = D + 8;
+    static constexpr int MERGE = FP_DECODE_MMA_WARPS * FP_DECODE_MMA_ROWS * MERGE_STRIDE * 4;
     static constexpr int BODY = RING > MERGE ? RING : MERGE;
     static constexpr int Q = FP_DECODE_MMA_ROWS * D * 2;
     static constexpr int STATS = 2 * FP_DECODE_MMA_WARPS * FP_DECODE_MMA_ROWS * 4;
@@ -54,24 +57,11 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     const int b = B.s.b, k0 = B.k0, k1 = B.k1;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-    /* The ring's first tiles are in flight while Q loads (the ring and Q do not overlap). */
-    const int tiles = (k1 - k0 + TILE - 1) / TILE;
-    auto issue = [&](int tile, int slot) {
-        char *k_tile = smem + slot * M::STAGE;
-        fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
-                                          k_tile + M::STAGE / 2);
-    };
-    /* Not unrolled: each copy of the issue code is a few KB that every block fetches into an
-     * instruction cache for one run, which a short split pays for in stalls. */
-#pragma unroll 1
-    for (int t = 0; t < M::STAGES - 1; t++) {
-        if (t < tiles) issue(t, t);
-        fp_cp_async_commit();
-    }
-
     /* Q, swizzled, rows that are off zero (Q's strides need no alignment: element loads). All
      * of a thread's loads are issued before its first store: a loop that stored each element
-     * as it arrived waited a memory latency per element, the block's largest fixed cost. */
+     * as it arrived waited a memory latency per element. And they are issued before the ring's
+     * first tiles: behind them they waited for every block's first tiles (17 MB at GQA
+     * Nkv = 32768), and the blocks' next copies waited for Q. */
     constexpr int Q_PER_THREAD = ROWS * D / FP_DECODE_THREADS;
     static_assert(ROWS * D % FP_DECODE_THREADS == 0, "whole Q elements per thread");
     T q_elems[Q_PER_THREAD];
@@ -79,9 +69,23 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
     for (int k = 0; k < Q_PER_THREAD; k++) {
         const int e = threadIdx.x + k * FP_DECODE_THREADS;
         const fp_decode_row x = rows[e / D];
-        q_elems[k] = x.on ? ((const T *)a.q)[fp_q_offset(a.qs, B.s, x.h, x.i) + e % D]
-                          : Ops::from_float(0.0f);
+        q_elems[k] = x.on ? ((const T *)a.q)[x.q_at + e % D] : Ops::from_float(0.0f);
     }
+    /* The ring's first tiles are in flight while Q lands (the ring and Q do not overlap). */
+    const int tiles = (k1 - k0 + TILE - 1) / TILE;
+    auto issue = [&](int tile, int slot) {
+        char *k_tile = smem + slot * M::STAGE;
+        fp_decode_issue<T, D, TILE, true>(a, B.s, B.hk, k0 + tile * TILE, k1, k_tile,
+                                          k_tile + M::STAGE / 2);
+    };
+    /* Not unrolled: one copy of the issue code (a few KB of instructions, fetched by every
+     * block) serves all the first tiles. */
+#pragma unroll 1
+    for (int t = 0; t < M::STAGES - 1; t++) {
+        if (t < tiles) issue(t, t);
+        fp_cp_async_commit();
+    }
+
 #pragma unroll
     for (int k = 0; k < Q_PER_THREAD; k++) {
         const int e = threadIdx.x + k * FP_DECODE_THREADS, r = e / D, c = e % D;
@@ -188,10 +192,12 @@ __global__ void __launch_bounds__(FP_DECODE_THREADS) fp_decode_mma_kernel(const 
         for (int dt = 0; dt < D_TILES; dt++)
 #pragma unroll
             for (int r = 2 * i; r < 2 * i + 2; r++)
-                merge[(warp * ROWS + row) * D + 8 * dt + fp_mma_acc_col(lane, r)] = o[0][dt][r] * f;
+                merge[(warp * ROWS + row) * M::MERGE_STRIDE + 8 * dt + fp_mma_acc_col(lane, r)] =
+                    o[0][dt][r] * f;
     }
     __syncthreads();
-    fp_decode_write<FP_DECODE_MMA_WARPS, ROWS, D>(a, B, rows, merge, stat_m, stat_l);
+    fp_decode_write<FP_DECODE_MMA_WARPS, ROWS, D, M::MERGE_STRIDE>(a, B, rows, merge, stat_m,
+                                                                 stat_l);
 #endif
 }
 
