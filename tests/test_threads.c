@@ -1,9 +1,9 @@
 /*
  * The thread-safety contract of flashport.h, exercised: 8 threads x 200 calls, first all on one
  * shared context, then with a context each. The calls cycle through small problems (GQA,
- * causal, sliding window, softcap, f16, with and without the LSE), half through
- * flashport_attention_run_host and half through device buffers (alloc, upload, run,
- * synchronize, download, free), and every 25th is invalid on purpose: it must fail with the
+ * causal, sliding window, softcap, f16, decode with its keys split, with and without the LSE),
+ * half through flashport_attention_run_host and half through device buffers (alloc, upload,
+ * run, synchronize, download, free), and every 25th is invalid on purpose: it must fail with the
  * calling thread's own message and leave its output untouched. Every output must be
  * bit-identical to a serial run of the same problem.
  *
@@ -39,6 +39,10 @@ static const config configs[] = {
     {FLASHPORT_F16, 1, 2, 2, 20, 20, 16, 1, -1, -1, 0.0f, 1},
     {FLASHPORT_F16, 1, 4, 2, 7, 33, 32, 0, -1, -1, 0.0f, 0},
     {FLASHPORT_F32, 1, 1, 1, 1, 64, 64, 0, -1, -1, 0.0f, 1},
+    /* Decode shapes whose keys GPU kernels split across blocks, their partials merged through
+     * the context's shared workspace: the merge must give the same bits on every thread. */
+    {FLASHPORT_F16, 1, 8, 2, 2, 1024, 128, 0, -1, -1, 0.0f, 1},
+    {FLASHPORT_F32, 2, 2, 2, 1, 700, 64, 0, -1, -1, 0.0f, 1},
 };
 enum { CONFIGS = sizeof configs / sizeof configs[0] };
 
