@@ -15,8 +15,10 @@
  * loads, or cp.async where Q, K and V allow it) in which the compiler has folded every API v2
  * feature away; problems with features run one of three more, cp.async only (so supports()
  * asks for strides in whole 16-byte chunks): the paged one for a paged cache alone (the dense
- * instance with the block-table look-up), the masked one for other layouts, windows and sinks,
- * the modified one when softcap, ALiBi or bias is among them (fp_attn_instance_of).
+ * instance with the block-table look-up), the masked one for other layouts and windows, the
+ * modified one when softcap, ALiBi or bias is among them (fp_attn_instance_of). Sinks ride in
+ * every instance (the rows' softmax starts from them); a problem whose one feature is sinks
+ * runs the dense cp.async instance.
  */
 #include <math.h>
 #include <stdio.h>

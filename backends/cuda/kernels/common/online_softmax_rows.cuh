@@ -46,6 +46,28 @@ static __device__ __forceinline__ void fp_mma_softmax_init(float (&m)[MT][2], fl
         }
 }
 
+/* The state before the first key of a head with a sink (score_mods.cuh), sink_log2 its logit in
+ * the log2 domain: the sink is a key with a zero value that every row sees, so the rows start
+ * as if they had seen it, at running max sink_log2 with sum 1 (in the first lane of each quad,
+ * whose four lanes' shares are summed at the end) and O = 0. It then costs nothing per tile and
+ * nothing in the registers the tile loop keeps, where a fold at the end kept the sinks' pointer
+ * live across the loop. The same results as fp_sink_fold: a row that sees no key ends at
+ * l = 1, m = sink (O = 0, LSE = sink); a -inf sink contributes exp2(-inf) = 0 at the first new
+ * max; a NaN sink makes the sum NaN from the start. */
+template <int MT>
+static __device__ __forceinline__ void fp_mma_softmax_start_at_sink(float (&m)[MT][2],
+                                                                    float (&l)[MT][2],
+                                                                    float sink_log2, int lane) {
+    const float one = isnan(sink_log2) ? sink_log2 : 1.0f;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            m[mt][i] = sink_log2;
+            l[mt][i] = lane % 4 == 0 ? one : 0.0f;
+        }
+}
+
 template <int MT, int KEY_TILES, int D_TILES>
 static __device__ __forceinline__ void
 fp_mma_softmax_step(float (&s)[MT][KEY_TILES][4], float (&m)[MT][2], float (&l)[MT][2],

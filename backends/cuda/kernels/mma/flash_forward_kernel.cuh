@@ -85,9 +85,10 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
  * registers are what the larger tiles lack.
  * FEATURES (fp_attn_instance, common/attention_args.cuh): FP_ATTN_DENSE folds every API v2
  * feature away, since the sequence lengths and the mask are known from the parameters alone
- * (dense, causal or not), and the kernel keeps the registers its tiles are sized for.
+ * (dense, causal or not), and the kernel keeps the registers its tiles are sized for; sinks
+ * ride in every instance, read once where the rows' softmax state starts.
  * FP_ATTN_PAGED is the dense instance reading K/V rows through a block table. FP_ATTN_MASKED
- * keeps the layouts, windows and sinks in registers and folds the score modifiers away;
+ * keeps the layouts and windows in registers and folds the score modifiers away;
  * FP_ATTN_MODIFIED keeps everything. Each step up costs the tile loop registers, which ptxas
  * takes back by spilling the accumulators' neighbours. Only ASYNC kernels take features (the
  * launcher checks the alignment). */
@@ -123,7 +124,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     }
     if (!GENERAL) {
         mods.window_left = mods.window_right = -1;
-        mods.sinks = NULL;
         seq.q_varlen = 0;
         seq.kv = FEATURES == FP_ATTN_PAGED ? FLASHPORT_KV_PAGED : FLASHPORT_KV_DENSE;
     }
@@ -209,6 +209,9 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     const uint32_t sQ_addr = fp_smem_addr(sQ);
     fp_tc_warp_rows<T, Cfg> w;
     w.init(warp, q0);
+    /* With split keys, split 0's rows start from the sink. */
+    if (mods.sinks && blockIdx.z == 0)
+        fp_mma_softmax_start_at_sink(w.m, w.l, fp_sink_log2(mods, h), w.lane);
 
     bool q_loaded = false; /* Q fragments are read at the warp's first computed tile */
     for (int t = 0; t < n_tiles; ++t) {
@@ -245,8 +248,6 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_cp_async_wait<0>();
     if (!warp_active) return;
 
-    /* The sink joins the denominator as a key with a zero value; with split keys, split 0's. */
-    const bool sink = mods.sinks && blockIdx.z == 0;
     const int col0 = fp_mma_acc_col(w.lane, 0);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -257,9 +258,8 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
             row_l += __shfl_xor_sync(0xffffffffu, row_l, 2);
             const int row = warp_row0 + 16 * mt + fp_mma_acc_row(w.lane, 2 * i);
             if (row >= s.nq) continue;
-            const float keep = sink ? fp_sink_fold(mods, h, &row_m, &row_l) : 1.0f;
-            /* l == 0 only when no key was visible; a NaN l must stay NaN. */
-            const float inv_l = row_l == 0.0f ? 0.0f : keep / row_l;
+            /* l == 0 only when no key (and no sink) was visible; a NaN l must stay NaN. */
+            const float inv_l = row_l == 0.0f ? 0.0f : 1.0f / row_l;
             const int64_t row_index = fp_lse_index(seq, s, h, row);
             if (a.part_o) {
                 const int64_t part_row = (int64_t)blockIdx.z * a.rows + row_index;
