@@ -113,12 +113,31 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
     return prm;
 }
 
-/* Per head dim: keys of a tile (BC) and ring depth, what fits beside Q in the 227 KB a block
- * may use and, at d = 256, beside O's 128 accumulators a thread in registers. */
+/* Per head dim: the ring's depth and the key tiles (BC) that instances are built with, each
+ * fitting beside Q in the 227 KB a block may use and beside O's accumulators in a consumer's 240
+ * registers (ptxas: no spills in the dense instances).
+ *   BC: problems without softcap, ALiBi or bias. At d = 128 and 256 the largest tile that fits
+ *     (176 and 80 keys, FlashAttention-3's choice there): fewer tiles a row, so less of the
+ *     per-tile softmax, barrier and rescale work a key, and at d = 256 a wider S product
+ *     against the shared-memory reads of Q that every tile repeats;
+ *   BC_MODS: with those modifiers; at d = 128 their registers spill at 176 keys, which ran
+ *     slower, so they keep 128;
+ *   BC_POW2: a power of two, for paged caches whose pages neither divide BC nor are a multiple
+ *     of it (a tile is copied a page at a time, and no copy may straddle a page), and for
+ *     causal problems of fewer than BC_CAUSAL_ROWS query rows: there the diagonal's part-masked
+ *     tiles are a large share of the work, and at d = 128 the 176-key tile wastes more of them
+ *     than it saves (8-12% slower at 512 and 1024 rows, level at 2048, faster from 4096).
+ * The measurements behind the choice are in bench/results (2026-12-03_h200_hopper-key-tiles). */
 template <int D> struct fp_hopper_tile;
-template <> struct fp_hopper_tile<64> { static constexpr int BC = 128, STAGES = 3; };
-template <> struct fp_hopper_tile<128> { static constexpr int BC = 128, STAGES = 2; };
-template <> struct fp_hopper_tile<256> { static constexpr int BC = 64, STAGES = 2; };
+template <> struct fp_hopper_tile<64> {
+    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 0, STAGES = 3;
+};
+template <> struct fp_hopper_tile<128> {
+    static constexpr int BC = 176, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 2048, STAGES = 2;
+};
+template <> struct fp_hopper_tile<256> {
+    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64, BC_CAUSAL_ROWS = 0, STAGES = 2;
+};
 
 /* What the element type T changes. 16-bit: 64 columns a 128-byte panel, k-steps of 16. FP8
  * (e4m3, e5m2): 128 columns a panel, k-steps of 32; P is rounded to e4m3 for P V, scaled by
@@ -132,6 +151,7 @@ template <typename T> struct fp_hopper_input {
 };
 template <typename T> struct fp_hopper_input_fp8 {
     static constexpr int BYTES = 1, K_STEP = 32, P_LOG2_OFFSET = 8;
+    static constexpr int BC = 128; /* one 128-key V^T panel a tile */
     static constexpr bool FP8 = true;
 };
 template <> struct fp_hopper_input<__nv_fp8_e4m3> : fp_hopper_input_fp8<__nv_fp8_e4m3> {};
@@ -151,14 +171,14 @@ template <typename T, int D> struct fp_hopper_softmax_policy {
     static constexpr bool SKIP_UNIT_RESCALE = fp_hopper_input<T>::FP8 || D == 256;
 };
 
-/* Shared-memory plan of one instance: Q, the K and V rings, the barriers, and the slack that
- * lets the kernel align the tiles to 1024 bytes itself (the dynamic window's base is only
- * guaranteed 16-byte aligned). */
-template <typename T, int D> struct fp_hopper_smem {
+/* Shared-memory plan of one instance (key tiles of BC keys): Q, the K and V rings, the
+ * barriers, and the slack that lets the kernel align the tiles to 1024 bytes itself (the
+ * dynamic window's base is only guaranteed 16-byte aligned). */
+template <typename T, int D, int BC> struct fp_hopper_smem {
     static constexpr int ELEM = fp_hopper_input<T>::BYTES;
     static constexpr int STAGES = fp_hopper_input<T>::FP8 ? 4 : fp_hopper_tile<D>::STAGES;
     static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * ELEM;
-    static constexpr uint32_t KV_BYTES = fp_hopper_tile<D>::BC * D * ELEM; /* one K or V tile */
+    static constexpr uint32_t KV_BYTES = BC * D * ELEM; /* one K or V tile */
     static constexpr uint32_t K_OFF = Q_BYTES;
     static constexpr uint32_t V_OFF = K_OFF + STAGES * KV_BYTES;
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
@@ -420,10 +440,11 @@ static __device__ __forceinline__ void fp_hopper_store2(OT *at, float v0, float 
     at[1] = OT(v1);
 }
 
-/* MODS: the problem has softcap, ALiBi or bias. Without, those fields are folded away and the
- * instance keeps its registers for the dense path; with, every tile takes the modifiers' passes
- * of fp_hopper_scores. Sinks join the final division in both. */
-template <typename T, int D, bool MODS>
+/* BC: keys of a tile (fp_hopper_tile). MODS: the problem has softcap, ALiBi or bias. Without,
+ * those fields are folded away and the instance keeps its registers for the dense path; with,
+ * every tile takes the modifiers' passes of fp_hopper_scores. Sinks join the final division in
+ * both. */
+template <typename T, int D, int BC, bool MODS>
 __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
                              const __grid_constant__ CUtensorMap k_map,
@@ -434,9 +455,9 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #elif defined(__CUDA_ARCH__)
-    using Smem = fp_hopper_smem<T, D>;
+    using Smem = fp_hopper_smem<T, D, BC>;
     using In = fp_hopper_input<T>;
-    constexpr int BR = FP_HOPPER_BR, BC = fp_hopper_tile<D>::BC, STAGES = Smem::STAGES;
+    constexpr int BR = FP_HOPPER_BR, STAGES = Smem::STAGES;
     constexpr int PANEL_COLS = 128 / In::BYTES, PANELS = D / PANEL_COLS;
     static_assert(D % PANEL_COLS == 0, "head dim in whole 128-byte panels");
     static_assert(!In::FP8 || (BC == 128 && D == 128 && !MODS),

@@ -3,7 +3,7 @@
  * and bf16 on compute capability 9.0 (wgmma, TMA, setmaxnreg), head dims 64, 128 and 256, causal
  * and sliding windows, softcap, ALiBi and bias (in instances of their own), sinks, GQA,
  * Nq != Nkv, LSE, packed batches (varlen) and paged K/V whose pages hold a multiple of 8 rows
- * that divides the key tile or is a multiple of it (others are declined).
+ * that divides one of the head dim's key tiles or is a multiple of it (others are declined).
  *
  * This file is compiled for sm_90a only (FLASHPORT_CUDA_HOPPER_ARCHITECTURES), so the module
  * holds its kernels exactly when it holds sm_90a code for them; supports() asks the runtime
@@ -32,18 +32,18 @@
  * them (ptxas -v: no spills either way). */
 #define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS)
 
-template <typename T, int D> static const void *kernel_of() {
-    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, false>);
+template <typename T, int D, int BC, bool MODS> static const void *kernel_of() {
+    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, BC, MODS>);
 }
 
-template <typename T, int D, bool MODS>
+template <typename T, int D, int BC, bool MODS>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr size_t smem = fp_hopper_smem<T, D>::BYTES;
-    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, MODS>, smem>();
+    constexpr size_t smem = fp_hopper_smem<T, D, BC>::BYTES;
+    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, BC, MODS>, smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, D, MODS>
+    fp_hopper_forward_kernel<T, D, BC, MODS>
         <<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
     return cudaGetLastError();
 }
@@ -52,31 +52,53 @@ typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap 
                                          const CUtensorMap &, const fp_hopper_params &, dim3,
                                          cudaStream_t);
 
-/* One head dim's instances: their numbers and entry points by input type (0 f16, 1 bf16) and,
- * for the launchers, by whether the problem has modifiers (FP_HOPPER_MODS). */
+/* One built instance: head dim, key tile, whether it takes the modifiers (FP_HOPPER_MODS), the
+ * fewest query rows of a causal problem it runs (fp_hopper_tile's BC_CAUSAL_ROWS), its shared
+ * memory, and its entry points by input type (0 f16, 1 bf16). */
 struct hopper_instance {
     int d, key_tile;
+    bool mods;
+    int64_t causal_rows;
     size_t smem;
     const void *(*kernel[2])();
-    instance_launcher launch[2][2];
+    instance_launcher launch[2];
 };
-#define FP_HOPPER_INSTANCE(D)                                                                      \
+#define FP_HOPPER_INSTANCE(D, BC, MODS, CAUSAL_ROWS)                                               \
     {                                                                                              \
-        D, fp_hopper_tile<D>::BC, fp_hopper_smem<__half, D>::BYTES,                                \
-            {kernel_of<__half, D>, kernel_of<__nv_bfloat16, D>}, {                                 \
-            {launch_instance<__half, D, false>, launch_instance<__half, D, true>}, {               \
-                launch_instance<__nv_bfloat16, D, false>, launch_instance<__nv_bfloat16, D, true>  \
-            }                                                                                      \
+        D, BC, MODS, CAUSAL_ROWS, fp_hopper_smem<__half, D, BC>::BYTES,                            \
+            {kernel_of<__half, D, BC, MODS>, kernel_of<__nv_bfloat16, D, BC, MODS>}, {             \
+            launch_instance<__half, D, BC, MODS>, launch_instance<__nv_bfloat16, D, BC, MODS>      \
         }                                                                                          \
     }
-static const hopper_instance instances[] = {FP_HOPPER_INSTANCE(64), FP_HOPPER_INSTANCE(128),
-                                            FP_HOPPER_INSTANCE(256)};
+/* Per head dim, the tiles of fp_hopper_tile: the preferred ones first, then the power-of-two
+ * tile for pages that do not fit them (where it is the same tile, the entry repeats one above
+ * and is never reached). */
+#define FP_HOPPER_HEAD_DIM(D)                                                                      \
+    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false, fp_hopper_tile<D>::BC_CAUSAL_ROWS),        \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true, 0),                                \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, false, 0),                               \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, true, 0)
+static const hopper_instance instances[] = {FP_HOPPER_HEAD_DIM(64), FP_HOPPER_HEAD_DIM(128),
+                                            FP_HOPPER_HEAD_DIM(256)};
+#undef FP_HOPPER_HEAD_DIM
 #undef FP_HOPPER_INSTANCE
 
-/* The instance of head dim d; NULL when none is built. */
-static const hopper_instance *find_instance(int64_t d) {
+/* Whether a paged cache's pages fit a key tile: TMA copies whole pages of a multiple of 8 rows,
+ * so a page divides the tile or is a multiple of it. Other layouts fit every tile. */
+static bool pages_fit(const fp_problem *p, int key_tile) {
+    return p->kv_layout != FLASHPORT_KV_PAGED ||
+           (p->page_size % 8 == 0 &&
+            (key_tile % p->page_size == 0 || p->page_size % key_tile == 0));
+}
+
+/* The instance that runs p: its head dim, with the modifiers if p has any, and the first key
+ * tile that its pages fit and, if causal, its length; NULL when none is built. */
+static const hopper_instance *find_instance(const fp_problem *p) {
+    const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
     for (const hopper_instance &in : instances)
-        if (in.d == d) return &in;
+        if (in.d == p->head_dim && in.mods == mods && pages_fit(p, in.key_tile) &&
+            (!p->causal || p->seq_q >= in.causal_rows))
+            return &in;
     return NULL;
 }
 
@@ -109,20 +131,18 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "takes f16 or bf16 inputs only");
         return 0;
     }
-    const hopper_instance *in = find_instance(p->head_dim);
-    if (!in) {
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) {
         snprintf(why, why_len, "head_dim %lld: only 64, 128 and 256 are built",
                  (long long)p->head_dim);
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
-    if (p->kv_layout == FLASHPORT_KV_PAGED &&
-        (p->page_size % 8 != 0 ||
-         (in->key_tile % p->page_size != 0 && p->page_size % in->key_tile != 0))) {
+    const hopper_instance *in = find_instance(p);
+    if (!in) {
         snprintf(why, why_len,
                  "paged KV cache with %lld-row pages: TMA copies whole pages of a multiple of 8 "
-                 "rows that divide the %d-key tile or are a multiple of it",
-                 (long long)p->page_size, in->key_tile);
+                 "rows that divide a key tile of d = %lld or are a multiple of it",
+                 (long long)p->page_size, (long long)p->head_dim);
         return 0;
     }
     const map_shape qs = q_shape(p), kvs = kv_shape(p);
@@ -143,7 +163,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
 
 static cudaError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
-    const hopper_instance *in = find_instance(p->head_dim);
+    const hopper_instance *in = find_instance(p);
     if (!in) return cudaErrorInvalidValue;
     CUtensorMap qm, km, vm;
     const map_shape qs = q_shape(p), kvs = kv_shape(p);
@@ -160,8 +180,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     const fp_hopper_params prm = fp_hopper_params_make(L, kv_box_rows(p, in->key_tile));
     const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
                     (unsigned)(p->batch * p->heads_q));
-    const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
-    return in->launch[p->dtype == FLASHPORT_BF16][mods](qm, km, vm, prm, grid, L->stream);
+    return in->launch[p->dtype == FLASHPORT_BF16](qm, km, vm, prm, grid, L->stream);
 }
 
 /* Declared here as kernel_list.h declares it, so that the definition has external linkage. */

@@ -24,27 +24,30 @@
 #include "tensor_map.h"
 #include "v_transpose.cuh"
 
-#define FP_HOPPER_FP8_D 128 /* the one head dim built */
+#define FP_HOPPER_FP8_D  128                                /* the one head dim built */
+#define FP_HOPPER_FP8_BC fp_hopper_input<__nv_fp8_e4m3>::BC /* keys of a tile */
 
 template <typename T>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr size_t smem = fp_hopper_smem<T, FP_HOPPER_FP8_D>::BYTES;
+    constexpr size_t smem = fp_hopper_smem<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC>::BYTES;
     cudaError_t err =
-        fp_raise_smem_limit<fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, false>, smem>();
+        fp_raise_smem_limit<fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false>,
+                            smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, false>
+    fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false>
         <<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
     return cudaGetLastError();
 }
 
 static const void *kernel_of(flashport_dtype dt) {
-    return dt == FLASHPORT_FP8_E5M2
-               ? reinterpret_cast<const void *>(
-                     fp_hopper_forward_kernel<__nv_fp8_e5m2, FP_HOPPER_FP8_D, false>)
-               : reinterpret_cast<const void *>(
-                     fp_hopper_forward_kernel<__nv_fp8_e4m3, FP_HOPPER_FP8_D, false>);
+    return dt == FLASHPORT_FP8_E5M2 ? reinterpret_cast<const void *>(
+                                          fp_hopper_forward_kernel<__nv_fp8_e5m2, FP_HOPPER_FP8_D,
+                                                                   FP_HOPPER_FP8_BC, false>)
+                                    : reinterpret_cast<const void *>(
+                                          fp_hopper_forward_kernel<__nv_fp8_e4m3, FP_HOPPER_FP8_D,
+                                                                   FP_HOPPER_FP8_BC, false>);
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
@@ -64,7 +67,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "FP8 inputs without descale factors");
         return 0;
     }
-    const int tile = fp_hopper_tile<FP_HOPPER_FP8_D>::BC;
+    const int tile = FP_HOPPER_FP8_BC;
     if (p->descale == FLASHPORT_DESCALE_BLOCK && p->descale_block % tile != 0 &&
         p->descale_block < p->seq_kv) {
         snprintf(why, why_len,
@@ -78,8 +81,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("K", &p->k, p->batch, p->heads_kv, p->seq_kv, 1, why, why_len) ||
         !fp_hopper_strides_fit("V", &p->v, p->batch, p->heads_kv, p->seq_kv, 1, why, why_len))
         return 0;
-    return fp_hopper_device_fits(props, fp_hopper_smem<__nv_fp8_e4m3, FP_HOPPER_FP8_D>::BYTES,
-                                 kernel_of(p->dtype), why, why_len);
+    return fp_hopper_device_fits(
+        props, fp_hopper_smem<__nv_fp8_e4m3, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC>::BYTES,
+        kernel_of(p->dtype), why, why_len);
 }
 
 /* V^T: [batch][heads_kv][D][keys_pad] bytes. */
@@ -107,7 +111,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
                            FP_HOPPER_BR);
     if (err == cudaSuccess)
         err = fp_hopper_encode(&km, L->k, p->dtype, &p->k, p->batch, p->heads_kv, p->seq_kv,
-                               p->head_dim, fp_hopper_tile<FP_HOPPER_FP8_D>::BC);
+                               p->head_dim, FP_HOPPER_FP8_BC);
     /* V^T's map: rows are the head dim, columns the keys; a box is a tile's keys x D rows. */
     const flashport_strides vts = {p->heads_kv * FP_HOPPER_FP8_D * keys_pad,
                                    FP_HOPPER_FP8_D * keys_pad, keys_pad};
@@ -116,7 +120,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
                                keys_pad, FP_HOPPER_FP8_D);
     if (err != cudaSuccess) return err;
 
-    fp_hopper_params prm = fp_hopper_params_make(L, fp_hopper_tile<FP_HOPPER_FP8_D>::BC);
+    fp_hopper_params prm = fp_hopper_params_make(L, FP_HOPPER_FP8_BC);
     const bool per_block = p->descale == FLASHPORT_DESCALE_BLOCK;
     prm.descale.q = static_cast<const float *>(L->args->q_descale);
     prm.descale.k = static_cast<const float *>(L->args->k_descale);

@@ -4,7 +4,7 @@
  * f16 or bf16 operands with f32 accumulation (fp_wgmma<T, N>, N the product's columns):
  *
  *   - ss: m64nNk16 with A and B from shared memory (S = Q K^T: both K-major, no transpose),
- *     N = the key tile (64 or 128);
+ *     N = the key tile (64, 80, 128 or 176);
  *   - rs: m64nNk16 with A from registers and B from shared memory transposed (O += P V: P from
  *     the S accumulators, V stored key-major, i.e. N-major for the product), N = the head dim
  *     (64, 128 or 256).
@@ -108,89 +108,98 @@ template <> struct fp_wgmma_type<__nv_bfloat16> { static constexpr bool BF16 = t
         "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),        \
         "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
+#define FP_WGMMA_ACC40                                                                             \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
+    "%38, %39}"
+#define FP_WGMMA_OUT40(d)                                                                          \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+#define FP_WGMMA_ACC88                                                                             \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
+    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
+    "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "   \
+    "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
+#define FP_WGMMA_OUT88(d)                                                                          \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), \
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), \
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), \
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
+
 /* d (+)= A B, accumulate = 0 overwriting d. ss: A and B K-major in shared memory (descriptors
  * a and b). rs: A from registers (the A fragment of fragment_layout.h, two elements a
  * register), B N-major in shared memory (descriptor b; the last immediate transposes it). */
 template <typename T, int N> struct fp_wgmma;
 
+/* The two forms of m64nNk16 as members of fp_wgmma<T, N>, on T's operands. ACC and OUT list
+ * the N / 2 accumulators (FP_WGMMA_ACC<N/2>, FP_WGMMA_OUT<N/2>), and the other operands'
+ * numbers follow theirs: A, B and P (the accumulate predicate) for ss, A0 (the first of the
+ * four A registers), B and P for rs. */
+#define FP_WGMMA_SS_ASM(TY, N, ACC, OUT, A, B, P)                                                  \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"                                    \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " ACC ", " A ", " B \
+                 ", p, 1, 1, 0, 0;\n}\n"                                                           \
+                 : OUT(d)                                                                          \
+                 : "l"(a), "l"(b), "r"(accumulate))
+#define FP_WGMMA_SS(N, ACC, OUT, A, B, P)                                                          \
+    static __device__ __forceinline__ void ss(float(&d)[N / 2], uint64_t a, uint64_t b,            \
+                                              int accumulate) {                                    \
+        if constexpr (fp_wgmma_type<T>::BF16)                                                      \
+            FP_WGMMA_SS_ASM("bf16", N, ACC, OUT, A, B, P);                                         \
+        else                                                                                       \
+            FP_WGMMA_SS_ASM("f16", N, ACC, OUT, A, B, P);                                          \
+    }
+#define FP_WGMMA_RS_ASM(TY, N, ACC, OUT, A0, A1, A2, A3, B, P)                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"                                    \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " ACC ", {" A0      \
+                 ", " A1 ", " A2 ", " A3 "}, " B ", p, 1, 1, 1;\n}\n"                              \
+                 : OUT(d)                                                                          \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+#define FP_WGMMA_RS(N, ACC, OUT, A0, A1, A2, A3, B, P)                                             \
+    static __device__ __forceinline__ void rs(float(&d)[N / 2], const uint32_t(&a)[4], uint64_t b, \
+                                              int accumulate) {                                    \
+        if constexpr (fp_wgmma_type<T>::BF16)                                                      \
+            FP_WGMMA_RS_ASM("bf16", N, ACC, OUT, A0, A1, A2, A3, B, P);                            \
+        else                                                                                       \
+            FP_WGMMA_RS_ASM("f16", N, ACC, OUT, A0, A1, A2, A3, B, P);                             \
+    }
+
 template <typename T> struct fp_wgmma<T, 64> {
-    static __device__ __forceinline__ void ss(float (&d)[32], uint64_t a, uint64_t b,
-                                              int accumulate) {
-#define FP_WGMMA_SS(TY)                                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FP_WGMMA_ACC32        \
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
-                 : FP_WGMMA_OUT32(d)                                                               \
-                 : "l"(a), "l"(b), "r"(accumulate))
-        if constexpr (fp_wgmma_type<T>::BF16)
-            FP_WGMMA_SS("bf16");
-        else
-            FP_WGMMA_SS("f16");
-#undef FP_WGMMA_SS
-    }
-    static __device__ __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
-                                              int accumulate) {
-#define FP_WGMMA_RS(TY)                                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FP_WGMMA_ACC32        \
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                   \
-                 : FP_WGMMA_OUT32(d)                                                               \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
-        if constexpr (fp_wgmma_type<T>::BF16)
-            FP_WGMMA_RS("bf16");
-        else
-            FP_WGMMA_RS("f16");
-#undef FP_WGMMA_RS
-    }
+    FP_WGMMA_SS(64, FP_WGMMA_ACC32, FP_WGMMA_OUT32, "%32", "%33", "%34")
+    FP_WGMMA_RS(64, FP_WGMMA_ACC32, FP_WGMMA_OUT32, "%32", "%33", "%34", "%35", "%36", "%37")
 };
-
+template <typename T> struct fp_wgmma<T, 80> {
+    FP_WGMMA_SS(80, FP_WGMMA_ACC40, FP_WGMMA_OUT40, "%40", "%41", "%42")
+};
 template <typename T> struct fp_wgmma<T, 128> {
-    static __device__ __forceinline__ void ss(float (&d)[64], uint64_t a, uint64_t b,
-                                              int accumulate) {
-#define FP_WGMMA_SS(TY)                                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FP_WGMMA_ACC64       \
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
-                 : FP_WGMMA_OUT64(d)                                                               \
-                 : "l"(a), "l"(b), "r"(accumulate))
-        if constexpr (fp_wgmma_type<T>::BF16)
-            FP_WGMMA_SS("bf16");
-        else
-            FP_WGMMA_SS("f16");
-#undef FP_WGMMA_SS
-    }
-    static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
-                                              int accumulate) {
-#define FP_WGMMA_RS(TY)                                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FP_WGMMA_ACC64       \
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                   \
-                 : FP_WGMMA_OUT64(d)                                                               \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
-        if constexpr (fp_wgmma_type<T>::BF16)
-            FP_WGMMA_RS("bf16");
-        else
-            FP_WGMMA_RS("f16");
-#undef FP_WGMMA_RS
-    }
+    FP_WGMMA_SS(128, FP_WGMMA_ACC64, FP_WGMMA_OUT64, "%64", "%65", "%66")
+    FP_WGMMA_RS(128, FP_WGMMA_ACC64, FP_WGMMA_OUT64, "%64", "%65", "%66", "%67", "%68", "%69")
 };
-
+template <typename T> struct fp_wgmma<T, 176> {
+    FP_WGMMA_SS(176, FP_WGMMA_ACC88, FP_WGMMA_OUT88, "%88", "%89", "%90")
+};
 template <typename T> struct fp_wgmma<T, 256> {
-    static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t b,
-                                              int accumulate) {
-#define FP_WGMMA_RS(TY)                                                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                     \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " " FP_WGMMA_ACC128      \
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                              \
-                 : FP_WGMMA_OUT128(d)                                                              \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
-        if constexpr (fp_wgmma_type<T>::BF16)
-            FP_WGMMA_RS("bf16");
-        else
-            FP_WGMMA_RS("f16");
-#undef FP_WGMMA_RS
-    }
+    FP_WGMMA_RS(256, FP_WGMMA_ACC128, FP_WGMMA_OUT128, "%128", "%129", "%130", "%131", "%132",
+                "%133")
 };
+#undef FP_WGMMA_RS
+#undef FP_WGMMA_RS_ASM
+#undef FP_WGMMA_SS
+#undef FP_WGMMA_SS_ASM
 
 /* The FP8 shapes, N = 128: S = Q K^T (m64n128k32, both T, K-major) and O += P V (m64n128k32,
  * A = P in e4m3 from the registers of fragment_layout.h's 8-bit A map, B = V^T of type T,
