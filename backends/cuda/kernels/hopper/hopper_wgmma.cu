@@ -71,8 +71,8 @@ struct hopper_instance {
         }                                                                                          \
     }
 /* Per head dim, the tiles of fp_hopper_tile: the preferred ones first, then the power-of-two
- * tile for pages that do not fit them (where it is the same tile, the entry repeats one above
- * and is never reached). */
+ * tile for pages that do not fit them and for causal problems shorter than BC_CAUSAL_ROWS
+ * (where it is the same tile, the entry repeats one above and is never reached). */
 #define FP_HOPPER_HEAD_DIM(D)                                                                      \
     FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false, fp_hopper_tile<D>::BC_CAUSAL_ROWS),        \
         FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true, 0),                                \
