@@ -83,6 +83,25 @@ static const hopper_instance instances[] = {FP_HOPPER_HEAD_DIM(64), FP_HOPPER_HE
 #undef FP_HOPPER_HEAD_DIM
 #undef FP_HOPPER_INSTANCE
 
+/* Whether the instance table holds head dim d. */
+static bool head_dim_built(int64_t d) {
+    for (const hopper_instance &in : instances)
+        if (in.d == d) return true;
+    return false;
+}
+
+/* The reason for a head dim no instance has: the head dims the table holds. */
+static void head_dims_declined(int64_t d, char *why, size_t why_len) {
+    size_t used = (size_t)snprintf(why, why_len, "head_dim %lld: only", (long long)d);
+    int last = 0;
+    for (const hopper_instance &in : instances)
+        if (in.d != last && used < why_len) {
+            used += (size_t)snprintf(why + used, why_len - used, "%s %d", last ? "," : "", in.d);
+            last = in.d;
+        }
+    if (used < why_len) snprintf(why + used, why_len - used, " are built");
+}
+
 /* Whether a paged cache's pages fit a key tile: TMA copies whole pages of a multiple of 8 rows,
  * so a page divides the tile or is a multiple of it. Other layouts fit every tile. */
 static bool pages_fit(const fp_problem *p, int key_tile) {
@@ -131,9 +150,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "takes f16 or bf16 inputs only");
         return 0;
     }
-    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) {
-        snprintf(why, why_len, "head_dim %lld: only 64, 128 and 256 are built",
-                 (long long)p->head_dim);
+    if (!head_dim_built(p->head_dim)) {
+        head_dims_declined(p->head_dim, why, why_len);
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
