@@ -137,21 +137,28 @@ template <> struct fp_softcap_math_of<gpuBFloat16> {
     static constexpr fp_softcap_math value = FP_SOFTCAP_TANH_APPROX;
 };
 
-/* scale * dot, through the softcap when there is one, in the log2 domain. */
-template <fp_softcap_math MATH = FP_SOFTCAP_EXACT>
-__device__ __forceinline__ float fp_scaled_log2(const fp_score_mods &m, float dot) {
-    if (!(m.softcap > 0.0f)) return m.scale * FP_LOG2E * dot;
-    if (MATH == FP_SOFTCAP_EXACT) return m.softcap * FP_LOG2E * tanhf(m.scale * dot / m.softcap);
+/* out * tanh(scale * dot / softcap) for a softcap > 0. out = softcap * log2(e) gives the capped
+ * score in the log2 domain; a kernel that applies that factor later, in an FMA it does anyway,
+ * passes 1. */
+template <fp_softcap_math MATH>
+__device__ __forceinline__ float fp_softcap_times(const fp_score_mods &m, float dot, float out) {
+    if (MATH == FP_SOFTCAP_EXACT) return out * tanhf(m.scale * dot / m.softcap);
 #if defined(FLASHPORT_HIP_BUILD) || defined(__HIP_PLATFORM_AMD__)
     const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
     const float e = exp2f(x);
 #else
-    if (MATH == FP_SOFTCAP_TANH_APPROX)
-        return m.softcap * FP_LOG2E * fp_tanh_approx(dot * (m.scale / m.softcap));
+    if (MATH == FP_SOFTCAP_TANH_APPROX) return out * fp_tanh_approx(dot * (m.scale / m.softcap));
     const float x = dot * (2.0f * FP_LOG2E * m.scale / m.softcap);
     const float e = fp_exp2_approx(x);
 #endif
-    return m.softcap * FP_LOG2E - 2.0f * m.softcap * FP_LOG2E * __fdividef(1.0f, 1.0f + e);
+    return out - 2.0f * out * __fdividef(1.0f, 1.0f + e);
+}
+
+/* scale * dot, through the softcap when there is one, in the log2 domain. */
+template <fp_softcap_math MATH = FP_SOFTCAP_EXACT>
+__device__ __forceinline__ float fp_scaled_log2(const fp_score_mods &m, float dot) {
+    if (!(m.softcap > 0.0f)) return m.scale * FP_LOG2E * dot;
+    return fp_softcap_times<MATH>(m, dot, m.softcap * FP_LOG2E);
 }
 
 /* ALiBi's slope of (batch b, head h) in the log2 domain: the score falls by it per key of

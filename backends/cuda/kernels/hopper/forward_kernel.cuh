@@ -343,26 +343,36 @@ static __device__ __forceinline__ void fp_hopper_mask(float (&s)[BC / 2], int nk
  * started from it (bias_started, fp_hopper_bias_start). The dense instance
  * folds the modifiers away and keeps the scale and the mask. ALiBi takes one FMA a score: a
  * thread's distance from the diagonal is a per-thread part plus a constant of the register
- * (fragment_layout.h), and the FMA applies the scale too when there is no softcap. */
+ * (fragment_layout.h), and the FMA applies the scale, or the softcap's factor, too. Returns the
+ * factor the softmax still has to apply (fp_hopper_softmax's c): softcap * log2(e) when the
+ * softcap is the only modifier, whose scores stay tanh(scale * dot / softcap) so that the
+ * softmax's subtraction applies it (one multiplication a score fewer); otherwise 1. */
 template <fp_softcap_math MATH, int BC>
-static __device__ __forceinline__ void
+static __device__ __forceinline__ float
 fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int nq, int nkv, int tid,
                  int row0, int kb, bool edge, bool bias_started, const fp_key_band &band) {
     const bool alibi = m.alibi != FLASHPORT_ALIBI_NONE;
     const bool softcap = m.softcap > 0.0f;
-    if (softcap || !alibi) {
+    const bool bias_after = m.bias && !bias_started;
+    const float log2_factor = softcap ? m.softcap * FP_LOG2E : m.scale * FP_LOG2E;
+    float softmax_factor = 1.0f;
+    if (softcap) {
+        const float out = bias_after && !alibi ? log2_factor : 1.0f;
+#pragma unroll
+        for (int i = 0; i < BC / 2; ++i) s[i] = fp_softcap_times<MATH>(m, s[i], out);
+        if (!alibi && !bias_after) softmax_factor = log2_factor;
+    } else if (!alibi) {
 #pragma unroll
         for (int i = 0; i < BC / 2; ++i) s[i] = fp_scaled_log2<MATH>(m, s[i]);
     }
     if (alibi) {
         const float slope = fp_alibi_slope_log2(m, b, h);
-        const float mul = softcap ? 1.0f : m.scale * FP_LOG2E;
         const float thread_dist =
             (float)(kb + fp_hopper_acc_col(tid, 0) - (row0 + fp_hopper_acc_row(tid, 0) + nkv - nq));
 #pragma unroll
         for (int i = 0; i < BC / 2; ++i) {
             const float dist = thread_dist + (float)(8 * (i / 4) + i % 2 - 8 * ((i / 2) % 2));
-            s[i] = fmaf(s[i], mul, -slope * fabsf(dist));
+            s[i] = fmaf(s[i], log2_factor, -slope * fabsf(dist));
         }
     }
     if (edge) fp_hopper_mask<BC>(s, nkv, tid, row0, kb, band);
@@ -375,6 +385,7 @@ fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int n
             break;
         default: fp_hopper_add_bias<float, BC>(s, m, b, h, nq, nkv, tid, row0, kb, band);
         }
+    return softmax_factor;
 }
 
 /* Zeroes rows [from, BC) of a K or V tile in every panel (a row's 128 bytes of a panel stay
@@ -686,9 +697,9 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             if (edge_tile(kb)) fp_hopper_mask<BC>(sacc, s.nkv, tid, row0, kb, band);
             fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r, fused_scale);
         } else {
-            fp_hopper_scores<fp_hopper_softcap_math<T>(), BC>(
+            const float c = fp_hopper_scores<fp_hopper_softcap_math<T>(), BC>(
                 sacc, mods, s.b, h, s.nq, s.nkv, tid, row0, kb, edge_tile(kb), bias_started, band);
-            fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r, 1.0f);
+            fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r, c);
         }
         alpha[0] *= v_ratio;
         alpha[1] *= v_ratio;
