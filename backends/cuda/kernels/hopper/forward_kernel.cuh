@@ -199,9 +199,10 @@ template <int D> struct fp_hopper_rows {
 /* The scores of one tile (BC keys), `c` times them in the log2 domain, -> P in place, times
  * 2^P_OFFSET, with the online-softmax update of m and l (log2 domain; l sums the scaled P);
  * alpha gets the factor by which O must be rescaled for each of the thread's two rows. c is 1
- * for scores already in the log2 domain, or the positive scale * log2(e) of raw dot products,
- * which then costs one FMA a score with the subtraction (a positive factor keeps the maximum
- * where it was, and -inf, a masked key, at -inf). */
+ * for scores already in the log2 domain, or the positive factor that takes them there: scale *
+ * log2(e) of raw dot products, or softcap * log2(e) of softcapped scores left as tanh values
+ * (fp_hopper_scores); it joins the subtraction's FMA at no cost (a positive factor keeps the
+ * maximum where it was, and -inf, a masked key, at -inf). */
 template <int D, int BC, int P_OFFSET>
 static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2],
                                                          fp_hopper_rows<D> &r, float c) {
