@@ -417,6 +417,10 @@ CASES = [
     # With a negative scale a kernel that flips Q's signs must still cap scale * q.k.
     _case("prefill_softcap_negscale_bf16_d128", 200, dtype="bf16", head_dim=128, scale=-0.3,
           softcap=5.0, causal=True),
+    # A softcap alone takes the tensor-core forward's softcap instance (dense tiles, the tanh on
+    # every score, its factor in the softmax), here beside sinks, GQA and Nq != Nkv.
+    _case("prefill_softcap_sinks_bf16_d256_gqa", 150, 330, dtype="bf16", heads_q=4, heads_kv=2,
+          head_dim=256, causal=True, softcap=3.0, sinks=True),
     _case("prefill_alibi_bf16_d128_causal", 260, dtype="bf16", batch=2, heads_q=4, heads_kv=2,
           head_dim=128, causal=True, alibi="head"),
     _case("prefill_bias_f16_d64_sparse_mask", 200, 260, dtype="f16", heads_q=2, heads_kv=1,

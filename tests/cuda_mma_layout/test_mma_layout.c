@@ -242,6 +242,15 @@ int main(void) {
     EXPECT(config_exists(64, FP_TC_DEFAULT_CONFIG_D64), "no default config for d=64");
     EXPECT(config_exists(128, FP_TC_DEFAULT_CONFIG_D128), "no default config for d=128");
     EXPECT(config_exists(256, FP_TC_DEFAULT_CONFIG_D256), "no default config for d=256");
+    EXPECT(config_exists(64, FP_TC_PAGED_CONFIG_D64), "no paged-instance config for d=64");
+    EXPECT(config_exists(128, FP_TC_PAGED_CONFIG_D128), "no paged-instance config for d=128");
+    EXPECT(config_exists(256, FP_TC_PAGED_CONFIG_D256), "no paged-instance config for d=256");
+    EXPECT(config_exists(64, FP_TC_SOFTCAP_ALIBI_CONFIG_D64),
+           "no softcap-ALiBi-instance config for d=64");
+    EXPECT(config_exists(128, FP_TC_SOFTCAP_ALIBI_CONFIG_D128),
+           "no softcap-ALiBi-instance config for d=128");
+    EXPECT(config_exists(256, FP_TC_SOFTCAP_ALIBI_CONFIG_D256),
+           "no softcap-ALiBi-instance config for d=256");
     EXPECT(config_exists(64, FP_TC_MASKED_CONFIG_D64), "no masked-instance config for d=64");
     EXPECT(config_exists(128, FP_TC_MASKED_CONFIG_D128), "no masked-instance config for d=128");
     EXPECT(config_exists(256, FP_TC_MASKED_CONFIG_D256), "no masked-instance config for d=256");

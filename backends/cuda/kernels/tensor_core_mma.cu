@@ -5,20 +5,21 @@
  *
  * Tile configuration: each padded head dim has a few compiled candidates (mma/tile_configs.h),
  * and runs the default one of the problem's instance (or, on a device with less shared memory
- * than the default needs, the lowest-numbered one that fits). For tuning, FLASHPORT_CUDA_TC_CONFIG=<index> runs
- * candidate <index> of the problem's padded head dim instead, in both variants; an index the
- * head dim does not have makes the variants decline the problem with that reason (the planner
- * then says so, and falls back to the next variant). The configuration chosen is the plan's
- * fp_gpu_tile_params (fp_split_kv_params.tile in the split variant).
+ * than the default needs, the lowest-numbered one that fits). For tuning,
+ * FLASHPORT_CUDA_TC_CONFIG=<index> runs candidate <index> of the problem's padded head dim instead,
+ * in both variants; an index the head dim does not have makes the variants decline the problem with
+ * that reason (the planner then says so, and falls back to the next variant). The configuration
+ * chosen is the plan's fp_gpu_tile_params (fp_split_kv_params.tile in the split variant).
  *
  * Instances: per configuration and input type, dense problems run one of two instances (element
  * loads, or cp.async where Q, K and V allow it) in which the compiler has folded every API v2
- * feature away; problems with features run one of three more, cp.async only (so supports()
+ * feature away; problems with features run one of four more, cp.async only (so supports()
  * asks for strides in whole 16-byte chunks): the paged one for a paged cache alone (the dense
- * instance with the block-table look-up), the masked one for other layouts and windows, the
- * modified one when softcap, ALiBi or bias is among them (fp_attn_instance_of). Sinks ride in
- * every instance (the rows' softmax starts from them); a problem whose one feature is sinks
- * runs the dense cp.async instance.
+ * instance with the block-table look-up), the softcap-ALiBi one for those modifiers on a dense
+ * layout (the dense instance with them compiled in), the masked one for other layouts and
+ * windows, the modified one for modifiers beside them or a bias (fp_attn_instance_of). Sinks ride
+ * in every instance (the rows' softmax starts from them); a problem whose one feature is sinks runs
+ * the dense cp.async instance.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,9 +36,11 @@ static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 
 
 /* The default configuration of a padded head dim for the instance a problem runs. */
 static int default_config(int padded_d, enum fp_attn_instance features) {
-    static const int configs[4][3] = {
+    static const int configs[5][3] = {
         {FP_TC_DEFAULT_CONFIG_D64, FP_TC_DEFAULT_CONFIG_D128, FP_TC_DEFAULT_CONFIG_D256},
         {FP_TC_PAGED_CONFIG_D64, FP_TC_PAGED_CONFIG_D128, FP_TC_PAGED_CONFIG_D256},
+        {FP_TC_SOFTCAP_ALIBI_CONFIG_D64, FP_TC_SOFTCAP_ALIBI_CONFIG_D128,
+         FP_TC_SOFTCAP_ALIBI_CONFIG_D256},
         {FP_TC_MASKED_CONFIG_D64, FP_TC_MASKED_CONFIG_D128, FP_TC_MASKED_CONFIG_D256},
         {FP_TC_MODIFIED_CONFIG_D64, FP_TC_MODIFIED_CONFIG_D128, FP_TC_MODIFIED_CONFIG_D256},
     };
@@ -47,9 +50,17 @@ static int default_config(int padded_d, enum fp_attn_instance features) {
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
 
 /* The kernel instances of one configuration and type: dense problems by element loads or by
- * cp.async, and problems with API v2 features, a paged cache alone, others without and with
- * score modifiers (by cp.async only). */
-enum { TC_DENSE_SYNC, TC_DENSE_ASYNC, TC_PAGED, TC_MASKED, TC_MODIFIED, TC_PATHS };
+ * cp.async, and problems with API v2 features, a paged cache alone, softcap and ALiBi on a dense
+ * layout, others without and with score modifiers (by cp.async only). */
+enum {
+    TC_DENSE_SYNC,
+    TC_DENSE_ASYNC,
+    TC_PAGED,
+    TC_SOFTCAP_ALIBI,
+    TC_MASKED,
+    TC_MODIFIED,
+    TC_PATHS
+};
 
 /* One compiled configuration: the numbers the host needs and its launchers, indexed by input
  * type (0 f16, 1 bf16) and path. */
@@ -75,6 +86,7 @@ static gpuError_t launch_instance(const fp_tc_params &prm, dim3 grid, gpuStream_
         launch_instance<T, fp_tc_config<d, index>, false, FP_ATTN_DENSE>,                          \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_DENSE>,                       \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_PAGED>,                       \
+            launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_SOFTCAP_ALIBI>,               \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_MASKED>,                      \
             launch_instance<T, fp_tc_config<d, index>, true, FP_ATTN_MODIFIED>                     \
     }
@@ -203,11 +215,12 @@ gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, 
      * here. */
     if (fp_attn_general(p) && !async) return gpuErrorMisalignedAddress;
     const enum fp_attn_instance features = fp_attn_instance_of(p);
-    const int path = features == FP_ATTN_MODIFIED ? TC_MODIFIED
-                     : features == FP_ATTN_MASKED ? TC_MASKED
-                     : features == FP_ATTN_PAGED  ? TC_PAGED
-                     : async                      ? TC_DENSE_ASYNC
-                                                  : TC_DENSE_SYNC;
+    const int path = features == FP_ATTN_MODIFIED        ? TC_MODIFIED
+                     : features == FP_ATTN_MASKED        ? TC_MASKED
+                     : features == FP_ATTN_PAGED         ? TC_PAGED
+                     : features == FP_ATTN_SOFTCAP_ALIBI ? TC_SOFTCAP_ALIBI
+                     : async                             ? TC_DENSE_ASYNC
+                                                         : TC_DENSE_SYNC;
     return in->launch[p->dtype == FLASHPORT_BF16][path](prm, grid, L->stream);
 }
 

@@ -80,7 +80,7 @@ static inline int fp_attn_general(const fp_problem *p) {
     return (fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8) != 0;
 }
 
-/* The instance a kernel compiled four ways runs p on. Dense problems take one in which every
+/* The instance a kernel compiled five ways runs p on. Dense problems take one in which every
  * feature is folded away but sinks, which every instance takes where the rows' softmax state
  * starts (online_softmax_rows.cuh), at no cost in the tile loop. A paged cache alone (Q dense,
  * no window), the prefill of a serving batch, changes only where K/V rows are read: it takes
@@ -88,12 +88,21 @@ static inline int fp_attn_general(const fp_problem *p) {
  * registers. The score modifiers (softcap, ALiBi, bias) touch every score; the other features
  * (varlen and paged layouts together, windows) only move a block's bounds and mask the tiles at
  * its edges, so they take an instance without the modifiers' code, whose registers the tiles
- * keep. */
-enum fp_attn_instance { FP_ATTN_DENSE, FP_ATTN_PAGED, FP_ATTN_MASKED, FP_ATTN_MODIFIED };
+ * keep. Softcap and ALiBi on a dense layout (Gemma 2's global layers, ALiBi models' prefill)
+ * take the dense instance with those two modifiers compiled in, which keeps the dense
+ * instance's tiles where the instance with every feature spills at them. */
+enum fp_attn_instance {
+    FP_ATTN_DENSE,
+    FP_ATTN_PAGED,
+    FP_ATTN_SOFTCAP_ALIBI,
+    FP_ATTN_MASKED,
+    FP_ATTN_MODIFIED
+};
 
 static inline enum fp_attn_instance fp_attn_instance_of(const fp_problem *p) {
     const unsigned f =
         fp_problem_features(p, FP_OP_FORWARD) & FP_GPU_FEATURES_NO_FP8 & ~FP_FEATURE_SINKS;
+    if (f && !(f & ~(FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI))) return FP_ATTN_SOFTCAP_ALIBI;
     if (f & (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS)) return FP_ATTN_MODIFIED;
     if (f == FP_FEATURE_PAGED) return FP_ATTN_PAGED;
     return f ? FP_ATTN_MASKED : FP_ATTN_DENSE;

@@ -199,13 +199,37 @@ __device__ __forceinline__ void fp_tile_add_alibi(float (&s)[MT][KT][4], int row
 /* Raw dot products to log2-domain scores: scale and softcap (MATH as fp_softcap_math says),
  * ALiBi, then the mask where `edge`, then the bias unless `bias_started` (the tile's dot products
  * started from it, fp_tile_bias_start). With FOLD_ALIBI, ALiBi takes fp_tile_alibi, whose FMA
- * applies the scale too when there is no softcap; without, fp_tile_add_alibi. */
+ * applies the scale, or the softcap's factor, too; without, fp_tile_add_alibi. Returns the
+ * factor the softmax step still applies to the scores (its scale_log2): softcap * log2(e) when
+ * the scores are left as tanh(scale * dot / softcap), which they are unless a log2-domain term
+ * is added after them (a bias not started from, or ALiBi not folded); the step's FMA then takes
+ * the factor at no cost, one multiplication a score fewer (a positive factor keeps the max).
+ * 1 otherwise. */
 template <fp_softcap_math MATH, bool FOLD_ALIBI, int MT, int KT>
-__device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
-                                               bool edge, bool bias_started,
-                                               const fp_score_mods &mods, const fp_tile_keys &c) {
+__device__ __forceinline__ float fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
+                                                bool edge, bool bias_started,
+                                                const fp_score_mods &mods, const fp_tile_keys &c) {
     const bool alibi = mods.alibi != FLASHPORT_ALIBI_NONE;
-    if (FOLD_ALIBI && alibi && !(mods.softcap > 0.0f)) {
+    const bool bias_after = mods.bias && !bias_started;
+    float softmax_factor = 1.0f;
+    if (mods.softcap > 0.0f) {
+        const float log2_factor = mods.softcap * FP_LOG2E;
+        const bool tanh_left = !bias_after && (!alibi || FOLD_ALIBI);
+        const float out = tanh_left ? 1.0f : log2_factor;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    s[mt][nt][r] = fp_softcap_times<MATH>(mods, s[mt][nt][r], out);
+        if (alibi && FOLD_ALIBI)
+            fp_tile_alibi(s, row0, lane, kb, tanh_left ? log2_factor : 1.0f, mods, c);
+        else if (alibi)
+            fp_tile_add_alibi(s, row0, lane, kb, mods, c);
+        else if (tanh_left)
+            softmax_factor = log2_factor;
+    } else if (alibi && FOLD_ALIBI) {
         fp_tile_alibi(s, row0, lane, kb, mods.scale * FP_LOG2E, mods, c);
     } else {
 #pragma unroll
@@ -213,18 +237,18 @@ __device__ __forceinline__ void fp_tile_modify(float (&s)[MT][KT][4], int row0, 
 #pragma unroll
             for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) s[mt][nt][r] = fp_scaled_log2<MATH>(mods, s[mt][nt][r]);
-        if (alibi && FOLD_ALIBI) fp_tile_alibi(s, row0, lane, kb, 1.0f, mods, c);
-        if (alibi && !FOLD_ALIBI) fp_tile_add_alibi(s, row0, lane, kb, mods, c);
+                for (int r = 0; r < 4; ++r) s[mt][nt][r] *= mods.scale * FP_LOG2E;
+        if (alibi) fp_tile_add_alibi(s, row0, lane, kb, mods, c);
     }
     if (edge) fp_tile_mask(s, row0, lane, kb, c);
-    if (mods.bias && !bias_started) {
+    if (bias_after) {
         switch (mods.bias_dtype) {
         case FLASHPORT_F16: fp_tile_add_bias<gpuHalf>(s, row0, lane, kb, mods, c); break;
         case FLASHPORT_BF16: fp_tile_add_bias<gpuBFloat16>(s, row0, lane, kb, mods, c); break;
         default: fp_tile_add_bias<float>(s, row0, lane, kb, mods, c); break;
         }
     }
+    return softmax_factor;
 }
 
 #endif /* FP_KERNELS_SCORE_TILE_CUH */

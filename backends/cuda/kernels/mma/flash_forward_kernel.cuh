@@ -19,7 +19,7 @@
  * The per-tile math of each warp lives in warp_rows.cuh. Tiles that every row of the warp sees
  * whole run its full instance, with no per-element work; tiles at the end of the keys or a
  * split, across the causal diagonal or at a window's edges run the masked one; with softcap,
- * ALiBi or bias every tile runs the modified one. Sinks only enter the final division. A
+ * ALiBi or bias every tile runs the modified one. Sinks start the rows' softmax state. A
  * negative scale flips the signs of Q in shared memory (exact in any 16-bit float), so that the
  * warps always see a positive one.
  *
@@ -87,8 +87,9 @@ FP_TC_CONFIG_LIST(FP_TC_DEFINE_CONFIG)
  * feature away, since the sequence lengths and the mask are known from the parameters alone
  * (dense, causal or not), and the kernel keeps the registers its tiles are sized for; sinks
  * ride in every instance, read once where the rows' softmax state starts.
- * FP_ATTN_PAGED is the dense instance reading K/V rows through a block table. FP_ATTN_MASKED
- * keeps the layouts and windows in registers and folds the score modifiers away;
+ * FP_ATTN_PAGED is the dense instance reading K/V rows through a block table,
+ * FP_ATTN_SOFTCAP_ALIBI the dense instance with softcap and ALiBi (every tile modified).
+ * FP_ATTN_MASKED keeps the layouts and windows in registers and folds the score modifiers away;
  * FP_ATTN_MODIFIED keeps everything. Each step up costs the tile loop registers, which ptxas
  * takes back by spilling the accumulators' neighbours. Only ASYNC kernels take features (the
  * launcher checks the alignment). */
@@ -118,8 +119,10 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
     fp_score_mods mods = a.mods;
     fp_seq_layout seq = a.seq;
     if (FEATURES != FP_ATTN_MODIFIED) {
-        mods.softcap = 0.0f;
-        mods.alibi = FLASHPORT_ALIBI_NONE;
+        if (FEATURES != FP_ATTN_SOFTCAP_ALIBI) {
+            mods.softcap = 0.0f;
+            mods.alibi = FLASHPORT_ALIBI_NONE;
+        }
         mods.bias = NULL;
     }
     if (!GENERAL) {
@@ -156,7 +159,9 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
      * its load (the prologue's barriers, then each tile's), so that the fill of tile t + STAGES
      * in iteration t overwrites the slot that tile t + STAGES - 2 was loaded from before that
      * iteration's barrier. */
-    __shared__ __align__(16) uint64_t page_rows[FEATURES != FP_ATTN_DENSE ? 2 * 2 * BC : 2];
+    constexpr bool PAGEABLE =
+        FEATURES == FP_ATTN_PAGED || FEATURES == FP_ATTN_MASKED || FEATURES == FP_ATTN_MODIFIED;
+    __shared__ __align__(16) uint64_t page_rows[PAGEABLE ? 2 * 2 * BC : 2];
     auto page_table = [&](int t) {
         return fp_paged_rows<T, BC>{gK, gV, page_rows + (t & 1) * 2 * BC};
     };

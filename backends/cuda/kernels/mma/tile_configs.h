@@ -44,15 +44,19 @@
 /* The config each padded head dim runs when FLASHPORT_CUDA_TC_CONFIG is not set, by kernel
  * instance (flash_forward_kernel.cuh): dense problems the fastest of scripts/tc-sweep.sh on the
  * H200 (bf16, N = 16384, causal and not); problems with features the fastest for their
- * instance (bf16, N = 4096, causal): a paged cache alone (16-row pages), and the masked and
- * modified instances, whose extra live values make the larger tiles spill (a window, paged K/V
- * with other features, ALiBi and softcap; bench/results). */
+ * instance (bf16, N = 4096, causal): a paged cache alone (16-row pages), softcap or ALiBi on a
+ * dense layout (the dense defaults again), and the masked and modified instances, whose extra
+ * live values make the larger tiles spill (a window, paged K/V with other features, a bias, or
+ * softcap and ALiBi beside them; bench/results). */
 #define FP_TC_DEFAULT_CONFIG_D64  1
 #define FP_TC_DEFAULT_CONFIG_D128 2
 #define FP_TC_DEFAULT_CONFIG_D256 1
 #define FP_TC_PAGED_CONFIG_D64    2
 #define FP_TC_PAGED_CONFIG_D128   2
 #define FP_TC_PAGED_CONFIG_D256   1
+#define FP_TC_SOFTCAP_ALIBI_CONFIG_D64  1
+#define FP_TC_SOFTCAP_ALIBI_CONFIG_D128 2
+#define FP_TC_SOFTCAP_ALIBI_CONFIG_D256 1
 #define FP_TC_MASKED_CONFIG_D64   2
 #define FP_TC_MASKED_CONFIG_D128  1
 #define FP_TC_MASKED_CONFIG_D256  1

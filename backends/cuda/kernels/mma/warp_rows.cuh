@@ -11,8 +11,9 @@
  * the dot products' accumulators instead, score_mods.cuh says why). Then the online-softmax
  * step of common/online_softmax_rows.cuh, with the scale folded into its FFMA for the first two
  * (it takes the max over raw scores, which needs a positive scale: the kernel flips the signs of
- * Q for a negative one), while modified scores arrive already scaled to the log2 domain. P is
- * rounded to the input type straight from the accumulators into A fragments (no shuffles), and
+ * Q for a negative one), while modified scores arrive in the log2 domain or as softcapped tanh
+ * values whose factor the FFMA applies (fp_tile_modify). P is rounded to the input type
+ * straight from the accumulators into A fragments (no shuffles), and
  * O += P V. O stays un-normalised until the kernel stores it, dividing by the row sum once.
  */
 #ifndef FP_MMA_WARP_ROWS_CUH
@@ -113,8 +114,10 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
             }
         }
 
+        float softmax_scale = scale_log2;
         if (KIND == FP_TILE_MODIFIED)
-            fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge, bias_started, mods, c);
+            softmax_scale = fp_tile_modify<Ops::SOFTCAP_MATH, true>(s, row0, lane, kb, edge,
+                                                                    bias_started, mods, c);
         else if (KIND == FP_TILE_MASKED)
         /* fp_tile_mask, in place (score_tile.cuh says why). */
 #pragma unroll
@@ -127,8 +130,7 @@ template <typename T, typename Cfg> struct fp_tc_warp_rows {
                                           kb + 8 * nt + fp_mma_acc_col(lane, r)))
                             s[mt][nt][r] = -INFINITY;
 
-        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o,
-                                                    KIND == FP_TILE_MODIFIED ? 1.0f : scale_log2);
+        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, softmax_scale);
 
 #pragma unroll
         for (int ps = 0; ps < PV_STEPS; ++ps) {

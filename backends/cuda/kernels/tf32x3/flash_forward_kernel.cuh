@@ -190,10 +190,12 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
 #pragma unroll
             for (int half = 0; half < 2; ++half)
                 fp_tf32x3_qk_chunk<MT, KEY_TILES, D>(s, sQ_frag, sK, lane, u, half);
-        /* Scores to base 2 (scale * log2(e), either sign), so the step's own scale is 1. */
+        /* Scores to base 2 (scale * log2(e), either sign), so the step's own scale is 1, or
+         * for a softcap the factor fp_tile_modify leaves to it. */
+        float softmax_scale = 1.0f;
         if (KIND == FP_TILE_MODIFIED) {
-            fp_tile_modify<FP_SOFTCAP_EXACT, false>(s, warp_row0, lane, kb, edge, false, mods,
-                                                   keys);
+            softmax_scale = fp_tile_modify<FP_SOFTCAP_EXACT, false>(s, warp_row0, lane, kb, edge,
+                                                                    false, mods, keys);
         } else {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -213,7 +215,7 @@ __global__ void __launch_bounds__(Cfg::WARPS * 32, Cfg::MIN_BLOCKS)
                                               kb + 8 * nt + fp_tf32_s_key(lane, r)))
                                 s[mt][nt][r] = -INFINITY;
         }
-        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, 1.0f);
+        fp_mma_softmax_step<MT, KEY_TILES, D_TILES>(s, m, l, o, softmax_scale);
 
         /* O += P V, one 32-column group of d at a time; masked tiles whose V is not all finite
          * exactly, so that a NaN or infinity reaches only the rows that see it. */
