@@ -56,11 +56,34 @@ __device__ __forceinline__ void fp_tile_mask(float (&s)[MT][KT][4], int row0, in
 }
 
 /* The bias, of element type B, added where a real row sees the key: masked scores are -inf
- * already, and rows past the sequence's end have no bias to read. */
+ * already (an infinite bias must not turn them into NaN), and rows past the sequence's end have
+ * no bias to read. Tiles off the edges (no score masked) read each row's pairs of keys a load at
+ * a time (fp_bias_row), rows past the end the last real row's. */
 template <typename B, int MT, int KT>
 __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0, int lane, int kb,
-                                                 const fp_score_mods &mods, const fp_tile_keys &c) {
+                                                 bool edge, const fp_score_mods &mods,
+                                                 const fp_tile_keys &c) {
     const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
+    if (!edge) {
+        /* Register r of (mt, nt): row row0 + 16 mt + fp_mma_acc_row(lane, 0) + 8 (r >> 1), key
+         * kb + fp_mma_acc_col(lane, 0) + 8 nt + (r & 1). */
+        const int row = row0 + fp_mma_acc_row(lane, 0), key = kb + fp_mma_acc_col(lane, 0);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                fp_bias_row<B> br;
+                br.init(mods, head, fp_bias_row_clamped(row + 16 * mt + 8 * half, c.nq), key);
+#pragma unroll
+                for (int nt = 0; nt < KT; ++nt) {
+                    float b0, b1;
+                    br.pair(nt, &b0, &b1);
+                    s[mt][nt][2 * half] += FP_LOG2E * b0;
+                    s[mt][nt][2 * half + 1] += FP_LOG2E * b1;
+                }
+            }
+        return;
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -243,9 +266,9 @@ __device__ __forceinline__ float fp_tile_modify(float (&s)[MT][KT][4], int row0,
     if (edge) fp_tile_mask(s, row0, lane, kb, c);
     if (bias_after) {
         switch (mods.bias_dtype) {
-        case FLASHPORT_F16: fp_tile_add_bias<gpuHalf>(s, row0, lane, kb, mods, c); break;
-        case FLASHPORT_BF16: fp_tile_add_bias<gpuBFloat16>(s, row0, lane, kb, mods, c); break;
-        default: fp_tile_add_bias<float>(s, row0, lane, kb, mods, c); break;
+        case FLASHPORT_F16: fp_tile_add_bias<gpuHalf>(s, row0, lane, kb, edge, mods, c); break;
+        case FLASHPORT_BF16: fp_tile_add_bias<gpuBFloat16>(s, row0, lane, kb, edge, mods, c); break;
+        default: fp_tile_add_bias<float>(s, row0, lane, kb, edge, mods, c); break;
         }
     }
     return softmax_factor;
