@@ -55,33 +55,44 @@ __device__ __forceinline__ void fp_tile_mask(float (&s)[MT][KT][4], int row0, in
                     s[mt][nt][r] = -INFINITY;
 }
 
+/* Visits a tile's bias, of element type B, on a tile off the edges (every key within the block's
+ * keys): f(s[mt][nt][r], bias) for every accumulator, each row's pairs of keys read a load at a
+ * time (fp_bias_row), rows past the sequence's end reading its last row's. Register r of
+ * (mt, nt) holds row row0 + 16 mt + fp_mma_acc_row(lane, 0) + 8 (r >> 1) and key
+ * kb + fp_mma_acc_col(lane, 0) + 8 nt + (r & 1). */
+template <typename B, int MT, int KT, typename F>
+__device__ __forceinline__ void fp_tile_bias_pairs(float (&s)[MT][KT][4], int row0, int lane,
+                                                   int kb, int64_t head, const fp_score_mods &mods,
+                                                   const fp_tile_keys &c, F f) {
+    const int row = row0 + fp_mma_acc_row(lane, 0), key = kb + fp_mma_acc_col(lane, 0);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            fp_bias_row<B> br;
+            br.init(mods, head, fp_bias_row_clamped(row + 16 * mt + 8 * half, c.nq), key);
+#pragma unroll
+            for (int nt = 0; nt < KT; ++nt) {
+                float b0, b1;
+                br.pair(nt, &b0, &b1);
+                f(s[mt][nt][2 * half], b0);
+                f(s[mt][nt][2 * half + 1], b1);
+            }
+        }
+}
+
 /* The bias, of element type B, added where a real row sees the key: masked scores are -inf
  * already (an infinite bias must not turn them into NaN), and rows past the sequence's end have
- * no bias to read. Tiles off the edges (no score masked) read each row's pairs of keys a load at
- * a time (fp_bias_row), rows past the end the last real row's. */
+ * no bias to read. Tiles off the edges (no score masked) read it by pairs of keys
+ * (fp_tile_bias_pairs). */
 template <typename B, int MT, int KT>
 __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0, int lane, int kb,
                                                  bool edge, const fp_score_mods &mods,
                                                  const fp_tile_keys &c) {
     const int64_t head = fp_bias_head_offset(mods, c.b, c.h);
     if (!edge) {
-        /* Register r of (mt, nt): row row0 + 16 mt + fp_mma_acc_row(lane, 0) + 8 (r >> 1), key
-         * kb + fp_mma_acc_col(lane, 0) + 8 nt + (r & 1). */
-        const int row = row0 + fp_mma_acc_row(lane, 0), key = kb + fp_mma_acc_col(lane, 0);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                fp_bias_row<B> br;
-                br.init(mods, head, fp_bias_row_clamped(row + 16 * mt + 8 * half, c.nq), key);
-#pragma unroll
-                for (int nt = 0; nt < KT; ++nt) {
-                    float b0, b1;
-                    br.pair(nt, &b0, &b1);
-                    s[mt][nt][2 * half] += FP_LOG2E * b0;
-                    s[mt][nt][2 * half + 1] += FP_LOG2E * b1;
-                }
-            }
+        fp_tile_bias_pairs<B>(s, row0, lane, kb, head, mods, c,
+                              [](float &x, float bias) { x += FP_LOG2E * bias; });
         return;
     }
 #pragma unroll
@@ -145,20 +156,8 @@ fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane, int kb, bool ed
         }
         return;
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            fp_bias_row<B> br;
-            br.init(mods, head, fp_bias_row_clamped(row + 16 * mt + 8 * half, c.nq), key);
-#pragma unroll
-            for (int nt = 0; nt < KT; ++nt) {
-                float b0, b1;
-                br.pair(nt, &b0, &b1);
-                s[mt][nt][2 * half] = b0 * inv_scale;
-                s[mt][nt][2 * half + 1] = b1 * inv_scale;
-            }
-        }
+    fp_tile_bias_pairs<B>(s, row0, lane, kb, head, mods, c,
+                          [inv_scale](float &x, float bias) { x = bias * inv_scale; });
 }
 
 template <int MT, int KT>
