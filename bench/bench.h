@@ -22,6 +22,8 @@ enum {
 
 /* A shape of the run. The feature fields are off when zero, so that a shape written with only
  * the first fields is plain attention. */
+enum { BENCH_BIAS_NONE, BENCH_BIAS_KEYS, BENCH_BIAS_QUERIES };
+
 typedef struct bench_shape {
     int64_t batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
     flashport_dtype dtype; /* FP8: O is bf16, descales per tensor */
@@ -31,7 +33,8 @@ typedef struct bench_shape {
     int64_t window_left, window_right;
     float softcap;     /* > 0: logit softcap */
     int alibi;         /* 1: per-head ALiBi slopes 2^(-8(h+1)/Hq) */
-    int bias;          /* 1: an f32 key-padding bias [B, 1, 1, Nkv] (zero strides broadcast) */
+    int bias;          /* an f32 bias (zero strides broadcast): BENCH_BIAS_KEYS [B, 1, 1, Nkv],
+                        * a key-padding mask's shape; BENCH_BIAS_QUERIES [B, 1, Nq, Nkv] */
     int sinks;         /* 1: per-head f32 sink logits */
     int64_t page_size; /* > 0: K and V in a paged cache of pages this size */
     int varlen;        /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
@@ -47,7 +50,7 @@ typedef struct bench_problem {
     int32_t *cu_q, *cu_kv;              /* varlen: [batch + 1] offsets */
     int32_t *seqlens_kv, *block_table;  /* paged: [batch], [batch, max_pages_per_seq] */
     float *alibi;                       /* [heads_q] */
-    float *bias;                        /* bias shapes: [batch, seq_kv] */
+    float *bias;                        /* bias shapes: [batch, seq_kv] or [batch, seq_q, seq_kv] */
     float *sinks;                       /* sinks shapes: [heads_q] */
     float descale[3];                   /* FP8: Q, K, V */
     int64_t tokens_q, tokens_kv;        /* rows of real data: the sums of the lengths */
@@ -128,7 +131,8 @@ void bench_print_env(FILE *out, const bench_env *env);
 
 /* ---- shapes (bench_shape.c) ---- */
 /* "bf16 B=1 Hq=32 Hkv=8 Nq=1 Nkv=4096 d=128[ causal][ bnhd][ window=L,R][ softcap=C][ alibi]
- * [ bias][ sinks][ page=P][ varlen][ kvmix]" (compare_torch.py prints the same for the shapes it has) */
+ * [ bias| qbias][ sinks][ page=P][ varlen][ kvmix]" (compare_torch.py prints the same for the
+ * shapes it has) */
 void bench_shape_text(const bench_shape *s, char *buf, size_t len);
 /* Reads bench_shape_text's notation (tokens in any order; sizes left out take the shape flags'
  * defaults). Returns 0 with the reason in why when the text is not a valid shape. */

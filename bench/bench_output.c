@@ -121,7 +121,9 @@ static void json_shape(cli_json *j, const bench_shape *s) {
     cli_json_key(j, "alibi");
     cli_json_bool(j, s->alibi);
     cli_json_key(j, "bias");
-    cli_json_bool(j, s->bias);
+    cli_json_bool(j, s->bias != BENCH_BIAS_NONE);
+    cli_json_key(j, "bias_per_query");
+    cli_json_bool(j, s->bias == BENCH_BIAS_QUERIES);
     cli_json_key(j, "sinks");
     cli_json_bool(j, s->sinks);
     json_int(j, "page_size", s->page_size);

@@ -21,7 +21,8 @@ void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
     if (s->softcap > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " softcap=%g", s->softcap);
     if (s->alibi && n < len) n += (size_t)snprintf(buf + n, len - n, " alibi");
-    if (s->bias && n < len) n += (size_t)snprintf(buf + n, len - n, " bias");
+    if (s->bias && n < len)
+        n += (size_t)snprintf(buf + n, len - n, s->bias == BENCH_BIAS_QUERIES ? " qbias" : " bias");
     if (s->sinks && n < len) n += (size_t)snprintf(buf + n, len - n, " sinks");
     if (s->page_size > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " page=%lld", (long long)s->page_size);
@@ -34,13 +35,15 @@ void bench_shape_help(FILE *out) {
             "Shapes (--list-shapes prints them; --shape reads one back; sizes left out take the\n"
             "shape flags' defaults):\n"
             "  DTYPE B=n Hq=n Hkv=n Nq=n Nkv=n d=n [causal] [bhnd|bnhd] [window=L,R] [softcap=C]\n"
-            "  [alibi] [bias] [sinks] [page=P] [varlen] [kvmix]\n"
+            "  [alibi] [bias|qbias] [sinks] [page=P] [varlen] [kvmix]\n"
             "  window=L,R  key j visible to query i when i+a-L <= j <= i+a+R (a = Nkv - Nq;\n"
             "              -1: unbounded), so window=4095,0 is a causal 4096-key window\n"
             "  softcap=C   s = C tanh(s / C)\n"
             "  alibi       per-head slopes 2^(-8(h+1)/Hq)\n"
             "  bias        an additive f32 bias [B, 1, 1, Nkv] (a key-padding mask's shape,\n"
             "              broadcast by zero strides), finite values drawn from [-1, 0] (--seed)\n"
+            "  qbias       the same over every query too, [B, 1, Nq, Nkv] (an attention mask's\n"
+            "              shape, shared by the heads)\n"
             "  sinks       per-head f32 sink logits, drawn from [0, 1] (--seed)\n"
             "  page=P      K and V in a paged cache of P-row pages, handed out in a shuffled\n"
             "              order (--seed); the pages follow the layout\n"
@@ -109,7 +112,9 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
             else if (strcmp(tok, "alibi") == 0)
                 r.alibi = 1;
             else if (strcmp(tok, "bias") == 0)
-                r.bias = 1;
+                r.bias = BENCH_BIAS_KEYS;
+            else if (strcmp(tok, "qbias") == 0)
+                r.bias = BENCH_BIAS_QUERIES;
             else if (strcmp(tok, "sinks") == 0)
                 r.sinks = 1;
             else if (strcmp(tok, "varlen") == 0)
@@ -264,15 +269,18 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
         p->alibi[h] = (float)exp2(-8.0 * (double)(h + 1) / (double)s->heads_q);
     p->descale[0] = p->descale[1] = p->descale[2] = 0.5f;
     if (s->bias) {
-        /* Row b of the bias spans the longest sequence's keys; shorter ones read its start. */
-        p->bias = malloc((size_t)(b * max_kv) * sizeof *p->bias);
+        /* Sequence b's bias spans the longest sequence's queries and keys; shorter ones read
+         * its start. */
+        const int64_t rows = s->bias == BENCH_BIAS_QUERIES ? max_q : 1, n = b * rows * max_kv;
+        p->bias = malloc((size_t)n * sizeof *p->bias);
         if (!p->bias) goto oom;
-        for (int64_t i = 0; i < b * max_kv; i++)
+        for (int64_t i = 0; i < n; i++)
             p->bias[i] = -(float)((double)(splitmix64(&state) >> 11) * 0x1p-53);
         d->bias.enabled = 1;
         d->bias.dtype = FLASHPORT_F32;
-        d->bias.batch = max_kv;
-        d->bias.head = d->bias.query = 0;
+        d->bias.batch = rows * max_kv;
+        d->bias.head = 0;
+        d->bias.query = rows > 1 ? max_kv : 0;
         d->bias.key = 1;
     }
     if (s->sinks) {
@@ -346,7 +354,10 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
     p->bytes = (double)p->tokens_q * (double)s->heads_q * row *
                    (in + (double)flashport_dtype_size(d->out_dtype)) +
                2.0 * kv_rows * (double)s->heads_kv * row * in;
-    if (s->bias) p->bytes += kv_rows * (double)sizeof(float); /* one f32 a visible key */
+    /* One f32 a visible key, or a visible pair (FLOPs count 4 d Hq a pair). */
+    if (s->bias == BENCH_BIAS_KEYS) p->bytes += kv_rows * (double)sizeof(float);
+    if (s->bias == BENCH_BIAS_QUERIES)
+        p->bytes += p->flops / (4.0 * (double)s->head_dim * (double)s->heads_q) * sizeof(float);
     return 1;
 oom:
     bench_problem_destroy(p);

@@ -18,7 +18,7 @@ TOP_FIELDS = ["schema", "tool", "flashport_version", "git_commit", "date", "pres
 DEVICE_FIELDS = ["name", "vendor", "kind", "memory_bytes", "compute_units", "details"]
 SHAPE_FIELDS = ["batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
                 "layout", "out_dtype", "window_left", "window_right", "softcap", "alibi",
-                "bias", "sinks", "page_size", "varlen"]
+                "bias", "bias_per_query", "sinks", "page_size", "varlen"]
 RECORD_FIELDS = ["shape", "implementation", "backend", "kernel_requested", "kernel", "precision",
                  "description", "status", "message", "flops", "tokens_q", "tokens_kv"]
 FEATURE_PRESETS = ["window", "softcap", "alibi", "paged", "varlen", "decode-paged", "fp8"]
@@ -119,7 +119,12 @@ def check_features(bench, workdir):
         ("f16 B=2 Hq=4 Hkv=2 Nq=40 Nkv=56 d=16 causal bias sinks", "8",
          dict(bias=True, sinks=True, alibi=False), 4 * 2 * 4 * 16 * window_pairs(40, 56, -1, 0)),
         ("f32 B=3 Hq=2 Hkv=1 Nq=20 Nkv=30 d=8 causal bias varlen", "0.00001",
-         dict(bias=True, varlen=True), None),
+         dict(bias=True, bias_per_query=False, varlen=True), None),
+        ("f16 B=2 Hq=4 Hkv=2 Nq=40 Nkv=56 d=16 window=9,3 qbias", "8",
+         dict(bias=True, bias_per_query=True, window_left=9, window_right=3),
+         4 * 2 * 4 * 16 * window_pairs(40, 56, 9, 3)),
+        ("f32 B=3 Hq=2 Hkv=1 Nq=20 Nkv=30 d=8 causal qbias varlen", "0.00001",
+         dict(bias=True, bias_per_query=True, varlen=True), None),
         ("bf16 B=3 Hq=4 Hkv=2 Nq=1 Nkv=70 d=16 page=16 bnhd", "8",
          dict(page_size=16, layout="bnhd", window_left=-1, window_right=-1),
          4 * 3 * 4 * 16 * 70),

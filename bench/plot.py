@@ -45,7 +45,7 @@ def features(s):
     if s.get("alibi"):
         parts.append("alibi")
     if s.get("bias"):
-        parts.append("bias")
+        parts.append("qbias" if s.get("bias_per_query") else "bias")
     if s.get("sinks"):
         parts.append("sinks")
     if s.get("page_size", 0):
