@@ -4,7 +4,8 @@
  * of each of the N tensors loaded together (K and V of a key tile share each row's look-up), and
  * origin() a mapped address that zero-size copies name. Loaders ask at() only for rows the
  * tile reads, so a source may read tables there: rows a stride apart, or a paged tile's rows
- * from a table in shared memory filled a barrier earlier.
+ * from a table in shared memory filled a barrier earlier. A source whose rows a loader may walk
+ * (WALKS: rows a stride apart) also gives step(), and its at() reads nothing.
  */
 #ifndef FP_KERNELS_TILE_ROWS_CUH
 #define FP_KERNELS_TILE_ROWS_CUH
@@ -16,8 +17,10 @@
 /* Row r of each of N tensors. */
 template <typename T, int N> struct fp_tile_rows { const T *p[N]; };
 
-/* Rows `stride` elements apart from `base`, per tensor. */
+/* Rows `stride` elements apart from `base`, per tensor. WALKS: a loader may step from row r to
+ * row r + dr by one add (step) rather than ask at() for each row. */
 template <typename T, int N> struct fp_strided_rows {
+    static constexpr bool WALKS = true;
     const T *base[N];
     int64_t stride[N];
 
@@ -25,6 +28,11 @@ template <typename T, int N> struct fp_strided_rows {
         fp_tile_rows<T, N> x;
 #pragma unroll
         for (int i = 0; i < N; ++i) x.p[i] = base[i] + r * stride[i];
+        return x;
+    }
+    __device__ __forceinline__ fp_tile_rows<T, N> step(fp_tile_rows<T, N> x, int dr) const {
+#pragma unroll
+        for (int i = 0; i < N; ++i) x.p[i] += dr * stride[i];
         return x;
     }
     __device__ __forceinline__ fp_tile_rows<T, N> origin() const {
@@ -43,8 +51,9 @@ template <typename T, int N> struct fp_strided_rows {
  * resolves row r once (fill), and after the barrier that publishes it every chunk's thread
  * reads both row addresses in one 16-byte shared load (at). */
 template <typename T, int ROWS> struct fp_paged_rows {
-    const T *k, *v; /* the caches' origins */
-    uint64_t *rows; /* addresses: K's row r at [2r], V's at [2r + 1] */
+    static constexpr bool WALKS = false; /* each row is looked up */
+    const T *k, *v;                      /* the caches' origins */
+    uint64_t *rows;                      /* addresses: K's row r at [2r], V's at [2r + 1] */
 
     /* Rows [0, n_rows) of the tile from key kb; rows past n_rows are never read. */
     __device__ __forceinline__ void fill(const fp_seq_layout &L, const fp_seq &s,
