@@ -244,7 +244,17 @@ template <typename B> struct fp_bias_row {
 
     /* The bias of keys c + 8 n and c + 8 n + 1. */
     __device__ __forceinline__ void pair(int n, float *b0, float *b1) const {
-        if (pairs) {
+        if (pairs)
+            pair_as<true>(n, b0, b1);
+        else
+            pair_as<false>(n, b0, b1);
+    }
+
+    /* The same where the caller has tested `pairs` once for several pairs: a test per pair
+     * lets the compiler issue both forms' loads and addresses, predicated, for every pair. */
+    template <bool PAIRS>
+    __device__ __forceinline__ void pair_as(int n, float *b0, float *b1) const {
+        if (PAIRS) {
             const pair_t q = *reinterpret_cast<const pair_t *>(p + 8 * n);
             *b0 = fp_to_f32(q.v[0]);
             *b1 = fp_to_f32(q.v[1]);

@@ -108,13 +108,31 @@ __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0
             }
 }
 
+/* The start of a tile's scores from a bias that does not vary with the query (a key-padding
+ * bias): each pair of keys read once for all of a lane's rows, in the form PAIRS names. */
+template <bool PAIRS, typename B, int MT, int KT>
+__device__ __forceinline__ void fp_tile_bias_start_keys(float (&s)[MT][KT][4],
+                                                        const fp_bias_row<B> &br, float inv_scale) {
+#pragma unroll
+    for (int nt = 0; nt < KT; ++nt) {
+        float b0, b1;
+        br.template pair_as<PAIRS>(nt, &b0, &b1);
+        b0 *= inv_scale;
+        b1 *= inv_scale;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) s[mt][nt][r] = r & 1 ? b1 : b0;
+    }
+}
+
 /* The start of S = Q K^T for a tile whose bias rides in the accumulators (score_mods.cuh,
  * fp_bias_in_accumulators): bias / scale, of element type B. On edge tiles each entry is read
  * on its own and keys past the block's end start at 0 (nothing there to read; the mask sets
  * them to -inf, as it does the keys a row does not see, whatever their bias). On other tiles
  * each row's pairs of keys come a load at a time (fp_bias_row), and a bias that does not vary
- * with the query (a key-padding bias) is read once for all of a lane's rows. Rows past the
- * sequence's end read its last row's. */
+ * with the query (a key-padding bias) is read once for all of a lane's rows
+ * (fp_tile_bias_start_keys). Rows past the sequence's end read its last row's. */
 template <typename B, int MT, int KT>
 __device__ __forceinline__ void
 fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane, int kb, bool edge, float inv_scale,
@@ -143,17 +161,10 @@ fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane, int kb, bool ed
     if (mods.bias_query == 0) {
         fp_bias_row<B> br;
         br.init(mods, head, 0, key);
-#pragma unroll
-        for (int nt = 0; nt < KT; ++nt) {
-            float b0, b1;
-            br.pair(nt, &b0, &b1);
-            b0 *= inv_scale;
-            b1 *= inv_scale;
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) s[mt][nt][r] = r & 1 ? b1 : b0;
-        }
+        if (br.pairs)
+            fp_tile_bias_start_keys<true>(s, br, inv_scale);
+        else
+            fp_tile_bias_start_keys<false>(s, br, inv_scale);
         return;
     }
     fp_tile_bias_pairs<B>(s, row0, lane, kb, head, mods, c,
@@ -226,7 +237,7 @@ __device__ __forceinline__ void fp_tile_add_alibi(float (&s)[MT][KT][4], int row
  * the scores are left as tanh(scale * dot / softcap), which they are unless a log2-domain term
  * is added after them (a bias not started from, or ALiBi not folded); the step's FMA then takes
  * the factor at no cost, one multiplication a score fewer (a positive factor keeps the max).
- * 1 otherwise. */
+ * Likewise scale * log2(e) for a lone bias started from, and 1 otherwise. */
 template <fp_softcap_math MATH, bool FOLD_ALIBI, int MT, int KT>
 __device__ __forceinline__ float fp_tile_modify(float (&s)[MT][KT][4], int row0, int lane, int kb,
                                                 bool edge, bool bias_started,
@@ -253,6 +264,10 @@ __device__ __forceinline__ float fp_tile_modify(float (&s)[MT][KT][4], int row0,
             softmax_factor = log2_factor;
     } else if (alibi && FOLD_ALIBI) {
         fp_tile_alibi(s, row0, lane, kb, mods.scale * FP_LOG2E, mods, c);
+    } else if (!alibi && !bias_after) {
+        /* A bias the dot products started from is scaled with them: the step's FMA takes the
+         * scale, as it does for tiles with no modifier (the scale is positive). */
+        softmax_factor = mods.scale * FP_LOG2E;
     } else {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
