@@ -223,37 +223,26 @@ __device__ __forceinline__ float fp_bias_over_scale(float bias, float inv_scale)
 /* The bias along one row of a thread's accumulators, for the tensor-core layouts (mma.sync's
  * and wgmma's), where a thread holds pairs of adjacent keys 8 apart: keys c + 8 n and
  * c + 8 n + 1 from its first key c. The row's address is formed once a tile, and each pair is
- * one load of two elements where the keys are contiguous and the pair is aligned (two loads
- * otherwise). Reads are unguarded: for tiles whose keys every real row sees, the row clamped to
- * a real one (fp_bias_row_clamped). */
+ * one load of two elements where every row's pairs are aligned (fp_bias_pairs, PAIRS), two
+ * loads otherwise. Reads are unguarded: for tiles whose keys every real row sees, the row
+ * clamped to a real one (fp_bias_row_clamped). */
 template <typename B> struct fp_bias_row {
     struct __align__(2 * sizeof(B)) pair_t {
         B v[2];
     };
     const B *p; /* the entry of (row, first key) */
     int64_t key_stride;
-    bool pairs; /* keys contiguous and p aligned to a pair */
 
     __device__ __forceinline__ void init(const fp_score_mods &m, int64_t head_offset, int row,
                                          int key) {
         key_stride = m.bias_key;
         p = static_cast<const B *>(m.bias) + head_offset + (int64_t)row * m.bias_query +
             (int64_t)key * key_stride;
-        pairs = key_stride == 1 && (uintptr_t)p % sizeof(pair_t) == 0;
     }
 
     /* The bias of keys c + 8 n and c + 8 n + 1. */
-    __device__ __forceinline__ void pair(int n, float *b0, float *b1) const {
-        if (pairs)
-            pair_as<true>(n, b0, b1);
-        else
-            pair_as<false>(n, b0, b1);
-    }
-
-    /* The same where the caller has tested `pairs` once for several pairs: a test per pair
-     * lets the compiler issue both forms' loads and addresses, predicated, for every pair. */
     template <bool PAIRS>
-    __device__ __forceinline__ void pair_as(int n, float *b0, float *b1) const {
+    __device__ __forceinline__ void pair(int n, float *b0, float *b1) const {
         if (PAIRS) {
             const pair_t q = *reinterpret_cast<const pair_t *>(p + 8 * n);
             *b0 = fp_to_f32(q.v[0]);
@@ -264,6 +253,20 @@ template <typename B> struct fp_bias_row {
         }
     }
 };
+
+/* Whether every row's pairs of keys from a thread's first key `key` (even, as are the layouts'
+ * pair offsets) can be read a load at a time: keys contiguous, rows an even number of entries
+ * apart (or one row for all) and the first row's entry aligned to a pair. The caller tests
+ * this once a tile and runs its loop for one form (fp_bias_row::pair<PAIRS>): a test per
+ * pair or per row lets the compiler issue both forms' loads and addresses, predicated, for
+ * every pair. */
+template <typename B>
+__device__ __forceinline__ bool fp_bias_pairs(const fp_score_mods &m, int64_t head_offset,
+                                              int key) {
+    const B *const p = static_cast<const B *>(m.bias) + head_offset + key;
+    return m.bias_key == 1 && m.bias_query % 2 == 0 &&
+           (uintptr_t)p % sizeof(typename fp_bias_row<B>::pair_t) == 0;
+}
 
 /* Rows past the sequence's end (computed, never stored) read the last real row's bias. */
 __device__ __forceinline__ int fp_bias_row_clamped(int row, int nq) {

@@ -56,15 +56,14 @@ __device__ __forceinline__ void fp_tile_mask(float (&s)[MT][KT][4], int row0, in
 }
 
 /* Visits a tile's bias, of element type B, on a tile off the edges (every key within the block's
- * keys): f(s[mt][nt][r], bias) for every accumulator, each row's pairs of keys read a load at a
- * time (fp_bias_row), rows past the sequence's end reading its last row's. Register r of
+ * keys): f(s[mt][nt][r], bias) for every accumulator, each row's pairs of keys read in the form
+ * PAIRS names (fp_bias_row), rows past the sequence's end reading its last row's. Register r of
  * (mt, nt) holds row row0 + 16 mt + fp_mma_acc_row(lane, 0) + 8 (r >> 1) and key
  * kb + fp_mma_acc_col(lane, 0) + 8 nt + (r & 1). */
-template <typename B, int MT, int KT, typename F>
-__device__ __forceinline__ void fp_tile_bias_pairs(float (&s)[MT][KT][4], int row0, int lane,
-                                                   int kb, int64_t head, const fp_score_mods &mods,
-                                                   const fp_tile_keys &c, F f) {
-    const int row = row0 + fp_mma_acc_row(lane, 0), key = kb + fp_mma_acc_col(lane, 0);
+template <bool PAIRS, typename B, int MT, int KT, typename F>
+__device__ __forceinline__ void fp_tile_bias_rows(float (&s)[MT][KT][4], int row, int key,
+                                                  int64_t head, const fp_score_mods &mods,
+                                                  const fp_tile_keys &c, F f) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -74,11 +73,23 @@ __device__ __forceinline__ void fp_tile_bias_pairs(float (&s)[MT][KT][4], int ro
 #pragma unroll
             for (int nt = 0; nt < KT; ++nt) {
                 float b0, b1;
-                br.pair(nt, &b0, &b1);
+                br.template pair<PAIRS>(nt, &b0, &b1);
                 f(s[mt][nt][2 * half], b0);
                 f(s[mt][nt][2 * half + 1], b1);
             }
         }
+}
+
+/* fp_tile_bias_rows in the form the tile's bias allows, tested once (fp_bias_pairs). */
+template <typename B, int MT, int KT, typename F>
+__device__ __forceinline__ void fp_tile_bias_pairs(float (&s)[MT][KT][4], int row0, int lane,
+                                                   int kb, int64_t head, const fp_score_mods &mods,
+                                                   const fp_tile_keys &c, F f) {
+    const int row = row0 + fp_mma_acc_row(lane, 0), key = kb + fp_mma_acc_col(lane, 0);
+    if (fp_bias_pairs<B>(mods, head, key))
+        fp_tile_bias_rows<true, B>(s, row, key, head, mods, c, f);
+    else
+        fp_tile_bias_rows<false, B>(s, row, key, head, mods, c, f);
 }
 
 /* The bias, of element type B, added where a real row sees the key: masked scores are -inf
@@ -109,14 +120,15 @@ __device__ __forceinline__ void fp_tile_add_bias(float (&s)[MT][KT][4], int row0
 }
 
 /* The start of a tile's scores from a bias that does not vary with the query (a key-padding
- * bias): each pair of keys read once for all of a lane's rows, in the form PAIRS names. */
+ * bias): each pair of keys read once for all of a lane's rows, in the form PAIRS names
+ * (fp_bias_pairs). */
 template <bool PAIRS, typename B, int MT, int KT>
 __device__ __forceinline__ void fp_tile_bias_start_keys(float (&s)[MT][KT][4],
                                                         const fp_bias_row<B> &br, float inv_scale) {
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt) {
         float b0, b1;
-        br.template pair_as<PAIRS>(nt, &b0, &b1);
+        br.template pair<PAIRS>(nt, &b0, &b1);
         b0 *= inv_scale;
         b1 *= inv_scale;
 #pragma unroll
@@ -161,7 +173,7 @@ fp_tile_bias_start_as(float (&s)[MT][KT][4], int row0, int lane, int kb, bool ed
     if (mods.bias_query == 0) {
         fp_bias_row<B> br;
         br.init(mods, head, 0, key);
-        if (br.pairs)
+        if (fp_bias_pairs<B>(mods, head, key))
             fp_tile_bias_start_keys<true>(s, br, inv_scale);
         else
             fp_tile_bias_start_keys<false>(s, br, inv_scale);

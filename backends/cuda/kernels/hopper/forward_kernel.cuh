@@ -252,11 +252,44 @@ fp_hopper_add_bias(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int
     }
 }
 
+/* A tile's bias off the edges, each row's pairs of keys read in the form PAIRS names
+ * (fp_bias_row; the caller tests fp_bias_pairs once): a bias that does not vary with the query
+ * read once for both of a thread's rows. */
+template <bool PAIRS, typename B, int BC>
+static __device__ __forceinline__ void fp_hopper_bias_rows(float (&s)[BC / 2],
+                                                           const fp_score_mods &m, float inv_scale,
+                                                           int64_t at, int nq, int row, int key) {
+    fp_bias_row<B> r0;
+    r0.init(m, at, fp_bias_row_clamped(row, nq), key);
+    if (m.bias_query == 0) {
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+            float b0, b1;
+            r0.template pair<PAIRS>(n, &b0, &b1);
+            s[4 * n] = s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
+            s[4 * n + 1] = s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
+        }
+        return;
+    }
+    fp_bias_row<B> r1;
+    r1.init(m, at, fp_bias_row_clamped(row + 8, nq), key);
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) {
+        float b0, b1;
+        r0.template pair<PAIRS>(n, &b0, &b1);
+        s[4 * n] = fp_bias_over_scale(b0, inv_scale);
+        s[4 * n + 1] = fp_bias_over_scale(b1, inv_scale);
+        r1.template pair<PAIRS>(n, &b0, &b1);
+        s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
+        s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
+    }
+}
+
 /* The start of a tile's S for a bias that rides in the accumulators (score_mods.cuh,
  * fp_bias_in_accumulators): bias / scale read as B. Edge tiles read each entry on its own and
  * start keys past Nkv at 0 (the mask sets them, and the keys a row does not see, to -inf);
- * other tiles read a row's pairs of keys a load at a time (fp_bias_row), once for both of a
- * thread's rows when the bias does not vary with the query. Rows past Nq read the last row's.
+ * other tiles take fp_hopper_bias_rows in the form fp_bias_pairs allows. Rows past Nq read the
+ * last row's.
  * Register i holds row fp_hopper_acc_row(tid, 0) + 8 ((i / 2) % 2) and key
  * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. Read from global memory just before the
  * tile's GEMMs: staging it a tile ahead in shared memory by cp.async was measured slower, and
@@ -282,30 +315,10 @@ fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_sc
         }
         return;
     }
-    fp_bias_row<B> r0;
-    r0.init(m, at, fp_bias_row_clamped(row, nq), key);
-    if (m.bias_query == 0) {
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n) {
-            float b0, b1;
-            r0.pair(n, &b0, &b1);
-            s[4 * n] = s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
-            s[4 * n + 1] = s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
-        }
-        return;
-    }
-    fp_bias_row<B> r1;
-    r1.init(m, at, fp_bias_row_clamped(row + 8, nq), key);
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) {
-        float b0, b1;
-        r0.pair(n, &b0, &b1);
-        s[4 * n] = fp_bias_over_scale(b0, inv_scale);
-        s[4 * n + 1] = fp_bias_over_scale(b1, inv_scale);
-        r1.pair(n, &b0, &b1);
-        s[4 * n + 2] = fp_bias_over_scale(b0, inv_scale);
-        s[4 * n + 3] = fp_bias_over_scale(b1, inv_scale);
-    }
+    if (fp_bias_pairs<B>(m, at, key))
+        fp_hopper_bias_rows<true, B, BC>(s, m, inv_scale, at, nq, row, key);
+    else
+        fp_hopper_bias_rows<false, B, BC>(s, m, inv_scale, at, nq, row, key);
 }
 
 template <int BC>

@@ -45,9 +45,10 @@
  * instance (flash_forward_kernel.cuh): dense problems the fastest of scripts/tc-sweep.sh on the
  * H200 (bf16, N = 16384, causal and not); problems with features the fastest for their
  * instance (bf16, N = 4096, causal): a paged cache alone (16-row pages), softcap or ALiBi on a
- * dense layout (the dense defaults again), and the masked and modified instances, whose extra
- * live values make the larger tiles spill (a window, paged K/V with other features, a bias, or
- * softcap and ALiBi beside them; bench/results). */
+ * dense layout (the dense defaults again), the masked instance (a window, or paged K/V with
+ * other features), whose extra live values make the larger tiles spill, and the modified
+ * instance (a bias, or softcap and ALiBi beside other features), 64-key tiles at d = 64 and
+ * d = 128 (bench/results). */
 #define FP_TC_DEFAULT_CONFIG_D64  1
 #define FP_TC_DEFAULT_CONFIG_D128 2
 #define FP_TC_DEFAULT_CONFIG_D256 1
@@ -60,8 +61,8 @@
 #define FP_TC_MASKED_CONFIG_D64   2
 #define FP_TC_MASKED_CONFIG_D128  1
 #define FP_TC_MASKED_CONFIG_D256  1
-#define FP_TC_MODIFIED_CONFIG_D64  1
-#define FP_TC_MODIFIED_CONFIG_D128 1
+#define FP_TC_MODIFIED_CONFIG_D64  0
+#define FP_TC_MODIFIED_CONFIG_D128 2
 #define FP_TC_MODIFIED_CONFIG_D256 1
 
 #endif /* FP_MMA_TILE_CONFIGS_H */
