@@ -259,6 +259,11 @@ int main(void) {
            "no modified-instance config for d=128");
     EXPECT(config_exists(256, FP_TC_MODIFIED_CONFIG_D256),
            "no modified-instance config for d=256");
+    EXPECT(config_exists(64, FP_TC_NARROW_WINDOW_CONFIG_D64), "no narrow-window config for d=64");
+    EXPECT(config_exists(128, FP_TC_NARROW_WINDOW_CONFIG_D128),
+           "no narrow-window config for d=128");
+    EXPECT(config_exists(256, FP_TC_NARROW_WINDOW_CONFIG_D256),
+           "no narrow-window config for d=256");
     for (int i = 0; i < n_configs; ++i) check_config(&configs[i]);
     printf("test_mma_layout: %d configs, %d checks, %d failed\n", n_configs, checks, failures);
     return failures ? 1 : 0;

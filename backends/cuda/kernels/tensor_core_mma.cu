@@ -34,8 +34,15 @@
 
 static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
-/* The default configuration of a padded head dim for the instance a problem runs. */
-static int default_config(int padded_d, enum fp_attn_instance features) {
+/* Whether p's visible keys lie in a band of at most FP_TC_NARROW_WINDOW_KEYS a query row. */
+static int narrow_window(const fp_problem *p) {
+    const int64_t right = p->causal ? 0 : p->window_right;
+    return p->window_left >= 0 && right >= 0 &&
+           p->window_left + right + 1 <= FP_TC_NARROW_WINDOW_KEYS;
+}
+
+/* The default configuration of a padded head dim for the instance p runs. */
+static int default_config(int padded_d, const fp_problem *p) {
     static const int configs[5][3] = {
         {FP_TC_DEFAULT_CONFIG_D64, FP_TC_DEFAULT_CONFIG_D128, FP_TC_DEFAULT_CONFIG_D256},
         {FP_TC_PAGED_CONFIG_D64, FP_TC_PAGED_CONFIG_D128, FP_TC_PAGED_CONFIG_D256},
@@ -44,7 +51,12 @@ static int default_config(int padded_d, enum fp_attn_instance features) {
         {FP_TC_MASKED_CONFIG_D64, FP_TC_MASKED_CONFIG_D128, FP_TC_MASKED_CONFIG_D256},
         {FP_TC_MODIFIED_CONFIG_D64, FP_TC_MODIFIED_CONFIG_D128, FP_TC_MODIFIED_CONFIG_D256},
     };
-    return configs[features][padded_d == 64 ? 0 : padded_d == 128 ? 1 : 2];
+    static const int narrow[3] = {FP_TC_NARROW_WINDOW_CONFIG_D64, FP_TC_NARROW_WINDOW_CONFIG_D128,
+                                  FP_TC_NARROW_WINDOW_CONFIG_D256};
+    const int col = padded_d == 64 ? 0 : padded_d == 128 ? 1 : 2;
+    const enum fp_attn_instance features = fp_attn_instance_of(p);
+    if (features == FP_ATTN_MASKED && narrow_window(p)) return narrow[col];
+    return configs[features][col];
 }
 
 typedef gpuError_t (*instance_launcher)(const fp_tc_params &prm, dim3 grid, gpuStream_t stream);
@@ -117,12 +129,12 @@ static int config_count(int padded_d) {
 /* The configuration index for padded head dim padded_d: FP_TC_CONFIG_ENV when set and not
  * empty (*named = 1), else the default of the problem's instance. -1 and the reason in why
  * when the variable names no config. */
-static int choose_config(int padded_d, enum fp_attn_instance features, int *named, char *why,
+static int choose_config(int padded_d, const fp_problem *p, int *named, char *why,
                          size_t why_len) {
     const int index =
         fp_config_from_env(FP_TC_CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
     *named = index != FP_CONFIG_ENV_UNSET;
-    return *named ? index : default_config(padded_d, features);
+    return *named ? index : default_config(padded_d, p);
 }
 
 static int aligned(const void *ptr, unsigned bytes) { return ((uintptr_t)ptr % bytes) == 0; }
@@ -157,7 +169,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     if (!fp_attn_general_strides_fit(p, 8, why, why_len)) return 0;
     const int padded_d = padded_head_dim(p->head_dim);
     int named = 0;
-    *config = choose_config(padded_d, fp_attn_instance_of(p), &named, why, why_len);
+    *config = choose_config(padded_d, p, &named, why, why_len);
     if (*config < 0) return 0;
     /* A default sized for sm_90 may not fit a device with less shared memory; unless the config
      * was named, the lowest-numbered one that fits stands in for it. */
