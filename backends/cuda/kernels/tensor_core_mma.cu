@@ -129,8 +129,7 @@ static int config_count(int padded_d) {
 /* The configuration index for padded head dim padded_d: FP_TC_CONFIG_ENV when set and not
  * empty (*named = 1), else the default of the problem's instance. -1 and the reason in why
  * when the variable names no config. */
-static int choose_config(int padded_d, const fp_problem *p, int *named, char *why,
-                         size_t why_len) {
+static int choose_config(int padded_d, const fp_problem *p, int *named, char *why, size_t why_len) {
     const int index =
         fp_config_from_env(FP_TC_CONFIG_ENV, padded_d, config_count(padded_d), why, why_len);
     *named = index != FP_CONFIG_ENV_UNSET;

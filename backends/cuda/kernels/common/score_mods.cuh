@@ -241,8 +241,7 @@ template <typename B> struct fp_bias_row {
     }
 
     /* The bias of keys c + 8 n and c + 8 n + 1. */
-    template <bool PAIRS>
-    __device__ __forceinline__ void pair(int n, float *b0, float *b1) const {
+    template <bool PAIRS> __device__ __forceinline__ void pair(int n, float *b0, float *b1) const {
         if (PAIRS) {
             const pair_t q = *reinterpret_cast<const pair_t *>(p + 8 * n);
             *b0 = fp_to_f32(q.v[0]);
