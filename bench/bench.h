@@ -20,10 +20,11 @@ enum {
     BENCH_EXIT_UNAVAILABLE = 3
 };
 
-/* A shape of the run. The feature fields are off when zero, so that a shape written with only
- * the first fields is plain attention. */
+/* bench_shape.bias: which bias a shape carries. */
 enum { BENCH_BIAS_NONE, BENCH_BIAS_KEYS, BENCH_BIAS_QUERIES };
 
+/* A shape of the run. The feature fields are off when zero, so that a shape written with only
+ * the first fields is plain attention. */
 typedef struct bench_shape {
     int64_t batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
     flashport_dtype dtype; /* FP8: O is bf16, descales per tensor */
