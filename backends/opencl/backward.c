@@ -3,14 +3,15 @@
  *
  * One tile shape per device kind keeps the programs few (PoCL builds each in seconds): blocks
  * of 32 query rows and 32 keys, 4x4 score tiles per work-item on CPUs (64 work-items, which
- * PoCL runs as loops between barriers) and 2x4 on GPUs (128), the head dim staged 32 columns
- * at a time, output tiles of 4 rows. DV, the output columns per work-group, is 1024 on CPUs
- * whatever the head dim (columns past it are skipped at run time, so that one program serves
- * every head dim up to 1024 without recomputing the scores per slice); on GPUs the head dim
- * rounded up to a power of two between 64 and 128, which keeps the dK and dV accumulators in
- * registers. Wider heads are split into column slices. Every feature is a runtime argument:
- * one program per dtype on a CPU. FLASHPORT_OPENCL_BACKWARD_SHAPE=gpu (or cpu) takes that
- * device kind's shape on any device, so that a CPU driver can test the GPU one.
+ * PoCL runs as loops between barriers) and on GPUs for heads of up to 64 columns, 2x4 (128) on
+ * GPUs for wider heads, the head dim staged 32 columns at a time, output tiles of 4 rows. DV,
+ * the output columns per work-group, is 1024 on CPUs whatever the head dim (columns past it are
+ * skipped at run time, so that one program serves every head dim up to 1024 without recomputing
+ * the scores per slice); on GPUs the head dim rounded up to a power of two between 64 and 128,
+ * which keeps the dK and dV accumulators in registers. Wider heads are split into column
+ * slices. Every feature is a runtime argument: one program per dtype on a CPU.
+ * FLASHPORT_OPENCL_BACKWARD_SHAPE=gpu (or cpu) takes that device kind's shape on any device, so
+ * that a CPU driver can test the GPU one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -74,7 +75,10 @@ flashport_status fp_cl_backward_plan(const fp_cl_device_desc *dev, const fp_prob
         }
         gpu_like = strcmp(shape, "gpu") == 0;
     }
-    fp_cl_backward_params t = {32, 32, gpu_like ? 2 : 4, 32, 16, 0, 4};
+    /* GPUs: heads of up to 64 columns take the 4x4 score tiles too (64 work-items, two float4
+     * groups of dK/dV columns each instead of one), wider heads 2x4 (128). */
+    const int32_t tm = gpu_like && p->head_dim > 64 ? 2 : 4;
+    fp_cl_backward_params t = {32, 32, tm, 32, 16, 0, 4};
     /* Columns come in float4 groups, 8 (CPUs) or 16 (GPUs) of them across a row. */
     const int32_t dv_min = gpu_like ? 64 : 32;
     t.dv = gpu_like ? round_up_pow2(p->head_dim, dv_min, 128) : 1024;
