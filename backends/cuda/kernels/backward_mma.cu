@@ -9,7 +9,8 @@
  * leaves dQ to the query-tile kernel (backward/mma_q_kernel.cuh), which recomputes P and dS.
  *
  * Instances per input type and head dim: with or without score modifiers (softcap, ALiBi, bias:
- * exact per-element scores), and for the key-tile kernel with or without the dQ atomics. Masks,
+ * exact per-element scores), and for the key-tile kernel with or without the dQ atomics and with
+ * the query rows a step that fit the device (backward/mma_common.cuh). Masks,
  * windows, varlen and GQA are run-time values of every instance. Rows move by cp.async only, so
  * Q, K, V, O and the gradients need strides in whole 16-byte chunks.
  */
@@ -25,6 +26,28 @@ static int chunk_strides(const flashport_strides *s) {
 }
 
 static int aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
+
+static bool has_score_mods(const fp_problem *p) {
+    return p->softcap > 0.0f || p->alibi != FLASHPORT_ALIBI_NONE || p->bias.enabled;
+}
+
+static size_t kv_smem_bytes(int64_t d, int rows) {
+    if (d == 64) return fp_bwd_mma_kv_smem<64, fp_bwd_mma_kv_rows<64, false>()>::BYTES;
+    return rows == FP_BWD_MMA_KV_ROWS_SMALL
+               ? fp_bwd_mma_kv_smem<128, FP_BWD_MMA_KV_ROWS_SMALL>::BYTES
+               : fp_bwd_mma_kv_smem<128, fp_bwd_mma_kv_rows<128, false>()>::BYTES;
+}
+
+/* Query rows of p's key-tile step on this device: its instance's (fp_bwd_mma_kv_rows), or at
+ * d = 128 FP_BWD_MMA_KV_ROWS_SMALL where those rows' shared memory exceeds the device's. */
+static int kv_rows(const fp_problem *p, const fp_gpu_device_props *props) {
+    const bool mods = has_score_mods(p);
+    if (p->head_dim == 64) return fp_bwd_mma_kv_rows<64, false>();
+    if (mods) return fp_bwd_mma_kv_rows<128, true>();
+    const int rows = fp_bwd_mma_kv_rows<128, false>();
+    return kv_smem_bytes(128, rows) <= props->smem_per_block_optin ? rows
+                                                                   : FP_BWD_MMA_KV_ROWS_SMALL;
+}
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
@@ -52,8 +75,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  "cp.async)");
         return 0;
     }
-    const size_t smem =
-        p->head_dim == 64 ? fp_bwd_mma_kv_smem<64>::BYTES : fp_bwd_mma_kv_smem<128>::BYTES;
+    const size_t smem = kv_smem_bytes(p->head_dim, kv_rows(p, props));
     if (smem > props->smem_per_block_optin) {
         snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
                  props->smem_per_block_optin);
@@ -67,22 +89,23 @@ static size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params)
     return fp_bwd_workspace_bytes(p);
 }
 
-template <typename T, int D, bool MODS>
+template <typename T, int D, int ROWS, bool MODS>
 static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &a) {
     const fp_problem *p = &L->p;
     const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_MMA_KV_KEYS - 1) / FP_BWD_MMA_KV_KEYS),
                        (unsigned)(p->batch * p->heads_kv));
     const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
                       (unsigned)(p->batch * p->heads_q));
-    constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D>::BYTES, q_smem = fp_bwd_mma_q_smem<D>::BYTES;
+    constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D, ROWS>::BYTES;
+    constexpr size_t q_smem = fp_bwd_mma_q_smem<D>::BYTES;
     gpuError_t e = fp_bwd_preprocess<T, false>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
-        e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, true>, kv_smem>(
+        e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, true>, kv_smem>(
             kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
         return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
     }
-    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, MODS, false>, kv_smem>(
+    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, false>, kv_smem>(
         kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
     if (e != gpuSuccess) return e;
     return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>(q_grid, FP_BWD_MMA_Q_THREADS,
@@ -91,10 +114,15 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
     const fp_bwd_params a = fp_bwd_params_make(L);
-    const bool mods = a.mods.softcap > 0.0f || a.mods.alibi != FLASHPORT_ALIBI_NONE || a.mods.bias;
     if (L->p.head_dim == 64)
-        return mods ? launch_instances<T, 64, true>(L, a) : launch_instances<T, 64, false>(L, a);
-    return mods ? launch_instances<T, 128, true>(L, a) : launch_instances<T, 128, false>(L, a);
+        return has_score_mods(&L->p)
+                   ? launch_instances<T, 64, fp_bwd_mma_kv_rows<64, true>(), true>(L, a)
+                   : launch_instances<T, 64, fp_bwd_mma_kv_rows<64, false>(), false>(L, a);
+    if (has_score_mods(&L->p))
+        return launch_instances<T, 128, fp_bwd_mma_kv_rows<128, true>(), true>(L, a);
+    return kv_rows(&L->p, L->props) == FP_BWD_MMA_KV_ROWS_SMALL
+               ? launch_instances<T, 128, FP_BWD_MMA_KV_ROWS_SMALL, false>(L, a)
+               : launch_instances<T, 128, fp_bwd_mma_kv_rows<128, false>(), false>(L, a);
 }
 
 static gpuError_t launch(const fp_gpu_launch *L) {

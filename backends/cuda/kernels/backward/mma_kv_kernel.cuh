@@ -2,7 +2,7 @@
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
  * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps of 16 keys each.
  * K and V of the tile stay in shared memory; the block walks every query tile of
- * fp_bwd_mma_kv_rows<D> rows that sees one of its keys, for each query head of the kv head's group
+ * BR rows (fp_bwd_mma_kv_rows) that sees one of its keys, for each query head of the kv head's group
  * in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and D from
  * the preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole walk, so
  * GQA sums its group's heads in a fixed order.
@@ -32,8 +32,8 @@
 #include "../mma/tile_loader.cuh"
 #include "mma_common.cuh"
 
-template <int D> struct fp_bwd_mma_kv_smem {
-    static constexpr int BC = FP_BWD_MMA_KV_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+template <int D, int BR> struct fp_bwd_mma_kv_smem {
+    static constexpr int BC = FP_BWD_MMA_KV_KEYS;
     static constexpr int DS_LD = BR + 8; /* elements a row of dS^T */
     static constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
     /* K, V; the stages of Q, dO; dS^T; the stages of LSE and D (f32). */
@@ -41,16 +41,16 @@ template <int D> struct fp_bwd_mma_kv_smem {
         (size_t)2 * (2 * BC * D + STAGES * 2 * BR * D + BC * DS_LD) + (size_t)4 * STAGES * 2 * BR;
 };
 
-template <typename T, int D, bool MODS, bool DQ_ATOMIC>
+template <typename T, int D, int BR, bool MODS, bool DQ_ATOMIC>
 __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BC = FP_BWD_MMA_KV_KEYS, BR = fp_bwd_mma_kv_rows<D>();
+    constexpr int BC = FP_BWD_MMA_KV_KEYS;
     constexpr int THREADS = FP_BWD_MMA_KV_THREADS, WARPS = FP_BWD_MMA_KV_WARPS;
     constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
     static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
     constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
-    constexpr int DS_LD = fp_bwd_mma_kv_smem<D>::DS_LD;
+    constexpr int DS_LD = fp_bwd_mma_kv_smem<D, BR>::DS_LD;
     constexpr int Q_TILES = BR / 8;    /* n-tiles of S^T (queries) */
     constexpr int QK_STEPS = D / 16;   /* k-steps of S^T and dP^T */
     constexpr int D_TILES = D / 8;     /* n-tiles of dK, dV */
