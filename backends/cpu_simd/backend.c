@@ -35,13 +35,14 @@ static int probe(char *reason, size_t reason_len) {
 }
 
 static void chosen_path(char *buf, size_t len) {
-    char why[160];
+    char why[160], why_tiles[224];
     const int variant = cs_auto_variant(0, why, sizeof why);
-    const char *why_bf16, *why_amx;
-    const int bf16 = cs_avx512bf16_usable(&why_bf16), amx = cs_amxbf16_usable(&why_amx);
-    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s); amxbf16 %s (%s)", cs_variant_name(variant),
-             why, bf16 ? cs_variant_name(CS_VARIANT_AVX512BF16) : cs_variant_name(variant),
-             why_bf16, amx ? "runs when forced" : "cannot run", why_amx);
+    const int tiles = cs_bf16_tile_variant(why_tiles, sizeof why_tiles);
+    const char *why_bf16;
+    const int bf16 = cs_avx512bf16_usable(&why_bf16);
+    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s), decodes on %s", cs_variant_name(variant),
+             why, cs_variant_name(tiles >= 0 ? tiles : variant), why_tiles,
+             cs_variant_name(bf16 ? CS_VARIANT_AVX512BF16 : variant));
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {
@@ -58,7 +59,7 @@ static flashport_status device_info(int device, flashport_device_info *out) {
     out->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     out->compute_units = topo->cores;
 
-    char features[128], half[96], path[384], topology[160];
+    char features[128], half[96], path[512], topology[160];
     cs_cpu_feature_list(cpu, features, sizeof features);
     cs_cpu_half_products(cpu, half, sizeof half);
     chosen_path(path, sizeof path);
@@ -158,7 +159,7 @@ static flashport_status open_device(int device, const fp_device_ops **ops, void 
     cs_device *d = calloc(1, sizeof *d);
     if (!d)
         return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME, "open: out of host memory");
-    char path[384];
+    char path[512];
     chosen_path(path, sizeof path);
     const char *why_threads;
     const int threads = cs_threads_default(&why_threads);

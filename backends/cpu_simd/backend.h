@@ -25,6 +25,10 @@ int cs_avx2_usable(int f16, const char **why);
 int cs_avx512_usable(const char **why);
 int cs_avx512bf16_usable(const char **why);
 int cs_amxbf16_usable(const char **why);
+/* The path of bf16 products that the planner gives bf16 problems of the tile path: amxbf16
+ * where Linux grants the tiles, else avx512bf16 where cs_bf16_dot_vs_fma() says its products
+ * pay; -1 for the float32 products. why says which and why. */
+int cs_bf16_tile_variant(char *why, size_t len);
 int cs_usable(int variant, int f16, const char **why);
 /* The path the planner takes when none is forced, with the reason in why[len]. */
 int cs_auto_variant(int f16, char *why, unsigned long len);
@@ -37,5 +41,10 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
 
 /* f32 FMA rate of one core and of all threads, and copy bandwidth (fp_device_ops.measure_peaks). */
 flashport_status cs_measure_peaks(flashport_peaks *out);
+
+/* FLOP/s of vdpbf16ps over that of the AVX-512 FMA on one core, measured once per process
+ * (~10 ms, at the first call); 0 where either is not usable. The planner's test of whether bf16
+ * products pay. */
+double cs_bf16_dot_vs_fma(void);
 
 #endif /* CS_BACKEND_H */

@@ -1,7 +1,8 @@
 /* The CPU's own ceilings, measured: f32 FMA rate of one core and of all threads, and memory
- * copy bandwidth. */
+ * copy bandwidth; and for the planner, the rate of bf16 dot products against f32 FMAs. */
 /* clock_gettime: POSIX beyond C11. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,4 +152,40 @@ flashport_status cs_measure_peaks(flashport_peaks *out) {
              "read+write bytes",
              kind, REPEATS, threads, threads);
     return FLASHPORT_OK;
+}
+
+/* vdpbf16ps against the AVX-512 FMA, FLOP for FLOP, on one core: measured, because cores
+ * differ by 4x (a Zen 5 core runs the dot product at 1.83x the FMA's FLOP rate, a Sapphire
+ * Rapids-class Xeon at 0.48x; bench/results/2026-12-04_xeon-amx-2core_cpu-bf16-amx.md). Each
+ * loop runs ~0.5-2 ms, alternated three times, the best of each kept. */
+static pthread_once_t g_bf16_once = PTHREAD_ONCE_INIT;
+static double g_bf16_vs_fma;
+
+static double one_core_rate(fma_loop loop, int64_t iterations) {
+    const double t0 = thread_cpu_s();
+    const double flops = loop(iterations);
+    const double dt = thread_cpu_s() - t0;
+    return dt > 0.0 ? flops / dt : 0.0;
+}
+
+static void measure_bf16_vs_fma(void) {
+#if defined(CS_HAVE_AVX512BF16_KERNELS) && defined(CS_HAVE_AVX512_KERNELS)
+    const char *why;
+    if (!cs_avx512bf16_usable(&why) || !cs_avx512_usable(&why)) return;
+    const int64_t iterations = (int64_t)1 << 18;
+    double dot = 0.0, fma = 0.0;
+    one_core_rate(cs_fma_peak_avx512, iterations); /* the core at its AVX-512 clock first */
+    for (int rep = 0; rep < 3; ++rep) {
+        const double d = one_core_rate(cs_bf16_dot_peak, iterations);
+        const double f = one_core_rate(cs_fma_peak_avx512, iterations);
+        dot = d > dot ? d : dot;
+        fma = f > fma ? f : fma;
+    }
+    g_bf16_vs_fma = fma > 0.0 ? dot / fma : 0.0;
+#endif
+}
+
+double cs_bf16_dot_vs_fma(void) {
+    pthread_once(&g_bf16_once, measure_bf16_vs_fma);
+    return g_bf16_vs_fma;
 }

@@ -1,5 +1,6 @@
 /* Which path runs a problem, with which tiles and threads, and why. */
 #include <stdio.h>
+#include <string.h>
 
 #include "attention.h"
 #include "backward.h"
@@ -145,19 +146,56 @@ static flashport_status plan_backward(const fp_problem *p, const char *why, int 
     return FLASHPORT_OK;
 }
 
-/* The variant of bf16 products for p, or -1: bf16 inputs take the AVX512-BF16 variant where
- * the CPU has it: its tile path, or for a decode the decode path with the scores on its dot
- * products (half the instructions per key of widening K; groups of many rows, which compute
- * bounds rather than memory, gain most).
- * amxbf16 runs only when forced until it has been checked and measured on a CPU with AMX (none
- * of the development machines has one). Forced, avx512bf16 or amxbf16 runs every bf16 forward
- * problem on the tile path. */
+/* bf16 products pay on the tile path only where the dot product outruns the FMA by this much
+ * FLOP for FLOP: the pairs' packing and P's rounding cost about a tenth of the path's time
+ * (at 1.83x the FMA's rate the path ran 1.43-1.76x the float32 products' speed; at 0.48x,
+ * 0.58-0.82x). */
+#define CS_BF16_DOT_MIN_SPEEDUP 1.25
+
+int cs_bf16_tile_variant(char *why, size_t len) {
+    const char *why_bf16, *why_amx;
+    if (!cs_avx512bf16_usable(&why_bf16)) {
+        snprintf(why, len, "float32 products: %s", why_bf16);
+        return -1;
+    }
+    if (cs_amxbf16_usable(&why_amx)) {
+        snprintf(why, len, "Q K^T on AMX tiles; %s", why_amx);
+        return CS_VARIANT_AMXBF16;
+    }
+    const double speedup = cs_bf16_dot_vs_fma();
+    if (speedup < CS_BF16_DOT_MIN_SPEEDUP) {
+        snprintf(why, len,
+                 "float32 products: vdpbf16ps measured at %.2fx the FMA's FLOP rate, under the "
+                 "%.2fx at which pairs pay; %s",
+                 speedup, CS_BF16_DOT_MIN_SPEEDUP, why_amx);
+        return -1;
+    }
+    snprintf(why, len, "vdpbf16ps measured at %.2fx the FMA's FLOP rate; %s", speedup, why_amx);
+    return CS_VARIANT_AVX512BF16;
+}
+
+/* The variant of bf16 products for p, or -1 (p stays on the float32 products of the variant
+ * cs_auto_variant chose, and why says so where the CPU has bf16 products). A decode takes the
+ * decode path of avx512bf16 where the CPU has it: the scores on its dot products, half the
+ * instructions per key of widening K (where the dot product runs at half the FMA's rate that
+ * is the same time: memory bounds a decode). Other problems take cs_bf16_tile_variant's.
+ * Forced, avx512bf16 or amxbf16 runs every bf16 forward problem on the tile path. */
 static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
     const char *why_bf16;
     if (p->dtype != FLASHPORT_BF16 || !cs_avx512bf16_usable(&why_bf16)) return -1;
-    snprintf(why, len, "bf16 inputs, %s%s", why_bf16,
-             decode ? "; decode scores on its dot products" : "");
-    return CS_VARIANT_AVX512BF16;
+    if (decode) {
+        snprintf(why, len, "bf16 inputs, %s; decode scores on its dot products", why_bf16);
+        return CS_VARIANT_AVX512BF16;
+    }
+    char why_tiles[224];
+    const int variant = cs_bf16_tile_variant(why_tiles, sizeof why_tiles);
+    if (variant < 0) {
+        const size_t used = strlen(why);
+        snprintf(why + used, len - used, "; bf16 inputs on %s", why_tiles);
+        return -1;
+    }
+    snprintf(why, len, "bf16 inputs, %s", why_tiles);
+    return variant;
 }
 
 flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out) {
@@ -168,7 +206,7 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
         snprintf(out->reason, sizeof out->reason, "no variant %d", forced);
         return cs_host->error(FLASHPORT_ERROR_UNKNOWN_KERNEL, CS_NAME, "plan: %s", out->reason);
     }
-    char why[160] = "forced";
+    char why[256] = "forced";
     if (forced >= 0) {
         const char *why_not;
         if (!cs_usable(forced, f16, &why_not) || !cs_variant_ops(forced)) {

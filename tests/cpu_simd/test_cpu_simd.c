@@ -245,6 +245,41 @@ static int run_case(flashport_context *ctx, const test_case *tc, const tensors *
 }
 
 /* The planner's own choice on this CPU, and the scratch bound of the issue (N = 65536). */
+static int plans_as(flashport_context *ctx, const flashport_problem *p, const char *kernel) {
+    flashport_problem forced = *p;
+    forced.kernel = kernel;
+    flashport_plan_info info;
+    return flashport_plan(ctx, &forced, &info) == FLASHPORT_OK;
+}
+
+/* The planner's path for a bf16 prefill: amxbf16 wherever it can run; else avx512bf16 or the
+ * float32 products, the reason giving the measured rate of vdpbf16ps that decided. */
+static int check_bf16_plan(flashport_context *ctx) {
+    flashport_problem p;
+    flashport_problem_init(&p, FLASHPORT_BF16, 1, 4, 4, 2048, 2048, 128, FLASHPORT_LAYOUT_BHND);
+    flashport_plan_info info;
+    if (flashport_plan(ctx, &p, &info) != FLASHPORT_OK) {
+        printf("FAIL plan (bf16): %s\n", flashport_last_error());
+        return 1;
+    }
+    printf("plan (auto, bf16): %s: %s\n", info.kernel, info.reason);
+    const char *expected = NULL, *says = NULL;
+    if (plans_as(ctx, &p, "amxbf16")) {
+        expected = "amxbf16";
+        says = "AMX tiles";
+    } else if (plans_as(ctx, &p, "avx512bf16")) {
+        const int pairs = strcmp(info.kernel, "avx512bf16") == 0;
+        expected = pairs ? "avx512bf16" : "avx512";
+        says = pairs ? "vdpbf16ps measured at" : "on float32 products: vdpbf16ps measured at";
+    }
+    if (expected && (strcmp(info.kernel, expected) != 0 || !strstr(info.reason, says))) {
+        printf("FAIL plan (bf16): expected %s saying \"%s\", got %s\n", expected, says,
+               info.kernel);
+        return 1;
+    }
+    return 0;
+}
+
 static int check_plans(flashport_context *ctx) {
     int failures = 0;
     flashport_problem p;
@@ -274,7 +309,7 @@ static int check_plans(flashport_context *ctx) {
         printf("FAIL plan: forcing portable gave %s (%s)\n", info.kernel, flashport_last_error());
         ++failures;
     }
-    return failures;
+    return failures + check_bf16_plan(ctx);
 }
 
 /* A row whose every score is -inf (a -inf in Q against positive keys) gets O = 0 and

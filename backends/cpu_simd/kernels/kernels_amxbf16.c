@@ -3,10 +3,9 @@
  * bf16 path's layouts in place; P V stays on AVX512-BF16 (bf16_pair_kernels.h), whose
  * transposed P the softmax leaves, and so do the softmax and the rows' loads and stores
  * (simd_kernels.h on AVX-512F). This file alone is compiled with -mamx-tile -mamx-bf16 (and
- * the AVX512-BF16 path's flags). It runs only when forced (the planner does not take it by
- * itself until it has run on a CPU with AMX), and only after cpuid said the CPU has AMX-BF16
- * and AVX512-BF16, XCR0 that the OS saves the tile state, and Linux granted this process the
- * tile data (cs_amx_permitted).
+ * the AVX512-BF16 path's flags). It runs (planned for bf16 problems of the tile path, or
+ * forced) only after cpuid said the CPU has AMX-BF16 and AVX512-BF16, XCR0 that the OS saves
+ * the tile state, and Linux granted this process the tile data (cs_amx_permitted).
  *
  * Each call of the scores kernel loads its tile configuration and releases the tiles at the
  * end, so that a thread holds AMX state only inside it.
