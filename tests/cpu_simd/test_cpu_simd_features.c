@@ -694,11 +694,12 @@ static int same_bits_across_threads(flashport_context *ctx, const problem *p, co
 }
 
 /* Random decode problems with every feature, each checked against the reference, planned on
- * the decode path of variant `label` (unless it has a bias, which goes to the tile path) and,
- * for one in four, the same bits with 1 and 2 threads. kernel: the variant forced, or NULL for
- * the planner's choice. */
+ * the decode path of variant `label` (unless it has a bias, which goes to the tile path, or
+ * amx_rows > 0 and it has that many query rows a KV head, which the planner gives to amxbf16)
+ * and, for one in four, the same bits with 1 and 2 threads. kernel: the variant forced, or
+ * NULL for the planner's choice. */
 static int decode_cases(flashport_context *ctx, flashport_context *ref, const char *kernel,
-                        const char *label) {
+                        const char *label, int amx_rows) {
     int failures = 0, cases = 0, decoded = 0;
     for (unsigned f = 0; f <= F_ALL; f += 3)
         for (int round = 0; round < 2; ++round) {
@@ -706,7 +707,8 @@ static int decode_cases(flashport_context *ctx, flashport_context *ref, const ch
             problem p;
             build(&s, &p);
             const int on_decode = planned_decode(ctx, &p, kernel, label);
-            if (on_decode != !(f & F_BIAS)) {
+            const int to_tiles = amx_rows && s.heads_q / s.heads_kv * s.seq_q >= amx_rows;
+            if (on_decode != (!(f & F_BIAS) && !to_tiles)) {
                 printf("FAIL %s [%s]: planned %s the decode path\n", p.name, label,
                        on_decode ? "on" : "off");
                 ++failures;
@@ -802,7 +804,12 @@ int main(int argc, char **argv) {
         /* Forced, avx512bf16 takes the tile path; the planner sends bf16 decodes to its decode
          * path (scores on vdpbf16ps) by itself. */
         const int planner_picks = strcmp(kernel, "avx512bf16") == 0;
-        failures = decode_cases(ctx, ref, planner_picks ? NULL : kernel, kernel);
+        /* The planner's CS_AMX_DECODE_MIN_ROWS, where it may take amxbf16. */
+        char why_amx[512];
+        const int amx_rows = planner_picks && runnable(ctx, "amxbf16", why_amx, sizeof why_amx)
+                                 ? 32
+                                 : 0;
+        failures = decode_cases(ctx, ref, planner_picks ? NULL : kernel, kernel, amx_rows);
         flashport_context_destroy(ref);
         flashport_context_destroy(ctx);
         printf("%s: %d failed checks\n", failures ? "FAILED" : "PASSED", failures);
