@@ -40,9 +40,13 @@ static void chosen_path(char *buf, size_t len) {
     const int tiles = cs_bf16_tile_variant(why_tiles, sizeof why_tiles);
     const char *why_bf16;
     const int bf16 = cs_avx512bf16_usable(&why_bf16);
-    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s), decodes on %s", cs_variant_name(variant),
+    char amx_decodes[64] = "";
+    if (tiles == CS_VARIANT_AMXBF16)
+        snprintf(amx_decodes, sizeof amx_decodes, " (amxbf16 from %d query rows a KV head)",
+                 CS_AMX_DECODE_MIN_ROWS);
+    snprintf(buf, len, "%s (%s); bf16 inputs: %s (%s), decodes on %s%s", cs_variant_name(variant),
              why, cs_variant_name(tiles >= 0 ? tiles : variant), why_tiles,
-             cs_variant_name(bf16 ? CS_VARIANT_AVX512BF16 : variant));
+             cs_variant_name(bf16 ? CS_VARIANT_AVX512BF16 : variant), amx_decodes);
 }
 
 static flashport_status device_info(int device, flashport_device_info *out) {

@@ -174,11 +174,6 @@ int cs_bf16_tile_variant(char *why, size_t len) {
     return CS_VARIANT_AVX512BF16;
 }
 
-/* A decode of this many query rows a KV head (heads per KV head x positions) or more runs on
- * amxbf16's tile path where the tiles are granted: at 32 and 64 rows 1.24-1.47x the decode
- * path's speed, at 16 level or 5% slower (Nkv = 32768, d = 128, one thread). */
-#define CS_AMX_DECODE_MIN_ROWS 32
-
 /* The variant of bf16 products for p, or -1 (p stays on the float32 products of the variant
  * cs_auto_variant chose, and why says so where the CPU has bf16 products). A decode of at
  * least CS_AMX_DECODE_MIN_ROWS rows a KV head takes amxbf16 (on the tile path) where the tiles
