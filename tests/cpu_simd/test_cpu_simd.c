@@ -244,7 +244,6 @@ static int run_case(flashport_context *ctx, const test_case *tc, const tensors *
     return failures;
 }
 
-/* The planner's own choice on this CPU, and the scratch bound of the issue (N = 65536). */
 static int plans_as(flashport_context *ctx, const flashport_problem *p, const char *kernel) {
     flashport_problem forced = *p;
     forced.kernel = kernel;
@@ -280,6 +279,7 @@ static int check_bf16_plan(flashport_context *ctx) {
     return 0;
 }
 
+/* The planner's own choice on this CPU, and the scratch bound of the issue (N = 65536). */
 static int check_plans(flashport_context *ctx) {
     int failures = 0;
     flashport_problem p;
