@@ -197,8 +197,9 @@ static const fp_variant variants[CS_VARIANT_COUNT] = {
                                FP_PRECISION_NATIVE,
                                CS_FEATURES & ~(FP_FEATURE_FP8 | FP_FEATURE_BACKWARD)},
     [CS_VARIANT_AMXBF16] = {"amxbf16",
-                            "AMX-BF16 tiles for bf16 inputs: Q K^T on tiles, P V by vdpbf16ps, "
-                            "f32 sums; needs AMX-BF16, AVX512-BF16 and Linux's tile permission",
+                            "AMX-BF16 tiles for bf16 inputs: Q K^T and P V (P rounded to bf16) on "
+                            "tiles, f32 sums; needs AMX-BF16, AVX512-BF16 and Linux's tile "
+                            "permission",
                             FP_PRECISION_NATIVE,
                             CS_FEATURES & ~(FP_FEATURE_FP8 | FP_FEATURE_BACKWARD)},
 };

@@ -159,7 +159,7 @@ int cs_bf16_tile_variant(char *why, size_t len) {
         return -1;
     }
     if (cs_amxbf16_usable(&why_amx)) {
-        snprintf(why, len, "Q K^T on AMX tiles; %s", why_amx);
+        snprintf(why, len, "Q K^T and P V on AMX tiles; %s", why_amx);
         return CS_VARIANT_AMXBF16;
     }
     const double speedup = cs_bf16_dot_vs_fma();
@@ -187,7 +187,7 @@ static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
     if (p->dtype != FLASHPORT_BF16 || !cs_avx512bf16_usable(&why_bf16)) return -1;
     const int64_t rows = p->heads_q / p->heads_kv * p->seq_q;
     if (decode && rows >= CS_AMX_DECODE_MIN_ROWS && cs_amxbf16_usable(&why_amx)) {
-        snprintf(why, len, "bf16 inputs, Q K^T on AMX tiles: %lld query rows a KV head (at "
+        snprintf(why, len, "bf16 inputs, Q K^T and P V on AMX tiles: %lld query rows a KV head (at "
                  "least %d) fill them; %s",
                  (long long)rows, CS_AMX_DECODE_MIN_ROWS, why_amx);
         return CS_VARIANT_AMXBF16;

@@ -1,13 +1,14 @@
 /*
- * The AMX path's host side, on any CPU: amx_scores.h (S = Q K^T on tiles) runs on a C model of
- * the tile instructions, over Q panels and a K ring built through the index maps of
- * bf16_pairs.h, and must give every score of a double-precision dot product of the same bf16
- * values; the model refuses the tile shapes the CPU would fault on (A's columns not B's rows,
- * C not A's rows by B's columns, a tile past 16 rows or 64 bytes). Then 16 V rows of the ring
- * read as the B operand of P V (the VNNI layout: each row a pair of keys) must give O = P V.
- * Keys and columns the kernel must not read hold NaN, so a read of one shows. Past the K ring's
- * head dimension and in the second half of each row's space, the maps leave NaN too.
- */
+ * The AMX path's host side, on any CPU: amx_scores.h (S = Q K^T on tiles) and amx_pv.h (O =
+ * alpha O + P V on tiles) run on a C model of the tile instructions, over operands built through
+ * the index maps of bf16_pairs.h (Q panels, the K ring, P's paired slots, the V ring), and must
+ * give every score and every output of a double-precision sum of the same bf16 values; the model
+ * refuses the tile shapes the CPU would fault on (A's columns not B's rows, C not A's rows by B's
+ * columns, a tile past 16 rows or 64 bytes). 16 V rows of the ring read as the B operand of P V
+ * (the VNNI layout: each row a pair of keys) must give O = P V on their own too. Keys and
+ * columns the kernels must not read hold NaN, so a read of one shows: past the K ring's head
+ * dimension and in the second half of each row's space; P past each row's keys; V of the keys
+ * no row sees. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,6 +107,34 @@ static void rows_keys_model(const int *lo, const int *hi, int n, int *j0, int *j
 }
 
 #include "kernels/amx_scores.h"
+
+/* TRANSPOSE_P and PV_ROW of amx_pv.h in plain C: the words as they lie, and one row's keys as
+ * pv_row_bf16 takes them (pairs of keys, then an odd last key alone from its low halves). */
+static void transpose_p_model(uint32_t *dst, int64_t ldd, const float *src, int64_t ldp, int m) {
+    for (int r = 0; r < m; ++r)
+        for (int i = 0; i < 16; ++i) memcpy(dst + r * ldd + i, src + 2 * i * ldp + r, 4);
+}
+static float pair_half(const float *word, int second) {
+    uint16_t h[2];
+    memcpy(h, word, sizeof h);
+    return fp_bf16_to_f32(h[second]);
+}
+static void pv_row_model(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                         int j0, int j1, float *o) {
+    for (int64_t c = 0; c < cols; ++c) {
+        float acc = o[c];
+        int j = j0;
+        for (; j + 1 < j1; j += 2)
+            acc += pair_half(p + (int64_t)j * ldp, 0) * pair_half(v + (int64_t)j * dq + c, 0) +
+                   pair_half(p + (int64_t)j * ldp, 1) * pair_half(v + (int64_t)j * dq + c, 1);
+        if (j < j1)
+            acc += pair_half(p + (int64_t)j * ldp, 0) * pair_half(v + (int64_t)j * dq + c, 0);
+        o[c] = acc;
+    }
+}
+#define TRANSPOSE_P(dst, ldd, src, ldp, m)     transpose_p_model(dst, ldd, src, ldp, m)
+#define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_model(p, ldp, v, dq, cols, j0, j1, o)
+#include "kernels/amx_pv.h"
 
 /* ---- the checks ---- */
 
@@ -224,6 +253,71 @@ static int check_v_tile(int64_t d, int row0, int64_t c0) {
     return failed;
 }
 
+/* O = alpha O + P V over a block of `keys` keys for `rows` rows whose ranges are ragged (row r
+ * sees [lo_r, hi_r), some rows none), at head dimension d: P's slots and V's ring rows built
+ * through the maps, every half a row must not read NaN (P past a row's keys, V of keys no row
+ * sees). */
+static float p_val[MAX_ROWS][MAX_KEYS], o_init[MAX_ROWS][MAX_DQ], o_out[MAX_ROWS * MAX_DQ];
+static float alpha_in[MAX_ROWS];
+
+static int check_pv(int rows, int keys, int64_t d, int ragged) {
+    const int64_t dq = (d + 7) / 8 * 8;
+    int j_min = keys, j_max = 0;
+    for (int r = 0; r < rows; ++r) {
+        lo[r] = ragged ? (r * 7) % 23 : 1;
+        hi[r] = ragged ? keys - (r * 5) % 19 : keys - 2;
+        if (ragged && r % 11 == 5) lo[r] = hi[r] = 0; /* a row that sees nothing */
+        if (lo[r] < hi[r]) {
+            j_min = lo[r] < j_min ? lo[r] : j_min;
+            j_max = hi[r] > j_max ? hi[r] : j_max;
+        }
+        alpha_in[r] = r % 3 ? 1.0f : 0.5f;
+        for (int64_t c = 0; c < dq; ++c) o_init[r][c] = c < d ? random_bf16() : 0.0f;
+        for (int j = 0; j < keys; ++j) p_val[r][j] = fabsf(random_bf16());
+    }
+    for (int j = 0; j < keys; ++j)
+        for (int64_t c = 0; c < dq; ++c) v[j][c] = c < d ? random_bf16() : 0.0f;
+    fill_nan(st, sizeof st);
+    fill_nan(v_ring, sizeof v_ring);
+    uint16_t *vh = (uint16_t *)v_ring;
+    for (int j = 0; j < keys; ++j)
+        for (int64_t c = 0; c < dq; ++c) {
+            const uint16_t x = j >= j_min && j < j_max ? fp_f32_to_bf16(v[j][c]) : 0xffffu;
+            vh[cs_pair_v_half(j, c, 0, dq)] = x;
+            if (j > 0) vh[cs_pair_v_half(j - 1, c, 1, dq)] = x;
+        }
+    uint16_t *ph = (uint16_t *)st;
+    for (int r = 0; r < rows; ++r)
+        for (int j = lo[r]; j < hi[r]; ++j) {
+            uint16_t *slot = ph + 2 * cs_pair_p_word(j, r, rows);
+            slot[0] = fp_f32_to_bf16(p_val[r][j]);
+            slot[1] = j + 1 < hi[r] ? fp_f32_to_bf16(p_val[r][j + 1]) : 0xffffu;
+        }
+    for (int r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < dq; ++c) o_out[r * dq + c] = o_init[r][c];
+    shape_errors = 0;
+    memset(tiles, 0, sizeof tiles);
+    amx_pv_model(st, rows, v_ring, dq, rows, lo, hi, alpha_in, o_out);
+    int failed = shape_errors != 0;
+    double worst = 0.0;
+    for (int r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < d; ++c) {
+            double want = (double)alpha_in[r] * o_init[r][c], mag = fabs(want);
+            for (int j = lo[r]; j < hi[r]; ++j) {
+                const double x = (double)fp_round_bf16(p_val[r][j]) * v[j][c];
+                want += x;
+                mag += fabs(x);
+            }
+            const double err = fabs(o_out[r * dq + c] - want) / (mag + 1e-30);
+            worst = err > worst || isnan(err) ? err : worst;
+        }
+    failed |= !(worst < 1e-5);
+    printf("%s P V rows=%d keys=%d d=%lld %s: worst relative error %.2e, tile shape errors %d\n",
+           failed ? "FAIL" : "ok  ", rows, keys, (long long)d, ragged ? "ragged" : "common", worst,
+           shape_errors);
+    return failed;
+}
+
 int main(void) {
     int failures = 0;
     static const int64_t dims[] = {1, 8, 13, 32, 40, 64, 72, 100, 128};
@@ -243,6 +337,16 @@ int main(void) {
         for (int row0 = 0; row0 <= 6; row0 += 2)
             for (int64_t c0 = 0; c0 + 16 <= v_dims[a]; c0 += 48)
                 failures += check_v_tile(v_dims[a], row0, c0);
+    /* P V on tiles: whole and partial groups of 16 rows, whole and partial 16-column tiles,
+     * ranges of whole steps of 32 keys and not. */
+    static const int64_t pv_dims[] = {8, 16, 40, 64, 72, 128};
+    static const int pv_rows[] = {16, 37, 96};
+    static const int pv_keys[] = {34, 70, 128};
+    for (size_t a = 0; a < sizeof pv_dims / sizeof pv_dims[0]; ++a)
+        for (size_t b = 0; b < sizeof pv_rows / sizeof pv_rows[0]; ++b)
+            for (size_t c = 0; c < sizeof pv_keys / sizeof pv_keys[0]; ++c)
+                for (int ragged = 0; ragged < 2; ++ragged)
+                    failures += check_pv(pv_rows[b], pv_keys[c], pv_dims[a], ragged);
     printf("%s: %d failed checks\n", failures ? "FAILED" : "PASSED", failures);
     return failures ? 1 : 0;
 }

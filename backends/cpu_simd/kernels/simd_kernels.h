@@ -214,6 +214,43 @@ static inline vf SIMD_FN(exp2)(vf x) {
     return vf_drop(underflow, vf_scale2(p, n));
 }
 
+/* The softcap's rational tanh with cap_out folded into its numerator (tanh_rational.h). */
+typedef struct softcap_poly {
+    vf clamp, neg_clamp, p0, p1, p2, p3, p4;
+} softcap_poly;
+
+/* The base-2 logit of the score at sj (key j of the block, rows r.. of a register): scale times
+ * the score, through the modifiers with `modified` (written back for the second pass), -inf
+ * where a row does not see key j with `masked`. */
+static inline __attribute__((always_inline)) vf
+SIMD_FN(logit)(float *sj, int64_t off, int j, vf scale, const softcap_poly *cap, vf neg_slope,
+               vf diag, const cs_score_mods *mods, int c0, int c1, vi vlo, vi vhi, const int masked,
+               const int modified) {
+    vf t = vf_mul(vf_loadu(sj), scale);
+    if (modified) {
+        if (mods->cap_out != 0.0f) {
+            /* min and max return their second operand for NaN: a NaN score stays NaN. */
+            const vf x = vf_max(cap->neg_clamp, vf_min(cap->clamp, t));
+            const vf x2 = vf_mul(x, x);
+            vf p = vf_fmadd(cap->p4, x2, cap->p3);
+            p = vf_fmadd(p, x2, cap->p2);
+            p = vf_fmadd(p, x2, cap->p1);
+            p = vf_fmadd(p, x2, cap->p0);
+            vf q = vf_fmadd(vf_set1(CS_TANH_Q4), x2, vf_set1(CS_TANH_Q3));
+            q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q2));
+            q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q1));
+            q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q0));
+            t = vf_div(vf_mul(x, p), q);
+        }
+        if (mods->slope) t = vf_fmadd(neg_slope, vf_abs(vf_sub(diag, vf_set1((float)j))), t);
+        if (mods->bias) t = vf_add(t, vf_loadu(mods->bias + off));
+        vf_storeu(sj, t);
+    }
+    if (masked && (j < c0 || j >= c1))
+        t = vf_select(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), t, vf_set1(-INFINITY));
+    return t;
+}
+
 /* One register of rows over keys [j0, j1) of the block. Rows see keys lo <= j < hi, so only
  * keys outside [c0, c1), those some row does not see, need a mask; with `masked` 0 every row
  * sees all of [j0, j1) (the inside of a window, every dense block) and none does. With
@@ -221,50 +258,48 @@ static inline vf SIMD_FN(exp2)(vf x) {
  * it back for the second; the softcap's tanh is tanh_rational.h with cap_out folded into P.
  * Both flags are constants at each call, so that the plain problem's loops carry none of the
  * modifiers' work; which modifiers are on is fixed for the call, so their branches are always
- * predicted. */
+ * predicted. The first pass keeps four running maxima, so that its keys are not one chain of
+ * vmaxps at 4 cycles a link. */
 static inline __attribute__((always_inline)) void
 SIMD_FN(softmax_rows)(float *st, int64_t ldst, int r, int j0, int j1, int c0, int c1, vi vlo,
                       vi vhi, const cs_score_mods *mods, float *m, float *l, float *alpha,
                       const int masked, const int modified) {
-    const int softcap = mods->cap_out != 0.0f, alibi = mods->slope != NULL;
     const vf neg_inf = vf_set1(-INFINITY);
-    const vf scale = vf_set1(softcap ? mods->cap_in : mods->scale2);
-    const vf clamp = vf_set1(CS_TANH_CLAMP), neg_clamp = vf_set1(-CS_TANH_CLAMP);
-    const vf p0 = vf_set1(CS_TANH_P0 * mods->cap_out), p1 = vf_set1(CS_TANH_P1 * mods->cap_out),
-             p2 = vf_set1(CS_TANH_P2 * mods->cap_out), p3 = vf_set1(CS_TANH_P3 * mods->cap_out),
-             p4 = vf_set1(CS_TANH_P4 * mods->cap_out);
+    const vf scale = vf_set1(mods->cap_out != 0.0f ? mods->cap_in : mods->scale2);
+    const softcap_poly cap = {vf_set1(CS_TANH_CLAMP),
+                              vf_set1(-CS_TANH_CLAMP),
+                              vf_set1(CS_TANH_P0 * mods->cap_out),
+                              vf_set1(CS_TANH_P1 * mods->cap_out),
+                              vf_set1(CS_TANH_P2 * mods->cap_out),
+                              vf_set1(CS_TANH_P3 * mods->cap_out),
+                              vf_set1(CS_TANH_P4 * mods->cap_out)};
+    const int alibi = mods->slope != NULL;
     const vf neg_slope = alibi ? vf_sub(vf_zero(), vf_loadu(mods->slope + r)) : vf_zero();
     const vf diag = alibi ? vf_loadu(mods->diag + r) : vf_zero();
     const vf m_old = vf_loadu(m + r);
-    vf block_max = neg_inf;
+    vf max0 = neg_inf, max1 = neg_inf, max2 = neg_inf, max3 = neg_inf;
     vmask nan = vf_isnan(m_old);
-    for (int j = j0; j < j1; ++j) {
-        float *sj = st + j * ldst + r;
-        vf t = vf_mul(vf_loadu(sj), scale);
-        if (modified) {
-            if (softcap) {
-                /* min and max return their second operand for NaN: a NaN score stays NaN. */
-                const vf x = vf_max(neg_clamp, vf_min(clamp, t));
-                const vf x2 = vf_mul(x, x);
-                vf p = vf_fmadd(p4, x2, p3);
-                p = vf_fmadd(p, x2, p2);
-                p = vf_fmadd(p, x2, p1);
-                p = vf_fmadd(p, x2, p0);
-                vf q = vf_fmadd(vf_set1(CS_TANH_Q4), x2, vf_set1(CS_TANH_Q3));
-                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q2));
-                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q1));
-                q = vf_fmadd(q, x2, vf_set1(CS_TANH_Q0));
-                t = vf_div(vf_mul(x, p), q);
-            }
-            if (alibi) t = vf_fmadd(neg_slope, vf_abs(vf_sub(diag, vf_set1((float)j))), t);
-            if (mods->bias) t = vf_add(t, vf_loadu(mods->bias + j * ldst + r));
-            vf_storeu(sj, t);
-        }
-        if (masked && (j < c0 || j >= c1))
-            t = vf_select(vmask_andnot(vi_gt(vlo, j), vi_gt(vhi, j)), t, neg_inf);
-        block_max = vf_max(block_max, t);
+#define CS_LOGIT(jj)                                                                               \
+    SIMD_FN(logit)                                                                                 \
+    (st + (jj)*ldst + r, (jj)*ldst + r, jj, scale, &cap, neg_slope, diag, mods, c0, c1, vlo, vhi,  \
+     masked, modified)
+    int j = j0;
+    for (; j + 4 <= j1; j += 4) {
+        const vf t0 = CS_LOGIT(j), t1 = CS_LOGIT(j + 1), t2 = CS_LOGIT(j + 2), t3 = CS_LOGIT(j + 3);
+        max0 = vf_max(max0, t0);
+        max1 = vf_max(max1, t1);
+        max2 = vf_max(max2, t2);
+        max3 = vf_max(max3, t3);
+        nan = vmask_or(nan, vmask_or(vmask_or(vf_isnan(t0), vf_isnan(t1)),
+                                     vmask_or(vf_isnan(t2), vf_isnan(t3))));
+    }
+    for (; j < j1; ++j) {
+        const vf t = CS_LOGIT(j);
+        max0 = vf_max(max0, t);
         nan = vmask_or(nan, vf_isnan(t));
     }
+#undef CS_LOGIT
+    const vf block_max = vf_max(vf_max(max0, max1), vf_max(max2, max3));
     /* max drops NaN, so a row that saw one is set to NaN explicitly. */
     const vf m_new = vf_select(nan, vf_set1(NAN), vf_max(m_old, block_max));
     const vf a = vf_drop(vf_eq(m_old, neg_inf), SIMD_FN(exp2)(vf_sub(m_old, m_new)));
