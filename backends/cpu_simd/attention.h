@@ -37,9 +37,9 @@ typedef struct cs_tiling {
     int64_t max_tiles; /* tile path: query tiles of every sequence together, at most */
 } cs_tiling;
 
-/* Tile shape for p, sized so that a tile's Q and O stay in L2 and a key block in L1; key_bytes:
- * the bytes of K and V one key's rows take in the ring (cs_ring_key_bytes). */
-void cs_tiling_choose(const fp_problem *p, int threads, int64_t key_bytes, cs_tiling *t);
+/* Tile shape for p on the kernels of ops, sized so that a tile's Q and O stay in L2 and a key
+ * block in L1. */
+void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops, cs_tiling *t);
 
 /* Bytes of K and V per key in the ring: float32 rows (8 dq), or the bf16 pair layouts of
  * ops->load_kv, whose K takes half its row's space (6 dq). */

@@ -254,8 +254,7 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
                  t.threads, t.threads == 1 ? "" : "s", why_threads);
         out->workspace_bytes = cs_decode_scratch_bytes(p, &t);
     } else {
-        const int64_t dq = round_up(p->head_dim, CS_DIM_STEP);
-        cs_tiling_choose(p, threads, cs_ring_key_bytes(cs_variant_ops(out->variant), dq), &t);
+        cs_tiling_choose(p, threads, cs_variant_ops(out->variant), &t);
         snprintf(out->reason, sizeof out->reason,
                  "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (%s: %s); %d "
                  "thread%s (%s)",

@@ -146,7 +146,7 @@ static float random_bf16(void) {
 
 #define MAX_ROWS 96
 #define MAX_KEYS 128
-#define MAX_DQ   136
+#define MAX_DQ   144
 
 static float q[MAX_ROWS][MAX_DQ], k[MAX_KEYS][MAX_DQ], v[MAX_KEYS][MAX_DQ];
 static float qp[MAX_ROWS * MAX_DQ], k_ring[(MAX_KEYS + 16) * MAX_DQ], v_ring[MAX_KEYS * MAX_DQ];
@@ -260,8 +260,8 @@ static int check_v_tile(int64_t d, int row0, int64_t c0) {
 static float p_val[MAX_ROWS][MAX_KEYS], o_init[MAX_ROWS][MAX_DQ], o_out[MAX_ROWS * MAX_DQ];
 static float alpha_in[MAX_ROWS];
 
-static int check_pv(int rows, int keys, int64_t d, int ragged) {
-    const int64_t dq = (d + 7) / 8 * 8;
+static int check_pv(int rows, int keys, int64_t d, int64_t pad, int ragged) {
+    const int64_t dq = (d + 7) / 8 * 8 + pad;
     int j_min = keys, j_max = 0;
     for (int r = 0; r < rows; ++r) {
         lo[r] = ragged ? (r * 7) % 23 : 1;
@@ -297,7 +297,7 @@ static int check_pv(int rows, int keys, int64_t d, int ragged) {
         for (int64_t c = 0; c < dq; ++c) o_out[r * dq + c] = o_init[r][c];
     shape_errors = 0;
     memset(tiles, 0, sizeof tiles);
-    amx_pv_model(st, rows, v_ring, dq, rows, lo, hi, alpha_in, o_out);
+    amx_pv_model(st, rows, v_ring, d, dq, rows, lo, hi, alpha_in, o_out);
     int failed = shape_errors != 0;
     double worst = 0.0;
     for (int r = 0; r < rows; ++r)
@@ -312,9 +312,10 @@ static int check_pv(int rows, int keys, int64_t d, int ragged) {
             worst = err > worst || isnan(err) ? err : worst;
         }
     failed |= !(worst < 1e-5);
-    printf("%s P V rows=%d keys=%d d=%lld %s: worst relative error %.2e, tile shape errors %d\n",
-           failed ? "FAIL" : "ok  ", rows, keys, (long long)d, ragged ? "ragged" : "common", worst,
-           shape_errors);
+    printf("%s P V rows=%d keys=%d d=%lld dq=%lld %s: worst relative error %.2e, tile shape "
+           "errors %d\n",
+           failed ? "FAIL" : "ok  ", rows, keys, (long long)d, (long long)dq,
+           ragged ? "ragged" : "common", worst, shape_errors);
     return failed;
 }
 
@@ -338,7 +339,8 @@ int main(void) {
             for (int64_t c0 = 0; c0 + 16 <= v_dims[a]; c0 += 48)
                 failures += check_v_tile(v_dims[a], row0, c0);
     /* P V on tiles: whole and partial groups of 16 rows, whole and partial 16-column tiles,
-     * ranges of whole steps of 32 keys and not. */
+     * ranges of whole steps of 32 keys and not; rows of exactly the head dimension's dq and of
+     * 16 floats more (the tiling's stride at d = 128). */
     static const int64_t pv_dims[] = {8, 16, 40, 64, 72, 128};
     static const int pv_rows[] = {16, 37, 96};
     static const int pv_keys[] = {34, 70, 128};
@@ -346,7 +348,8 @@ int main(void) {
         for (size_t b = 0; b < sizeof pv_rows / sizeof pv_rows[0]; ++b)
             for (size_t c = 0; c < sizeof pv_keys / sizeof pv_keys[0]; ++c)
                 for (int ragged = 0; ragged < 2; ++ragged)
-                    failures += check_pv(pv_rows[b], pv_keys[c], pv_dims[a], ragged);
+                    for (int64_t pad = 0; pad <= 16; pad += 16)
+                        failures += check_pv(pv_rows[b], pv_keys[c], pv_dims[a], pad, ragged);
     printf("%s: %d failed checks\n", failures ? "FAILED" : "PASSED", failures);
     return failures ? 1 : 0;
 }

@@ -84,14 +84,14 @@ static inline void SIMD_FN(amx_pv_tiles)(const uint32_t *a_rows, const float *vk
     if (tiles > 3) TILE_STORE(3, oc + 3 * CS_AMX_PV_COLS, o_stride);
 }
 
-/* The block's rows r < real (O rows dq floats apart, P's slots ldp floats apart, p and v at the
- * block's key 0), each over its keys lo[r] <= j < hi[r] (none when lo[r] >= hi[r]), after O's
- * row is rescaled by alpha[r]. A group of 16 rows at a time over every column: with columns
- * outermost (a strip of V in L1 for every group, P transposed for all groups first) it measured
- * slower. */
-static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t dq, int real,
-                            const int *lo, const int *hi, const float *alpha, float *o) {
-    const int64_t tiled = dq / CS_AMX_PV_COLS * CS_AMX_PV_COLS; /* columns on tiles */
+/* Columns c < d of the block's rows r < real (O rows dq floats apart, P's slots ldp floats apart,
+ * p and v at the block's key 0), each over its keys lo[r] <= j < hi[r] (none when lo[r] >= hi[r]),
+ * after O's row is rescaled by alpha[r]. A group of 16 rows at a time over every column: with
+ * columns outermost (a strip of V in L1 for every group, P transposed for all groups first) it
+ * measured slower. */
+static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t d, int64_t dq,
+                            int real, const int *lo, const int *hi, const float *alpha, float *o) {
+    const int64_t tiled = d / CS_AMX_PV_COLS * CS_AMX_PV_COLS; /* columns on tiles */
     uint32_t a_rows[CS_AMX_ROWS * CS_AMX_PV_PAIRS];
     int config_m = 0;
     for (int g = 0; g < real; g += CS_AMX_ROWS) {
@@ -101,7 +101,7 @@ static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t
         for (int r = g; r < g + m; ++r) {
             /* Past a row's first blocks its maximum seldom moves: most rows skip the pass. */
             if (alpha[r] != 1.0f)
-                for (int64_t c = 0; c < dq; ++c) o[(int64_t)r * dq + c] *= alpha[r];
+                for (int64_t c = 0; c < d; ++c) o[(int64_t)r * dq + c] *= alpha[r];
             a = lo[r] > a ? lo[r] : a;
             e = hi[r] < e ? hi[r] : e;
         }
@@ -133,12 +133,12 @@ static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t
             float *orow = o + (int64_t)r * dq;
             const float *pr = p + r;
             if (!pairs) {
-                PV_ROW(pr, ldp, v, dq, dq, lo[r], hi[r], orow);
+                PV_ROW(pr, ldp, v, dq, d, lo[r], hi[r], orow);
                 continue;
             }
             if (lo[r] < a) PV_ROW(pr, ldp, v, dq, tiled, lo[r], a, orow);
             if (mid < hi[r]) PV_ROW(pr, ldp, v, dq, tiled, mid, hi[r], orow);
-            if (tiled < dq) PV_ROW(pr, ldp, v + tiled, dq, dq - tiled, lo[r], hi[r], orow + tiled);
+            if (tiled < d) PV_ROW(pr, ldp, v + tiled, dq, d - tiled, lo[r], hi[r], orow + tiled);
         }
     }
 }

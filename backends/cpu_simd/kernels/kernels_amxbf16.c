@@ -69,9 +69,9 @@ static void scores_amx(const float *qp, const float *k, int64_t d, int64_t dq, i
     _tile_release();
 }
 
-static void pv_block_amx(const float *p, int64_t ldp, const float *v, int64_t dq, int real,
-                         const int *lo, const int *hi, const float *alpha, float *o) {
-    SIMD_FN(amx_pv)(p, ldp, v, dq, real, lo, hi, alpha, o);
+static void pv_block_amx(const float *p, int64_t ldp, const float *v, int64_t d, int64_t dq,
+                         int real, const int *lo, const int *hi, const float *alpha, float *o) {
+    SIMD_FN(amx_pv)(p, ldp, v, d, dq, real, lo, hi, alpha, o);
     _tile_release();
 }
 
