@@ -30,7 +30,7 @@ void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops
     const int64_t dq = round_up(p->head_dim, CS_DIM_STEP);
     /* Rows of the tile's operands are t->dq floats apart, past the head dimension's dq where the
      * P V product reads every other V row as a tile (pv_block): at a multiple of 128 floats those
-     * rows' lines fall in a quarter of L1's sets, and 16 more floats made amxbf16 7% faster
+     * rows' lines fall in a quarter of L1's sets, and 16 more floats made amxbf16 2-7% faster
      * at d = 128 (the other paths compute every column of a row: they keep dq). */
     t->dq = dq + (ops && ops->pv_block && dq % 128 == 0 ? 16 : 0);
     t->split = 0;
