@@ -30,9 +30,12 @@ int cs_amxbf16_usable(const char **why);
  * pay; -1 for the float32 products. why says which and why. */
 int cs_bf16_tile_variant(char *why, size_t len);
 /* A bf16 decode of this many query rows a KV head (heads per KV head x positions) or more runs
- * on amxbf16's tile path where the tiles are granted: at 32 and 64 rows 1.24-1.47x the decode
- * path's speed, at 16 level or 5% slower (Nkv = 32768, d = 128, one thread). */
-#define CS_AMX_DECODE_MIN_ROWS 32
+ * on amxbf16's tile path where the tiles are granted. With both products on the tiles, at 16
+ * rows 1.08-1.81x the decode path's speed (Nkv = 4096 and 32768, d = 64 and 128, GQA, MHA and
+ * MQA, 1 and 2 threads), except a single KV head on two threads (0.80x: it is one tile, where
+ * the decode path splits the keys); at 8 rows 0.84-1.09x. The choice never depends on the
+ * thread count, so that results do not either. */
+#define CS_AMX_DECODE_MIN_ROWS 16
 int cs_usable(int variant, int f16, const char **why);
 /* The path the planner takes when none is forced, with the reason in why[len]. */
 int cs_auto_variant(int f16, char *why, unsigned long len);

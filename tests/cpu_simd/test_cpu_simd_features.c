@@ -807,7 +807,7 @@ int main(int argc, char **argv) {
         /* The planner's CS_AMX_DECODE_MIN_ROWS, where it may take amxbf16. */
         char why_amx[512];
         const int amx_rows = planner_picks && runnable(ctx, "amxbf16", why_amx, sizeof why_amx)
-                                 ? 32
+                                 ? 16
                                  : 0;
         failures = decode_cases(ctx, ref, planner_picks ? NULL : kernel, kernel, amx_rows);
         flashport_context_destroy(ref);
