@@ -123,7 +123,8 @@ typedef struct spec {
 } spec;
 
 static spec random_spec(unsigned f, int big) {
-    static const int64_t dims[] = {1, 8, 13, 24, 40, 64, 72, 128};
+    /* 124: amxbf16 lays it out in rows longer than the head dimension's round-up (144). */
+    static const int64_t dims[] = {1, 8, 13, 24, 40, 64, 72, 124, 128};
     static const int64_t pages[] = {1, 3, 16, 32};
     static const flashport_dtype floats[] = {FLASHPORT_F32, FLASHPORT_F16, FLASHPORT_BF16};
     spec s;
@@ -132,7 +133,7 @@ static spec random_spec(unsigned f, int big) {
     s.batch = pick(1, 3);
     s.heads_kv = pick(1, 2);
     s.heads_q = s.heads_kv * pick(1, 3);
-    s.head_dim = dims[pick(0, 7)];
+    s.head_dim = dims[pick(0, 8)];
     s.seq_q = big ? pick(97, 200) : pick(1, 40);
     s.seq_kv = big ? pick(129, 400) : pick(1, 90);
     const int64_t kind = pick(0, 5);

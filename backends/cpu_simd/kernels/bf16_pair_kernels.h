@@ -59,9 +59,10 @@ static void pack_q_bf16(const float *rows, int real, int n, int64_t dq, float *q
     }
 }
 
-/* 16 bf16 values of a row from column c (zero past d; masked lanes are not read). */
+/* 16 bf16 values of a row from column c (zero past d, which c may pass where the rows are
+ * longer than the head dimension; masked lanes are not read). */
 static inline __m256i row16(const uint16_t *s, int64_t c, int64_t d) {
-    const __mmask32 n = d - c >= VL ? 0xffffu : (__mmask32)((1u << (d - c)) - 1u);
+    const __mmask32 n = d - c >= VL ? 0xffffu : d > c ? (__mmask32)((1u << (d - c)) - 1u) : 0u;
     return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(n, s + c));
 }
 
