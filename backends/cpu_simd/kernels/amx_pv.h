@@ -46,8 +46,23 @@ static inline void cs_amx_pv_config_for(int m, cs_amx_config *cfg) {
     }
 }
 
+/* One step of 16 key pairs into C tiles t < tiles, A in tile a (loaded from a_at), B from V's
+ * pair rows at vp alternating between tiles 5 and 6. */
+#define CS_AMX_PV_STEP(a, a_at, vp, tiles, a_stride, v_stride)                                     \
+    do {                                                                                           \
+        TILE_LOAD(a, a_at, a_stride);                                                              \
+        TILE_LOAD(5, vp, v_stride);                                                                \
+        if ((tiles) > 1) TILE_LOAD(6, (vp) + CS_AMX_PV_COLS, v_stride);                            \
+        TILE_DP(0, a, 5);                                                                          \
+        if ((tiles) > 1) TILE_DP(1, a, 6);                                                         \
+        if ((tiles) > 2) TILE_LOAD(5, (vp) + 2 * CS_AMX_PV_COLS, v_stride);                        \
+        if ((tiles) > 3) TILE_LOAD(6, (vp) + 3 * CS_AMX_PV_COLS, v_stride);                        \
+        if ((tiles) > 2) TILE_DP(2, a, 5);                                                         \
+        if ((tiles) > 3) TILE_DP(3, a, 6);                                                         \
+    } while (0)
+
 /* C tiles t < tiles of 16 rows of O at oc += A (the group's transposed P, kn pairs) . B (V's
- * pair rows from vk, 16 columns a tile from column c0). */
+ * pair rows from vk, 16 columns a tile). */
 static inline void SIMD_FN(amx_pv_tiles)(const uint32_t *a_rows, const float *vk, int64_t dq,
                                          int kn, int tiles, float *oc) {
     const int64_t v_stride = 2 * 4 * dq, o_stride = 4 * dq, a_stride = 4 * CS_AMX_PV_PAIRS;
@@ -57,26 +72,10 @@ static inline void SIMD_FN(amx_pv_tiles)(const uint32_t *a_rows, const float *vk
     if (tiles > 3) TILE_LOAD(3, oc + 3 * CS_AMX_PV_COLS, o_stride);
     for (int i = 0; i < kn; i += 2 * CS_AMX_PAIRS) {
         const float *vp = vk + (int64_t)2 * i * dq;
-        TILE_LOAD(4, a_rows + i, a_stride);
-        TILE_LOAD(5, vp, v_stride);
-        if (tiles > 1) TILE_LOAD(6, vp + CS_AMX_PV_COLS, v_stride);
-        TILE_DP(0, 4, 5);
-        if (tiles > 1) TILE_DP(1, 4, 6);
-        if (tiles > 2) TILE_LOAD(5, vp + 2 * CS_AMX_PV_COLS, v_stride);
-        if (tiles > 3) TILE_LOAD(6, vp + 3 * CS_AMX_PV_COLS, v_stride);
-        if (tiles > 2) TILE_DP(2, 4, 5);
-        if (tiles > 3) TILE_DP(3, 4, 6);
+        CS_AMX_PV_STEP(4, a_rows + i, vp, tiles, a_stride, v_stride);
         if (i + CS_AMX_PAIRS == kn) break;
-        vp += (int64_t)2 * CS_AMX_PAIRS * dq;
-        TILE_LOAD(7, a_rows + i + CS_AMX_PAIRS, a_stride);
-        TILE_LOAD(5, vp, v_stride);
-        if (tiles > 1) TILE_LOAD(6, vp + CS_AMX_PV_COLS, v_stride);
-        TILE_DP(0, 7, 5);
-        if (tiles > 1) TILE_DP(1, 7, 6);
-        if (tiles > 2) TILE_LOAD(5, vp + 2 * CS_AMX_PV_COLS, v_stride);
-        if (tiles > 3) TILE_LOAD(6, vp + 3 * CS_AMX_PV_COLS, v_stride);
-        if (tiles > 2) TILE_DP(2, 7, 5);
-        if (tiles > 3) TILE_DP(3, 7, 6);
+        CS_AMX_PV_STEP(7, a_rows + i + CS_AMX_PAIRS, vp + (int64_t)2 * CS_AMX_PAIRS * dq, tiles,
+                       a_stride, v_stride);
     }
     TILE_STORE(0, oc, o_stride);
     if (tiles > 1) TILE_STORE(1, oc + CS_AMX_PV_COLS, o_stride);
