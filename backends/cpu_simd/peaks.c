@@ -141,6 +141,14 @@ flashport_status cs_measure_peaks(flashport_peaks *out) {
                "operations per lane), forced by FLASHPORT_KERNEL";
     }
 #endif
+#if defined(CS_HAVE_AMXBF16_KERNELS)
+    /* amxbf16's products are tile products: its ceiling is their rate. */
+    if (forced && strcmp(forced, "amxbf16") == 0 && cs_amxbf16_usable(&why)) {
+        loop = cs_amx_bf16_peak;
+        kind = "AMX-BF16 tile-product loop (4 independent C tiles, TDPBF16PS of 16 x 16 x 32 "
+               "multiply-adds), forced by FLASHPORT_KERNEL";
+    }
+#endif
     const int threads = cs_threads_default(&why);
     const int64_t iterations = calibrate(loop);
     out->f32_fma_tflops_per_core = fma_rate(loop, iterations, 1) * 1e-12;

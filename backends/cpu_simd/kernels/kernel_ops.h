@@ -179,6 +179,8 @@ double cs_bf16_dot_peak(int64_t iterations);
 #endif
 #if defined(CS_HAVE_AMXBF16_KERNELS)
 extern const cs_kernel_ops cs_kernels_amxbf16;
+/* The AMX tile-product rate loop: floating-point operations done (one TDPBF16PS = 16384). */
+double cs_amx_bf16_peak(int64_t iterations);
 #endif
 
 #endif /* CS_KERNEL_OPS_H */
