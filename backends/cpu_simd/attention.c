@@ -17,9 +17,10 @@
 
 /* The K and V rows of a ring's keys take at most this: every key a tile visits when they fit
  * (8160 keys of float32 rows at d = 64, 4064 at d = 128; 10890 and 5429 of the bf16 pair
- * layouts', 4822 of amxbf16's longer rows at d = 128), else one block. A ring larger than a core's L2 is read from L3, as the source rows would be,
- * and still saves each tile converting them again: 4 MiB against 2 measured 4-10% faster on
- * the float32 path and 16% on amxbf16 where the larger ring holds every key. */
+ * layouts', 4822 of amxbf16's longer rows at d = 128), else one block. A ring larger than a
+ * core's L2 is read from L3, as the source rows would be, and still saves each tile converting
+ * them again: 4 MiB against 2 measured 4-10% faster on the float32 path and 16% on amxbf16
+ * where the larger ring holds every key. */
 #define RING_BYTES ((int64_t)4 << 20)
 
 static int masked(const fp_problem *p) {

@@ -108,7 +108,7 @@ double cs_amx_bf16_peak(int64_t iterations) {
         _tile_dpbf16ps(3, 4, 5);
     }
     _tile_release();
-    return (double)iterations * 4 * CS_AMX_ROWS * CS_AMX_KEYS * 2 * CS_AMX_PAIRS * 2;
+    return (double)iterations * 4 * (16 * 16 * 32) * 2;
 }
 
 /* As avx512bf16's table, with the scores and P V on tiles. */
