@@ -1,7 +1,8 @@
 /*
  * The AMX path's host side, on any CPU: amx_scores.h (S = Q K^T on tiles) and amx_pv.h (O =
  * alpha O + P V on tiles) run on a C model of the tile instructions, over operands built through
- * the index maps of bf16_pairs.h (Q panels, the K ring, P's paired slots, the V ring), and must
+ * the index maps of bf16_pairs.h (Q panels, the K ring, the V ring; P as the float32 softmax
+ * leaves it, which amx_pv.h rounds and pairs itself), and must
  * give every score and every output of a double-precision sum of the same bf16 values; the model
  * refuses the tile shapes the CPU would fault on (A's columns not B's rows, C not A's rows by B's
  * columns, a tile past 16 rows or 64 bytes). 16 V rows of the ring read as the B operand of P V
@@ -108,13 +109,17 @@ static void rows_keys_model(const int *lo, const int *hi, int n, int *j0, int *j
 
 #include "kernels/amx_scores.h"
 
-/* TRANSPOSE_P and PV_ROW of amx_pv.h in plain C: the words as they lie, and one row's keys as
- * pv_row_bf16 takes them (pairs of keys, then an odd last key alone from its low halves). */
-static void transpose_p_model(uint32_t *dst, int64_t ldd, const float *src, int64_t ldp, int m) {
-    for (int r = 0; r < m; ++r)
-        for (int i = 0; i < 16; ++i) memcpy(dst + r * ldd + i, src + 2 * i * ldp + r, 4);
+/* PAIR_P and PV_ROW of amx_pv.h in plain C: float32 slots rounded to bf16 pairs, and one row's
+ * keys as pv_row_walk_bf16 takes them (pairs of keys, then an odd last key alone). */
+static uint32_t pair_of(float first, float second) {
+    return (uint32_t)fp_f32_to_bf16(first) | (uint32_t)fp_f32_to_bf16(second) << 16;
 }
-static float pair_half(const float *word, int second) {
+static void pair_p_model(uint32_t *dst, int64_t ldd, const float *src, int64_t ldp, int m) {
+    for (int r = 0; r < m; ++r)
+        for (int i = 0; i < 16; ++i)
+            dst[r * ldd + i] = pair_of(src[2 * i * ldp + r], src[(2 * i + 1) * ldp + r]);
+}
+static float v_half(const float *word, int second) {
     uint16_t h[2];
     memcpy(h, word, sizeof h);
     return fp_bf16_to_f32(h[second]);
@@ -125,14 +130,13 @@ static void pv_row_model(const float *p, int64_t ldp, const float *v, int64_t dq
         float acc = o[c];
         int j = j0;
         for (; j + 1 < j1; j += 2)
-            acc += pair_half(p + (int64_t)j * ldp, 0) * pair_half(v + (int64_t)j * dq + c, 0) +
-                   pair_half(p + (int64_t)j * ldp, 1) * pair_half(v + (int64_t)j * dq + c, 1);
-        if (j < j1)
-            acc += pair_half(p + (int64_t)j * ldp, 0) * pair_half(v + (int64_t)j * dq + c, 0);
+            acc += fp_round_bf16(p[(int64_t)j * ldp]) * v_half(v + (int64_t)j * dq + c, 0) +
+                   fp_round_bf16(p[(int64_t)(j + 1) * ldp]) * v_half(v + (int64_t)j * dq + c, 1);
+        if (j < j1) acc += fp_round_bf16(p[(int64_t)j * ldp]) * v_half(v + (int64_t)j * dq + c, 0);
         o[c] = acc;
     }
 }
-#define TRANSPOSE_P(dst, ldd, src, ldp, m)     transpose_p_model(dst, ldd, src, ldp, m)
+#define PAIR_P(dst, ldd, src, ldp, m)          pair_p_model(dst, ldd, src, ldp, m)
 #define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_model(p, ldp, v, dq, cols, j0, j1, o)
 #include "kernels/amx_pv.h"
 
@@ -254,8 +258,8 @@ static int check_v_tile(int64_t d, int row0, int64_t c0) {
 }
 
 /* O = alpha O + P V over a block of `keys` keys for `rows` rows whose ranges are ragged (row r
- * sees [lo_r, hi_r), some rows none), at head dimension d: P's slots and V's ring rows built
- * through the maps, every half a row must not read NaN (P past a row's keys, V of keys no row
+ * sees [lo_r, hi_r), some rows none), at head dimension d: P in float32 slots, V's ring rows built
+ * through the maps, NaN wherever a row must not read (P past a row's keys, V of keys no row
  * sees). */
 static float p_val[MAX_ROWS][MAX_KEYS], o_init[MAX_ROWS][MAX_DQ], o_out[MAX_ROWS * MAX_DQ];
 static float alpha_in[MAX_ROWS];
@@ -286,13 +290,8 @@ static int check_pv(int rows, int keys, int64_t d, int64_t pad, int ragged) {
             vh[cs_pair_v_half(j, c, 0, dq)] = x;
             if (j > 0) vh[cs_pair_v_half(j - 1, c, 1, dq)] = x;
         }
-    uint16_t *ph = (uint16_t *)st;
     for (int r = 0; r < rows; ++r)
-        for (int j = lo[r]; j < hi[r]; ++j) {
-            uint16_t *slot = ph + 2 * cs_pair_p_word(j, r, rows);
-            slot[0] = fp_f32_to_bf16(p_val[r][j]);
-            slot[1] = j + 1 < hi[r] ? fp_f32_to_bf16(p_val[r][j + 1]) : 0xffffu;
-        }
+        for (int j = lo[r]; j < hi[r]; ++j) st[(int64_t)j * rows + r] = p_val[r][j];
     for (int r = 0; r < rows; ++r)
         for (int64_t c = 0; c < dq; ++c) o_out[r * dq + c] = o_init[r][c];
     shape_errors = 0;

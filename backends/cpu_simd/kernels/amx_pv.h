@@ -1,9 +1,10 @@
 /*
  * O = alpha O + P V of the bf16 tile path on AMX tiles, a block's rows 16 at a time, reading the
- * V ring and the paired P of bf16_pairs.h:
- *   - A is 16 rows of P over 16 key pairs. The softmax leaves P transposed (slot j of row r
- *     holds the pair (p_j, p_j+1)), so the slots of every other key, from the group's first
- *     common key, are transposed into rows first (TRANSPOSE_P, 16 x 16 words at a time);
+ * V ring of bf16_pairs.h and the softmax's float32 P:
+ *   - A is 16 rows of P over 16 key pairs. The softmax leaves P in float32 and transposed (slot
+ *     j of row r holds p_j), so each step's 32 slots, from the group's first common key, are
+ *     rounded to bf16, paired and transposed into rows first (PAIR_P, 16 x 16 words at a time):
+ *     one pass over P where a pairing pass and a transposition took two;
  *   - B is 16 key pairs of 16 columns: ring rows of every other key as they lie (each row's
  *     word c is the pair (v_R[c], v_R+1[c]), the VNNI layout), rows 2 dq words apart;
  *   - C is 16 rows x 16 columns of O, loaded from and stored back into O's rows.
@@ -15,10 +16,11 @@
  *
  * Written over the tile operations of amx_scores.h (TILE_CONFIG, TILE_LOAD, TILE_DP,
  * TILE_STORE) and two more that the includer provides, so that a host test runs it anywhere:
- *   TRANSPOSE_P(dst, ldd, src, ldp, m)     dst[r * ldd + i] = word r of src + 2 i ldp for
- *                                          i < 16 and r < m <= 16
- *   PV_ROW(p, ldp, v, dq, cols, j0, j1, o) one row's o[c] += sum of p_j v_j[c] over keys
- *                                          [j0, j1), c < cols (pv_row_bf16's contract)
+ *   PAIR_P(dst, ldd, src, ldp, m)          dst[r * ldd + i] = the pair of bf16(src[2 i ldp + r])
+ *                                          and bf16(src[(2 i + 1) ldp + r]) for i < 16 and
+ *                                          r < m <= 16 (round to nearest even)
+ *   PV_ROW(p, ldp, v, dq, cols, j0, j1, o) one row's o[c] += sum of bf16(p_j) v_j[c] over keys
+ *                                          [j0, j1), c < cols, p_j at p + j ldp in float32
  * Tiles: 0..3 accumulate 64 columns of O; 4 and 7 are A, 5 and 6 B, over 16 key pairs.
  */
 #ifndef CS_AMX_PV_H
@@ -83,11 +85,11 @@ static inline void SIMD_FN(amx_pv_tiles)(const uint32_t *a_rows, const float *vk
     if (tiles > 3) TILE_STORE(3, oc + 3 * CS_AMX_PV_COLS, o_stride);
 }
 
-/* Columns c < d of the block's rows r < real (O rows dq floats apart, P's slots ldp floats apart,
- * p and v at the block's key 0), each over its keys lo[r] <= j < hi[r] (none when lo[r] >= hi[r]),
- * after O's row is rescaled by alpha[r]. A group of 16 rows at a time over every column: with
- * columns outermost (a strip of V in L1 for every group, P transposed for all groups first) it
- * measured slower. */
+/* Columns c < d of the block's rows r < real (O rows dq floats apart, P's float32 slots ldp
+ * floats apart, p and v at the block's key 0), each over its keys lo[r] <= j < hi[r] (none when
+ * lo[r] >= hi[r]), after O's row is rescaled by alpha[r]. A group of 16 rows at a time over every
+ * column: with columns outermost (a strip of V in L1 for every group, P transposed for all groups
+ * first) it measured slower. */
 static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t d, int64_t dq,
                             int real, const int *lo, const int *hi, const float *alpha, float *o) {
     const int64_t tiled = d / CS_AMX_PV_COLS * CS_AMX_PV_COLS; /* columns on tiles */
@@ -116,7 +118,7 @@ static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t
             const int kn = pairs - k0 < CS_AMX_PV_PAIRS ? pairs - k0 : CS_AMX_PV_PAIRS;
             const float *pk = p + (int64_t)(a + 2 * k0) * ldp + g;
             for (int i = 0; i < kn; i += CS_AMX_PAIRS)
-                TRANSPOSE_P(a_rows + i, CS_AMX_PV_PAIRS, pk + (int64_t)2 * i * ldp, ldp, m);
+                PAIR_P(a_rows + i, CS_AMX_PV_PAIRS, pk + (int64_t)2 * i * ldp, ldp, m);
             const float *vk = v + (int64_t)(a + 2 * k0) * dq;
             for (int64_t c0 = 0; c0 < tiled; c0 += CS_AMX_PV_TILES * CS_AMX_PV_COLS) {
                 const int64_t left = (tiled - c0) / CS_AMX_PV_COLS;

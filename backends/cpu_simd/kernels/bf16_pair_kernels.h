@@ -21,7 +21,9 @@
  *     on one key taken alone, in float32 from its bf16 values, so that no product ever reads
  *     a key its row does not see (0 * NaN from a hidden V row would reach it).
  * Every accumulator is float32; vdpbf16ps rounds each addition to nearest even and treats bf16
- * subnormals as zero. An includer with scores of its own (AMX tiles) defines BF16_OWN_SCORES.
+ * subnormals as zero. An includer with scores of its own (AMX tiles) defines BF16_OWN_SCORES, and
+ * one whose P V takes P in float32 (AMX tiles again) BF16_OWN_PV: the softmax's pairing and the
+ * kernels that read paired P are then not compiled.
  */
 #ifndef CS_BF16_PAIR_KERNELS_H
 #define CS_BF16_PAIR_KERNELS_H
@@ -47,16 +49,58 @@ static inline __m512 low_as_f32(__m512i pairs) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
 }
 
+/* 16 x 16 words transposed in registers, word i of x[r] becoming word r of x[i]: two rounds of
+ * unpacks within 128-bit lanes, then two of 128-bit lane shuffles. */
+static inline void transpose_16x16_words(__m512i x[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    }
+    /* x[i + k]: 128-bit lane L holds words i..i+3 of row 4 L + k. */
+    for (int i = 0; i < 16; i += 4) {
+        x[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        x[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        x[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        x[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* Row 4 L + k gathers lane L of x[k], x[4 + k], x[8 + k] and x[12 + k]. */
+    for (int k = 0; k < 4; ++k) {
+        const __m512i v0 = _mm512_shuffle_i32x4(x[k], x[4 + k], 0x88);
+        const __m512i w0 = _mm512_shuffle_i32x4(x[k], x[4 + k], 0xdd);
+        const __m512i v1 = _mm512_shuffle_i32x4(x[8 + k], x[12 + k], 0x88);
+        const __m512i w1 = _mm512_shuffle_i32x4(x[8 + k], x[12 + k], 0xdd);
+        t[k] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+        t[8 + k] = _mm512_shuffle_i32x4(v0, v1, 0xdd);
+        t[4 + k] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+        t[12 + k] = _mm512_shuffle_i32x4(w0, w1, 0xdd);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = t[i];
+}
+
+/* 16 rows x 16 column pairs at a time: each row's 32 floats rounded to 16 pair words by one
+ * vcvtne2ps2bf16 (round to nearest even, as fp_f32_to_bf16; it reads subnormal floats as zero,
+ * which the products do with bf16 subnormals anyway), then transposed into the panels' order. */
 static void pack_q_bf16(const float *rows, int real, int n, int64_t dq, float *qp) {
     uint32_t *words = (uint32_t *)qp;
-    for (int r = 0; r < n; ++r) {
-        const float *x = rows + (int64_t)r * dq;
-        for (int64_t cp = 0; cp < dq / 2; ++cp)
-            words[cs_pair_q_word(r, cp, dq)] =
-                r < real ? (uint32_t)fp_f32_to_bf16(x[2 * cp]) |
-                               (uint32_t)fp_f32_to_bf16(x[2 * cp + 1]) << 16
-                         : 0u;
-    }
+    const int64_t pairs = dq / 2;
+    for (int r0 = 0; r0 < n; r0 += VL)
+        for (int64_t cp0 = 0; cp0 < pairs; cp0 += VL) {
+            const int np = pairs - cp0 < VL ? (int)(pairs - cp0) : VL;
+            const __mmask16 low = vlanes_first(2 * np),
+                            high = 2 * np > VL ? vlanes_first(2 * np - VL) : 0;
+            __m512i x[16];
+            for (int i = 0; i < VL; ++i) {
+                const float *src = rows + (int64_t)(r0 + i) * dq + 2 * cp0;
+                x[i] = r0 + i < real
+                           ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(high, src + VL),
+                                                          _mm512_maskz_loadu_ps(low, src))
+                           : _mm512_setzero_si512();
+            }
+            transpose_16x16_words(x);
+            for (int i = 0; i < np; ++i)
+                _mm512_storeu_si512(words + cs_pair_q_word(r0, cp0 + i, dq), x[i]);
+        }
 }
 
 /* 16 bf16 values of a row from column c (zero past d, which c may pass where the rows are
@@ -157,6 +201,7 @@ static void scores_bf16(const float *qp, const float *k, int64_t d, int64_t dq, 
 }
 #endif
 
+#if !defined(BF16_OWN_PV)
 /* The float32 softmax, then each register of rows' P over the keys it sees rounded to bf16 in
  * place: slot j becomes the pair (p_j, p_j+1), p_j+1 = 0 past the register's last key. Slot j
  * is written after p_j+1 is read, so one pass down the keys suffices. */
@@ -241,22 +286,73 @@ static void pv_rows_bf16(const float *p, int64_t ldp, const float *v, int64_t dq
     }
 }
 
-/* One row, columns c < cols, over keys [j0, j1): pairs, then an odd last key alone. */
+#endif
+
+/* The pair (p_j, p_j+1) of a row's probabilities: as the softmax left it paired (slot j), or
+ * from two float32 slots, rounded to bf16 as vcvtneps2bf16 rounds them for the tiles
+ * (p_float32 is a constant at every call). */
+static inline int32_t p_pair(const float *p, int64_t ldp, int64_t j, const int p_float32) {
+    if (!p_float32) return pair_at(p + j * ldp);
+    const __m128 two = _mm_unpacklo_ps(_mm_load_ss(p + j * ldp), _mm_load_ss(p + (j + 1) * ldp));
+    return _mm_cvtsi128_si32(
+        _mm256_castsi256_si128((__m256i)_mm512_cvtneps_pbh(_mm512_zextps128_ps512(two))));
+}
+
+/* One row's columns [c, c + 16 R) (masked to cols) over keys [j0, j1): R registers of the row
+ * share each broadcast of P's pair and run as R independent chains of vdpbf16ps; an odd last
+ * key is taken alone in float32 from its bf16 value. */
+static inline __attribute__((always_inline)) void
+pv_row_strip_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t c, int64_t cols,
+                  int j0, int j1, float *o, const int R, const int p_float32) {
+    __m512 acc[4];
+    __mmask16 n[4];
+    for (int u = 0; u < R; ++u) {
+        n[u] = vlanes_first(cols - c - VL * u);
+        acc[u] = _mm512_maskz_loadu_ps(n[u], o + c + VL * u);
+    }
+    int j = j0;
+    for (; j + 1 < j1; j += 2) {
+        const __m512bh pj = as_bh(_mm512_set1_epi32(p_pair(p, ldp, j, p_float32)));
+        const float *vj = v + (int64_t)j * dq + c;
+        for (int u = 0; u < R; ++u)
+            acc[u] =
+                _mm512_dpbf16_ps(acc[u], pj, as_bh(_mm512_maskz_loadu_epi32(n[u], vj + VL * u)));
+    }
+    if (j < j1) {
+        const __m512 pj = p_float32 ? low_as_f32(bf16_lanes(_mm512_set1_ps(p[(int64_t)j * ldp])))
+                                    : low_as_f32(_mm512_set1_epi32(pair_at(p + (int64_t)j * ldp)));
+        const float *vj = v + (int64_t)j * dq + c;
+        for (int u = 0; u < R; ++u)
+            acc[u] = _mm512_fmadd_ps(pj, low_as_f32(_mm512_maskz_loadu_epi32(n[u], vj + VL * u)),
+                                     acc[u]);
+    }
+    for (int u = 0; u < R; ++u) _mm512_mask_storeu_ps(o + c + VL * u, n[u], acc[u]);
+}
+
+/* One row, columns c < cols, over keys [j0, j1): up to four registers of columns at a time, so
+ * that the chains of a row's few keys overlap. */
+static inline __attribute__((always_inline)) void pv_row_walk_bf16(const float *p, int64_t ldp,
+                                                                   const float *v, int64_t dq,
+                                                                   int64_t cols, int j0, int j1,
+                                                                   float *o, const int p_float32) {
+    for (int64_t c = 0; c < cols; c += 4 * VL) {
+        const int64_t left = cols - c;
+        if (left > 3 * VL)
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 4, p_float32);
+        else if (left > 2 * VL)
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 3, p_float32);
+        else if (left > VL)
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 2, p_float32);
+        else
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 1, p_float32);
+    }
+}
+
+#if !defined(BF16_OWN_PV)
+/* One row's o[c] += p_j v_j[c] over keys [j0, j1), c < cols, P paired by softmax_bf16. */
 static void pv_row_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
                         int j0, int j1, float *o) {
-    for (int64_t c = 0; c < cols; c += VL) {
-        const __mmask16 n = vlanes_first(cols - c);
-        __m512 acc = _mm512_maskz_loadu_ps(n, o + c);
-        int j = j0;
-        for (; j + 1 < j1; j += 2)
-            acc = _mm512_dpbf16_ps(acc, as_bh(_mm512_set1_epi32(pair_at(p + (int64_t)j * ldp))),
-                                   as_bh(_mm512_maskz_loadu_epi32(n, v + (int64_t)j * dq + c)));
-        if (j < j1)
-            acc = _mm512_fmadd_ps(low_as_f32(_mm512_set1_epi32(pair_at(p + (int64_t)j * ldp))),
-                                  low_as_f32(_mm512_maskz_loadu_epi32(n, v + (int64_t)j * dq + c)),
-                                  acc);
-        _mm512_mask_storeu_ps(o + c, n, acc);
-    }
+    pv_row_walk_bf16(p, ldp, v, dq, cols, j0, j1, o, 0);
 }
 
 /* Keys [a, e) for every row by pv_rows_bf16 (the pair layouts start a pair at every key), then
@@ -272,5 +368,6 @@ static void pv_rows_ranged_bf16(const float *p, int64_t ldp, const float *v, int
         if (above < hi[r]) pv_row_bf16(p + r, ldp, v, dq, cols, above, hi[r], o + (int64_t)r * dq);
     }
 }
+#endif
 
 #endif /* CS_BF16_PAIR_KERNELS_H */

@@ -4,7 +4,8 @@
  *   - Q: panels of CS_Q_PANEL rows, each 32-bit word a pair of adjacent columns of one row;
  *   - K: ring row j holds the key's dq bf16 values in order, rows of dq floats apart;
  *   - V: ring row R holds, per column, the pair (v_R, v_R+1) in one 32-bit word;
- *   - P: score slot (j, r) holds the pair (p_j, p_j+1) of row r.
+ *   - P (avx512bf16): score slot (j, r) holds the pair (p_j, p_j+1) of row r; amxbf16 keeps P
+ *     in float32 and pairs it as its tiles take it (amx_pv.h).
  * Read as AMX operands (amx_scores.h): 16 K rows from an even column are an A tile (rows of
  * 4 dq bytes apart, 32 columns per 64-byte row), 16 column pairs of 16 Q rows are a B tile in
  * the VNNI layout (rows CS_Q_PANEL words apart), and 16 V rows of even offset (rows 2 dq words
@@ -30,9 +31,5 @@ static inline int64_t cs_pair_k_half(int64_t j, int64_t c, int64_t dq) { return 
 static inline int64_t cs_pair_v_half(int64_t row, int64_t c, int second, int64_t dq) {
     return row * 2 * dq + 2 * c + second;
 }
-
-/* 32-bit word of a block's P (scores laid out with leading dimension ld) holding the pair
- * (p_j, p_j+1) of row r. */
-static inline int64_t cs_pair_p_word(int64_t j, int64_t r, int64_t ld) { return j * ld + r; }
 
 #endif /* CS_BF16_PAIRS_H */

@@ -1,8 +1,9 @@
 /*
  * AMX-BF16 micro-kernels for bf16 inputs: S = Q K^T (amx_scores.h) and O += P V (amx_pv.h) on
- * AMX tiles, reading the bf16 path's layouts in place; the softmax, which leaves P paired and
- * transposed, the keys of P V outside the tiles' pairs, and the rows' loads and stores stay on
- * AVX512-BF16 and AVX-512F (bf16_pair_kernels.h, simd_kernels.h). This file alone is compiled with
+ * AMX tiles, reading the bf16 path's Q, K and V layouts in place; the float32 softmax (P left
+ * in float32, transposed, and rounded to bf16 pairs by the P V kernel as it takes each step), the
+ * keys of P V outside the tiles' steps, and the rows' loads and stores stay on AVX512-BF16 and
+ * AVX-512F (bf16_pair_kernels.h, simd_kernels.h). This file alone is compiled with
  * -mamx-tile -mamx-bf16 (and the AVX512-BF16 path's flags). It runs (planned for bf16 problems of
  * the tile path, or forced) only after cpuid said the CPU has AMX-BF16 and AVX512-BF16, XCR0 that
  * the OS saves the tile state, and Linux granted this process the tile data (cs_amx_permitted).
@@ -14,6 +15,7 @@
 #define SIMD_NAME_STR     "amxbf16"
 #define SIMD_OWN_PRODUCTS 1
 #define BF16_OWN_SCORES   1
+#define BF16_OWN_PV       1
 
 #include "simd_avx512.h"
 
@@ -35,39 +37,34 @@ static inline void tile_config(const void *cfg) {
 #define TILE_STORE(t, base, stride) _tile_stored(t, base, stride)
 #include "amx_scores.h"
 
-/* 16 x 16 words transposed in registers: two rounds of unpacks within 128-bit lanes, then two of
- * 128-bit lane shuffles. Slot i (a register of 16 rows' pairs) becomes word i of each row. */
-static inline void transpose_p(uint32_t *dst, int64_t ldd, const float *src, int64_t ldp, int m) {
+/* The float32 probabilities of 16 rows (m of them real) at slots 2 i and 2 i + 1 (keys) rounded
+ * to bf16 and paired into row r's word i: vcvtne2ps2bf16 rounds both slots into one register
+ * (the first in its low half), vpermw interleaves the halves into pairs, and the 16 registers
+ * are transposed. */
+static inline void pair_p(uint32_t *dst, int64_t ldd, const float *src, int64_t ldp, int m) {
+    static const uint16_t interleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                            21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i order = _mm512_loadu_si512(interleave);
     const __mmask16 rows = (__mmask16)((1u << m) - 1u);
-    __m512i x[16], t[16];
-    for (int i = 0; i < 16; ++i) x[i] = _mm512_maskz_loadu_epi32(rows, src + 2 * i * ldp);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    __m512i x[16];
+    for (int i = 0; i < 16; ++i) {
+        const __m512 first = _mm512_maskz_loadu_ps(rows, src + 2 * i * ldp);
+        const __m512 second = _mm512_maskz_loadu_ps(rows, src + (2 * i + 1) * ldp);
+        x[i] = _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(second, first));
     }
-    /* x[i + k]: 128-bit lane L holds words i..i+3 of row 4 L + k. */
-    for (int i = 0; i < 16; i += 4) {
-        x[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        x[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        x[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        x[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* Row 4 L + k gathers lane L of x[k], x[4 + k], x[8 + k] and x[12 + k]. */
-    for (int k = 0; k < 4; ++k) {
-        const __m512i v0 = _mm512_shuffle_i32x4(x[k], x[4 + k], 0x88);
-        const __m512i w0 = _mm512_shuffle_i32x4(x[k], x[4 + k], 0xdd);
-        const __m512i v1 = _mm512_shuffle_i32x4(x[8 + k], x[12 + k], 0x88);
-        const __m512i w1 = _mm512_shuffle_i32x4(x[8 + k], x[12 + k], 0xdd);
-        t[k] = _mm512_shuffle_i32x4(v0, v1, 0x88);
-        t[8 + k] = _mm512_shuffle_i32x4(v0, v1, 0xdd);
-        t[4 + k] = _mm512_shuffle_i32x4(w0, w1, 0x88);
-        t[12 + k] = _mm512_shuffle_i32x4(w0, w1, 0xdd);
-    }
-    for (int r = 0; r < m; ++r) _mm512_storeu_si512(dst + r * ldd, t[r]);
+    transpose_16x16_words(x);
+    for (int r = 0; r < m; ++r) _mm512_storeu_si512(dst + r * ldd, x[r]);
 }
 
-#define TRANSPOSE_P(dst, ldd, src, ldp, m)     transpose_p(dst, ldd, src, ldp, m)
-#define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_bf16(p, ldp, v, dq, cols, j0, j1, o)
+/* One row's keys outside the tiles, from the float32 probabilities. */
+static void pv_row_f32p(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                        int j0, int j1, float *o) {
+    pv_row_walk_bf16(p, ldp, v, dq, cols, j0, j1, o, 1);
+}
+
+#define PAIR_P(dst, ldd, src, ldp, m)          pair_p(dst, ldd, src, ldp, m)
+#define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_f32p(p, ldp, v, dq, cols, j0, j1, o)
 #include "amx_pv.h"
 
 static void scores_amx(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
@@ -111,7 +108,8 @@ double cs_amx_bf16_peak(int64_t iterations) {
     return (double)iterations * 4 * (16 * 16 * 32) * 2;
 }
 
-/* As avx512bf16's table, with the scores and P V on tiles. */
+/* As avx512bf16's table, with the scores and P V on tiles and P in float32 between them (no
+ * pv_rows: P V is pv_block's alone). */
 const cs_kernel_ops cs_kernels_amxbf16 = {
     .name = SIMD_NAME_STR,
     .load_row = SIMD_FN(load_row),
@@ -123,9 +121,7 @@ const cs_kernel_ops cs_kernels_amxbf16 = {
     .decode_scores = SIMD_FN(decode_scores),
     .decode_pv = SIMD_FN(decode_pv),
     .decode_softmax = SIMD_FN(softmax),
-    .softmax = softmax_bf16,
-    .pv_rows = pv_rows_bf16,
-    .pv_rows_ranged = pv_rows_ranged_bf16,
+    .softmax = SIMD_FN(softmax),
     .pv_block = pv_block_amx,
     .grads = SIMD_FN(grads),
     .pt_rows = SIMD_FN(pt_rows),
