@@ -38,6 +38,10 @@ void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops
     /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
      * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
     int64_t rows = min64(96, max64(CS_Q_PANEL, 65536 / dq));
+    /* On the AMX tiles, once the keys a tile reads (bf16 K and every other V row: 4 d bytes a
+     * key) pass 1 MiB they come back from L3 for every tile, and the tile loads wait on them:
+     * tiles of 192 rows halve those reads (3-7% faster at N = 4096, d = 128, causal or not). */
+    if (ops && ops->pv_block && p->seq_kv * 4 * p->head_dim > ((int64_t)1 << 20)) rows = 192;
     rows = rows / CS_Q_PANEL * CS_Q_PANEL;
     const int64_t group = p->heads_q / p->heads_kv;
     t->heads = (int)min64(group, rows);
