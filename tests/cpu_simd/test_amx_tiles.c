@@ -2,10 +2,10 @@
  * The AMX path's host side, on any CPU: amx_scores.h (S = Q K^T on tiles) and amx_pv.h (O =
  * alpha O + P V on tiles) run on a C model of the tile instructions, over operands built through
  * the index maps of bf16_pairs.h (Q panels, the K ring, the V ring; P as the float32 softmax
- * leaves it, which amx_pv.h rounds and pairs itself), and must
- * give every score and every output of a double-precision sum of the same bf16 values; the model
- * refuses the tile shapes the CPU would fault on (A's columns not B's rows, C not A's rows by B's
- * columns, a tile past 16 rows or 64 bytes). 16 V rows of the ring read as the B operand of P V
+ * leaves it, which amx_pv.h rounds and pairs itself), and must give every score and every output
+ * of a double-precision sum of the same bf16 values; the model refuses the tile shapes the CPU
+ * would fault on (A's columns not B's rows, C not A's rows by B's columns, a tile past 16 rows or
+ * 64 bytes). 16 V rows of the ring read as the B operand of P V
  * (the VNNI layout: each row a pair of keys) must give O = P V on their own too. Keys and
  * columns the kernels must not read hold NaN, so a read of one shows: past the K ring's head
  * dimension and in the second half of each row's space; P past each row's keys; V of the keys

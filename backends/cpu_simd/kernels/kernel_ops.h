@@ -109,8 +109,9 @@ typedef struct cs_kernel_ops {
     void (*pv_rows_ranged)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
                            int a, int e, int n, const int *lo, const int *hi, const float *alpha,
                            float *o);
-    /* Optional (NULL: the tile algorithm drives pv_rows and pv_rows_ranged): a path whose P V
-     * runs on matrix tiles wider than CS_PV_ROWS rows (AMX) takes a block's P V in one call:
+    /* Optional (NULL: the tile algorithm drives pv_rows and pv_rows_ranged, which a table with
+     * pv_block may leave NULL): a path whose P V runs on matrix tiles wider than CS_PV_ROWS rows
+     * (AMX) takes a block's P V in one call, reading P as its own softmax leaves it:
      * for rows r < real, o_r[c] = alpha[r] * o_r[c] + sum_{lo[r] <= j < hi[r]} p[j * ldp + r] *
      * v_j[c] over the columns c < d (the others are left as they are), p and v at the block's
      * key 0, rows of v and o dq floats apart, with pv_rows_ranged's rule that no row takes a
@@ -136,8 +137,8 @@ typedef struct cs_kernel_ops {
      * sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of o are ldo floats apart. */
     void (*decode_pv)(const float *p, int64_t ldp, const void *const *v, flashport_dtype dt,
                       int64_t d, int keys, int rows, const float *alpha, float *o, int64_t ldo);
-    /* softmax with P left in float32, as decode_pv reads it (the pair variants' softmax
-     * rounds P to bf16 pairs for their own P V). */
+    /* softmax with P left in float32, as decode_pv reads it (avx512bf16's softmax rounds P to
+     * bf16 pairs for its own P V). */
     void (*decode_softmax)(float *st, int64_t ldst, int rows, const int *lo, const int *hi,
                            const cs_score_mods *mods, float *m, float *l, float *alpha);
 
