@@ -109,8 +109,9 @@ static void rows_keys_model(const int *lo, const int *hi, int n, int *j0, int *j
 
 #include "kernels/amx_scores.h"
 
-/* PAIR_P and PV_ROW of amx_pv.h in plain C: float32 slots rounded to bf16 pairs, and one row's
- * keys as pv_row_walk_bf16 takes them (pairs of keys, then an odd last key alone). */
+/* PAIR_P, PAIR_SLOTS and PV_ROW of amx_pv.h in plain C: float32 slots rounded to bf16 pairs,
+ * transposed or in place, and one row's keys as pv_row_bf16 takes them (pairs of keys, then an
+ * odd last key alone from its low halves). */
 static uint32_t pair_of(float first, float second) {
     return (uint32_t)fp_f32_to_bf16(first) | (uint32_t)fp_f32_to_bf16(second) << 16;
 }
@@ -119,7 +120,15 @@ static void pair_p_model(uint32_t *dst, int64_t ldd, const float *src, int64_t l
         for (int i = 0; i < 16; ++i)
             dst[r * ldd + i] = pair_of(src[2 * i * ldp + r], src[(2 * i + 1) * ldp + r]);
 }
-static float v_half(const float *word, int second) {
+static void pair_slots_model(float *p, int64_t ldp, int j0, int j1, int m) {
+    for (int r = 0; r < m; ++r)
+        for (int j = j0; j < j1; ++j) {
+            const uint32_t w =
+                pair_of(p[(int64_t)j * ldp + r], j + 1 < j1 ? p[(int64_t)(j + 1) * ldp + r] : 0.0f);
+            memcpy(p + (int64_t)j * ldp + r, &w, sizeof w);
+        }
+}
+static float pair_half(const float *word, int second) {
     uint16_t h[2];
     memcpy(h, word, sizeof h);
     return fp_bf16_to_f32(h[second]);
@@ -130,13 +139,15 @@ static void pv_row_model(const float *p, int64_t ldp, const float *v, int64_t dq
         float acc = o[c];
         int j = j0;
         for (; j + 1 < j1; j += 2)
-            acc += fp_round_bf16(p[(int64_t)j * ldp]) * v_half(v + (int64_t)j * dq + c, 0) +
-                   fp_round_bf16(p[(int64_t)(j + 1) * ldp]) * v_half(v + (int64_t)j * dq + c, 1);
-        if (j < j1) acc += fp_round_bf16(p[(int64_t)j * ldp]) * v_half(v + (int64_t)j * dq + c, 0);
+            acc += pair_half(p + (int64_t)j * ldp, 0) * pair_half(v + (int64_t)j * dq + c, 0) +
+                   pair_half(p + (int64_t)j * ldp, 1) * pair_half(v + (int64_t)j * dq + c, 1);
+        if (j < j1)
+            acc += pair_half(p + (int64_t)j * ldp, 0) * pair_half(v + (int64_t)j * dq + c, 0);
         o[c] = acc;
     }
 }
 #define PAIR_P(dst, ldd, src, ldp, m)          pair_p_model(dst, ldd, src, ldp, m)
+#define PAIR_SLOTS(p, ldp, j0, j1, m)          pair_slots_model(p, ldp, j0, j1, m)
 #define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_model(p, ldp, v, dq, cols, j0, j1, o)
 #include "kernels/amx_pv.h"
 

@@ -12,15 +12,18 @@
  * row's keys outside them (along a window's edges or the causal diagonal, and the last few of
  * its range) and the columns past the last whole 16 take the vector kernel row by row
  * (PV_ROW), so that no row ever reads a key it does not see (0 * NaN from a hidden V row would
- * reach it).
+ * reach it). Those keys' slots are paired in place first for the group's 16 rows at once
+ * (PAIR_SLOTS), after the tiles have read theirs.
  *
  * Written over the tile operations of amx_scores.h (TILE_CONFIG, TILE_LOAD, TILE_DP,
  * TILE_STORE) and two more that the includer provides, so that a host test runs it anywhere:
  *   PAIR_P(dst, ldd, src, ldp, m)          dst[r * ldd + i] = the pair of bf16(src[2 i ldp + r])
  *                                          and bf16(src[(2 i + 1) ldp + r]) for i < 16 and
  *                                          r < m <= 16 (round to nearest even)
- *   PV_ROW(p, ldp, v, dq, cols, j0, j1, o) one row's o[c] += sum of bf16(p_j) v_j[c] over keys
- *                                          [j0, j1), c < cols, p_j at p + j ldp in float32
+ *   PAIR_SLOTS(p, ldp, j0, j1, m)          slots j0 <= j < j1 of rows r < m (at p + j ldp + r)
+ *                                          become the pairs (bf16(p_j), bf16(p_j+1)), p_j1 = 0
+ *   PV_ROW(p, ldp, v, dq, cols, j0, j1, o) one row's o[c] += sum of p_j v_j[c] over keys
+ *                                          [j0, j1), c < cols, from those pairs (pv_row_bf16)
  * Tiles: 0..3 accumulate 64 columns of O; 4 and 7 are A, 5 and 6 B, over 16 key pairs.
  */
 #ifndef CS_AMX_PV_H
@@ -90,8 +93,8 @@ static inline void SIMD_FN(amx_pv_tiles)(const uint32_t *a_rows, const float *vk
  * lo[r] >= hi[r]), after O's row is rescaled by alpha[r]. A group of 16 rows at a time over every
  * column: with columns outermost (a strip of V in L1 for every group, P transposed for all groups
  * first) it measured slower. */
-static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t d, int64_t dq,
-                            int real, const int *lo, const int *hi, const float *alpha, float *o) {
+static void SIMD_FN(amx_pv)(float *p, int64_t ldp, const float *v, int64_t d, int64_t dq, int real,
+                            const int *lo, const int *hi, const float *alpha, float *o) {
     const int64_t tiled = d / CS_AMX_PV_COLS * CS_AMX_PV_COLS; /* columns on tiles */
     uint32_t a_rows[CS_AMX_ROWS * CS_AMX_PV_PAIRS];
     int config_m = 0;
@@ -129,6 +132,18 @@ static void SIMD_FN(amx_pv)(const float *p, int64_t ldp, const float *v, int64_t
         }
         /* Each row's keys outside the tiles' pairs; the columns past them over all its keys. */
         const int mid = a + 2 * pairs;
+        int j0 = INT32_MAX, j1 = 0;
+        for (int r = g; r < g + m; ++r)
+            if (lo[r] < hi[r]) {
+                j0 = lo[r] < j0 ? lo[r] : j0;
+                j1 = hi[r] > j1 ? hi[r] : j1;
+            }
+        if (!pairs || tiled < d) {
+            PAIR_SLOTS(p + g, ldp, j0, j1, m);
+        } else {
+            PAIR_SLOTS(p + g, ldp, j0, a, m);
+            PAIR_SLOTS(p + g, ldp, mid, j1, m);
+        }
         for (int r = g; r < g + m; ++r) {
             if (lo[r] >= hi[r]) continue;
             float *orow = o + (int64_t)r * dq;

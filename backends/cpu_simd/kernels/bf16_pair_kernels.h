@@ -22,8 +22,8 @@
  *     a key its row does not see (0 * NaN from a hidden V row would reach it).
  * Every accumulator is float32; vdpbf16ps rounds each addition to nearest even and treats bf16
  * subnormals as zero. An includer with scores of its own (AMX tiles) defines BF16_OWN_SCORES, and
- * one whose P V takes P in float32 (AMX tiles again) BF16_OWN_PV: the softmax's pairing and the
- * kernels that read paired P are then not compiled.
+ * one whose P V takes P in float32 (AMX tiles again) BF16_OWN_PV: the pairing softmax and the
+ * group kernels that read paired P are then not compiled.
  */
 #ifndef CS_BF16_PAIR_KERNELS_H
 #define CS_BF16_PAIR_KERNELS_H
@@ -201,25 +201,30 @@ static void scores_bf16(const float *qp, const float *k, int64_t d, int64_t dq, 
 }
 #endif
 
+/* The float32 probabilities of slots [j0, j1) of the rows `rows` masks (of the 16 from p) rounded
+ * to bf16 in place: slot j becomes the pair (p_j, p_j+1), p_j+1 = 0 past j1. Slot j is written
+ * after p_j+1 is read, so one pass down the keys suffices. */
+static void pair_slots_bf16(float *p, int64_t ldp, int j0, int j1, __mmask16 rows) {
+    if (j1 <= j0) return;
+    __m512i cur = bf16_lanes(_mm512_maskz_loadu_ps(rows, p + (int64_t)j0 * ldp));
+    for (int j = j0; j < j1; ++j) {
+        float *sj = p + (int64_t)j * ldp;
+        const __m512i next =
+            j + 1 < j1 ? bf16_lanes(_mm512_maskz_loadu_ps(rows, sj + ldp)) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(sj, rows, _mm512_or_si512(cur, _mm512_slli_epi32(next, 16)));
+        cur = next;
+    }
+}
+
 #if !defined(BF16_OWN_PV)
-/* The float32 softmax, then each register of rows' P over the keys it sees rounded to bf16 in
- * place: slot j becomes the pair (p_j, p_j+1), p_j+1 = 0 past the register's last key. Slot j
- * is written after p_j+1 is read, so one pass down the keys suffices. */
+/* The float32 softmax, then each register of rows' P over the keys it sees paired in place. */
 static void softmax_bf16(float *st, int64_t ldst, int rows, const int *lo, const int *hi,
                          const cs_score_mods *mods, float *m, float *l, float *alpha) {
     SIMD_FN(softmax)(st, ldst, rows, lo, hi, mods, m, l, alpha);
     for (int r = 0; r < rows; r += VL) {
         int j0, j1;
         SIMD_FN(rows_keys)(lo + r, hi + r, VL, &j0, &j1);
-        if (j1 == 0) continue;
-        __m512i cur = bf16_lanes(vf_loadu(st + (int64_t)j0 * ldst + r));
-        for (int j = j0; j < j1; ++j) {
-            float *sj = st + (int64_t)j * ldst + r;
-            const __m512i next =
-                j + 1 < j1 ? bf16_lanes(vf_loadu(sj + ldst)) : _mm512_setzero_si512();
-            _mm512_storeu_si512(sj, _mm512_or_si512(cur, _mm512_slli_epi32(next, 16)));
-            cur = next;
-        }
+        if (j1) pair_slots_bf16(st + r, ldst, j0, j1, (__mmask16)0xffff);
     }
 }
 
@@ -288,22 +293,13 @@ static void pv_rows_bf16(const float *p, int64_t ldp, const float *v, int64_t dq
 
 #endif
 
-/* The pair (p_j, p_j+1) of a row's probabilities: as the softmax left it paired (slot j), or
- * from two float32 slots, rounded to bf16 as vcvtneps2bf16 rounds them for the tiles
- * (p_float32 is a constant at every call). */
-static inline int32_t p_pair(const float *p, int64_t ldp, int64_t j, const int p_float32) {
-    if (!p_float32) return pair_at(p + j * ldp);
-    const __m128 two = _mm_unpacklo_ps(_mm_load_ss(p + j * ldp), _mm_load_ss(p + (j + 1) * ldp));
-    return _mm_cvtsi128_si32(
-        _mm256_castsi256_si128((__m256i)_mm512_cvtneps_pbh(_mm512_zextps128_ps512(two))));
-}
-
-/* One row's columns [c, c + 16 R) (masked to cols) over keys [j0, j1): R registers of the row
- * share each broadcast of P's pair and run as R independent chains of vdpbf16ps; an odd last
- * key is taken alone in float32 from its bf16 value. */
-static inline __attribute__((always_inline)) void
-pv_row_strip_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t c, int64_t cols,
-                  int j0, int j1, float *o, const int R, const int p_float32) {
+/* One row's columns [c, c + 16 R) (masked to cols) over keys [j0, j1), P paired: R registers
+ * of the row share each broadcast of P's pair and run as R independent chains of vdpbf16ps; an
+ * odd last key is taken alone in float32 from its bf16 values. */
+static inline __attribute__((always_inline)) void pv_row_strip_bf16(const float *p, int64_t ldp,
+                                                                    const float *v, int64_t dq,
+                                                                    int64_t c, int64_t cols, int j0,
+                                                                    int j1, float *o, const int R) {
     __m512 acc[4];
     __mmask16 n[4];
     for (int u = 0; u < R; ++u) {
@@ -312,15 +308,14 @@ pv_row_strip_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64
     }
     int j = j0;
     for (; j + 1 < j1; j += 2) {
-        const __m512bh pj = as_bh(_mm512_set1_epi32(p_pair(p, ldp, j, p_float32)));
+        const __m512bh pj = as_bh(_mm512_set1_epi32(pair_at(p + (int64_t)j * ldp)));
         const float *vj = v + (int64_t)j * dq + c;
         for (int u = 0; u < R; ++u)
             acc[u] =
                 _mm512_dpbf16_ps(acc[u], pj, as_bh(_mm512_maskz_loadu_epi32(n[u], vj + VL * u)));
     }
     if (j < j1) {
-        const __m512 pj = p_float32 ? low_as_f32(bf16_lanes(_mm512_set1_ps(p[(int64_t)j * ldp])))
-                                    : low_as_f32(_mm512_set1_epi32(pair_at(p + (int64_t)j * ldp)));
+        const __m512 pj = low_as_f32(_mm512_set1_epi32(pair_at(p + (int64_t)j * ldp)));
         const float *vj = v + (int64_t)j * dq + c;
         for (int u = 0; u < R; ++u)
             acc[u] = _mm512_fmadd_ps(pj, low_as_f32(_mm512_maskz_loadu_epi32(n[u], vj + VL * u)),
@@ -329,32 +324,24 @@ pv_row_strip_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64
     for (int u = 0; u < R; ++u) _mm512_mask_storeu_ps(o + c + VL * u, n[u], acc[u]);
 }
 
-/* One row, columns c < cols, over keys [j0, j1): up to four registers of columns at a time, so
- * that the chains of a row's few keys overlap. */
-static inline __attribute__((always_inline)) void pv_row_walk_bf16(const float *p, int64_t ldp,
-                                                                   const float *v, int64_t dq,
-                                                                   int64_t cols, int j0, int j1,
-                                                                   float *o, const int p_float32) {
+/* One row's o[c] += p_j v_j[c] over keys [j0, j1), c < cols, P paired (pair_slots_bf16): up to
+ * four registers of columns at a time, so that the chains of a row's few keys overlap. */
+static void pv_row_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
+                        int j0, int j1, float *o) {
     for (int64_t c = 0; c < cols; c += 4 * VL) {
         const int64_t left = cols - c;
         if (left > 3 * VL)
-            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 4, p_float32);
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 4);
         else if (left > 2 * VL)
-            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 3, p_float32);
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 3);
         else if (left > VL)
-            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 2, p_float32);
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 2);
         else
-            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 1, p_float32);
+            pv_row_strip_bf16(p, ldp, v, dq, c, cols, j0, j1, o, 1);
     }
 }
 
 #if !defined(BF16_OWN_PV)
-/* One row's o[c] += p_j v_j[c] over keys [j0, j1), c < cols, P paired by softmax_bf16. */
-static void pv_row_bf16(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
-                        int j0, int j1, float *o) {
-    pv_row_walk_bf16(p, ldp, v, dq, cols, j0, j1, o, 0);
-}
-
 /* Keys [a, e) for every row by pv_rows_bf16 (the pair layouts start a pair at every key), then
  * each row r < n its own keys outside them, row by row: no row takes a key it does not see. */
 static void pv_rows_ranged_bf16(const float *p, int64_t ldp, const float *v, int64_t dq,

@@ -111,12 +111,13 @@ typedef struct cs_kernel_ops {
                            float *o);
     /* Optional (NULL: the tile algorithm drives pv_rows and pv_rows_ranged, which a table with
      * pv_block may leave NULL): a path whose P V runs on matrix tiles wider than CS_PV_ROWS rows
-     * (AMX) takes a block's P V in one call, reading P as its own softmax leaves it:
+     * (AMX) takes a block's P V in one call, reading P as its own softmax leaves it (and free to
+     * rewrite it: no kernel reads a block's P after its P V):
      * for rows r < real, o_r[c] = alpha[r] * o_r[c] + sum_{lo[r] <= j < hi[r]} p[j * ldp + r] *
      * v_j[c] over the columns c < d (the others are left as they are), p and v at the block's
      * key 0, rows of v and o dq floats apart, with pv_rows_ranged's rule that no row takes a
      * key it does not see. */
-    void (*pv_block)(const float *p, int64_t ldp, const float *v, int64_t d, int64_t dq, int real,
+    void (*pv_block)(float *p, int64_t ldp, const float *v, int64_t d, int64_t dq, int real,
                      const int *lo, const int *hi, const float *alpha, float *o);
     /* The decode path's kernels (decode.c): a few query rows (a handful of heads times a few
      * positions per KV head) against K and V rows read where they are, through a pointer per

@@ -57,14 +57,9 @@ static inline void pair_p(uint32_t *dst, int64_t ldd, const float *src, int64_t 
     for (int r = 0; r < m; ++r) _mm512_storeu_si512(dst + r * ldd, x[r]);
 }
 
-/* One row's keys outside the tiles, from the float32 probabilities. */
-static void pv_row_f32p(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
-                        int j0, int j1, float *o) {
-    pv_row_walk_bf16(p, ldp, v, dq, cols, j0, j1, o, 1);
-}
-
 #define PAIR_P(dst, ldd, src, ldp, m)          pair_p(dst, ldd, src, ldp, m)
-#define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_f32p(p, ldp, v, dq, cols, j0, j1, o)
+#define PAIR_SLOTS(p, ldp, j0, j1, m)          pair_slots_bf16(p, ldp, j0, j1, (__mmask16)((1u << (m)) - 1u))
+#define PV_ROW(p, ldp, v, dq, cols, j0, j1, o) pv_row_bf16(p, ldp, v, dq, cols, j0, j1, o)
 #include "amx_pv.h"
 
 static void scores_amx(const float *qp, const float *k, int64_t d, int64_t dq, int rows,
@@ -73,8 +68,8 @@ static void scores_amx(const float *qp, const float *k, int64_t d, int64_t dq, i
     _tile_release();
 }
 
-static void pv_block_amx(const float *p, int64_t ldp, const float *v, int64_t d, int64_t dq,
-                         int real, const int *lo, const int *hi, const float *alpha, float *o) {
+static void pv_block_amx(float *p, int64_t ldp, const float *v, int64_t d, int64_t dq, int real,
+                         const int *lo, const int *hi, const float *alpha, float *o) {
     SIMD_FN(amx_pv)(p, ldp, v, d, dq, real, lo, hi, alpha, o);
     _tile_release();
 }
