@@ -16,7 +16,7 @@
  * (PAIR_SLOTS), after the tiles have read theirs.
  *
  * Written over the tile operations of amx_scores.h (TILE_CONFIG, TILE_LOAD, TILE_DP,
- * TILE_STORE) and two more that the includer provides, so that a host test runs it anywhere:
+ * TILE_STORE) and three more that the includer provides, so that a host test runs it anywhere:
  *   PAIR_P(dst, ldd, src, ldp, m)          dst[r * ldd + i] = the pair of bf16(src[2 i ldp + r])
  *                                          and bf16(src[(2 i + 1) ldp + r]) for i < 16 and
  *                                          r < m <= 16 (round to nearest even)
@@ -24,6 +24,7 @@
  *                                          become the pairs (bf16(p_j), bf16(p_j+1)), p_j1 = 0
  *   PV_ROW(p, ldp, v, dq, cols, j0, j1, o) one row's o[c] += sum of p_j v_j[c] over keys
  *                                          [j0, j1), c < cols, from those pairs (pv_row_bf16)
+ * The includer also provides SIMD_FN(rows_keys) (simd_kernels.h), as for amx_scores.h.
  * Tiles: 0..3 accumulate 64 columns of O; 4 and 7 are A, 5 and 6 B, over 16 key pairs.
  */
 #ifndef CS_AMX_PV_H
@@ -132,12 +133,8 @@ static void SIMD_FN(amx_pv)(float *p, int64_t ldp, const float *v, int64_t d, in
         }
         /* Each row's keys outside the tiles' pairs; the columns past them over all its keys. */
         const int mid = a + 2 * pairs;
-        int j0 = INT32_MAX, j1 = 0;
-        for (int r = g; r < g + m; ++r)
-            if (lo[r] < hi[r]) {
-                j0 = lo[r] < j0 ? lo[r] : j0;
-                j1 = hi[r] > j1 ? hi[r] : j1;
-            }
+        int j0, j1;
+        SIMD_FN(rows_keys)(lo + g, hi + g, m, &j0, &j1);
         if (!pairs || tiled < d) {
             PAIR_SLOTS(p + g, ldp, j0, j1, m);
         } else {

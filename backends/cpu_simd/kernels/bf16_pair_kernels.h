@@ -224,7 +224,7 @@ static void softmax_bf16(float *st, int64_t ldst, int rows, const int *lo, const
     for (int r = 0; r < rows; r += VL) {
         int j0, j1;
         SIMD_FN(rows_keys)(lo + r, hi + r, VL, &j0, &j1);
-        if (j1) pair_slots_bf16(st + r, ldst, j0, j1, (__mmask16)0xffff);
+        pair_slots_bf16(st + r, ldst, j0, j1, (__mmask16)0xffff); /* none: j1 <= j0 */
     }
 }
 
