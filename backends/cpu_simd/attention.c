@@ -375,7 +375,7 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
         pf.n = max64(0, (hi > k_hi ? hi : min64(hi, k_lo)) - pf.lo);
         const int64_t pv_calls = ops->pv_block ? 1
                                                : ((real + CS_PV_ROWS - 1) / CS_PV_ROWS) *
-                                                     ((dq + CS_PV_COLS - 1) / CS_PV_COLS);
+                                                     ((dq + ops->pv_cols - 1) / ops->pv_cols);
         pf.calls = max64(1, (k_hi - k_lo + t->keys - 1) / t->keys * pv_calls);
     }
     /* The tile's keys go into the ring all at once when they fit, else a block at a time. */
@@ -405,8 +405,7 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
         if (mods.bias) gather_bias(c, ts, real, j0);
         ops->softmax(ts->s, rows, score_rows, ts->lo, ts->hi, &mods, ts->m, ts->l, ts->alpha);
         if (ops->pv_block) {
-            ops->pv_block(ts->s, rows, vb, p->head_dim, dq, real, ts->lo, ts->hi, ts->alpha,
-                          ts->o);
+            ops->pv_block(ts->s, rows, vb, p->head_dim, dq, real, ts->lo, ts->hi, ts->alpha, ts->o);
             prefetch_step(c, s, kvh, &pf);
             j0 += n;
             continue;
@@ -426,10 +425,10 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
             ts->group_hi[g / CS_PV_ROWS] = e > a ? e : a;
             ts->group_ragged[g / CS_PV_ROWS] = ragged;
         }
-        for (int64_t c0 = 0; c0 < dq; c0 += CS_PV_COLS)
+        for (int64_t c0 = 0; c0 < dq; c0 += ops->pv_cols)
             for (int g = 0; g < real; g += CS_PV_ROWS) {
                 const int a = ts->group_lo[g / CS_PV_ROWS], e = ts->group_hi[g / CS_PV_ROWS];
-                const int64_t cols = min64(CS_PV_COLS, dq - c0);
+                const int64_t cols = min64(ops->pv_cols, dq - c0);
                 if (!ts->group_ragged[g / CS_PV_ROWS])
                     ops->pv_rows(ts->s + (int64_t)a * rows + g, rows, vb + (int64_t)a * dq + c0, dq,
                                  cols, e - a, ts->alpha + g, ts->o + (int64_t)g * dq + c0);

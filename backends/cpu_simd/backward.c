@@ -266,10 +266,10 @@ static int block_grads(const bcall *c, bscratch *ts, const cs_seq *s, int64_t i0
 /* dQ of the block's rows (nr, in groups of CS_PV_ROWS) += dS K over kp keys, into ts->dqt. */
 static void block_dq(const bcall *c, bscratch *ts, int nr, int kp) {
     const int64_t dq = c->t->dq;
-    for (int64_t c0 = 0; c0 < dq; c0 += CS_PV_COLS)
+    for (int64_t c0 = 0; c0 < dq; c0 += c->ops->pv_cols)
         for (int g = 0; g < nr; g += CS_PV_ROWS)
-            c->ops->pv_rows(ts->dp + g, c->t->rows, ts->k + c0, dq, min64(CS_PV_COLS, dq - c0), kp,
-                            ts->ones, ts->dqt + (int64_t)g * dq + c0);
+            c->ops->pv_rows(ts->dp + g, c->t->rows, ts->k + c0, dq, min64(c->ops->pv_cols, dq - c0),
+                            kp, ts->ones, ts->dqt + (int64_t)g * dq + c0);
 }
 
 /* ---- the two passes ---- */
@@ -321,8 +321,8 @@ static void key_tile(const bcall *c, bscratch *ts, const bwd_item *it) {
             if (!rows_meet(p, &s, i0, nr, j0, j0 + n)) continue;
             pack_rows(c, ts, &s, h, i0, nr);
             if (!block_grads(c, ts, &s, i0, nr, j0, n, kp)) continue;
-            for (int64_t c0 = 0; c0 < dq; c0 += CS_PV_COLS) {
-                const int64_t cols = min64(CS_PV_COLS, dq - c0);
+            for (int64_t c0 = 0; c0 < dq; c0 += c->ops->pv_cols) {
+                const int64_t cols = min64(c->ops->pv_cols, dq - c0);
                 for (int g = 0; g < kp; g += CS_PV_ROWS) {
                     c->ops->pt_rows(ts->st + (int64_t)g * t->rows, t->rows, ts->d_o + c0, dq, cols,
                                     nr, ts->dv + (int64_t)g * dq + c0);

@@ -32,7 +32,6 @@
 #define CS_KEY_STEP                                                                                \
     16                /* key blocks are multiples of this; every path's score micro-kernel         \
                          takes a number of keys that divides it */
-#define CS_PV_COLS 32 /* columns of O per pass over a V block: the strip of V stays in L1 */
 /* The score kernel sums the head dimension in chunks of this many columns, each chunk in
  * fresh registers, then adds the chunk to the score: a dominant component then meets only a
  * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
@@ -101,6 +100,10 @@ typedef struct cs_kernel_ops {
      * dq floats apart. */
     void (*pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols, int keys,
                     const float *alpha, float *o);
+    /* The columns a call of pv_rows, pv_rows_ranged or pt_rows takes at most (a multiple of
+     * CS_DIM_STEP): the strip of V a call walks, a block's keys deep, stays in L1 while every
+     * group of rows takes it. */
+    int pv_cols;
     /* pv_rows for a group whose rows see different keys of the block (along a window's edges
      * or the causal diagonal), p and v at the block's key 0: keys a <= j < e, which every row
      * r < n sees, for all CS_PV_ROWS rows, and each row r < n also its keys lo[r] <= j < hi[r]

@@ -118,6 +118,7 @@ const cs_kernel_ops cs_kernels_amxbf16 = {
     .decode_softmax = SIMD_FN(softmax),
     .softmax = SIMD_FN(softmax),
     .pv_block = pv_block_amx,
+    .pv_cols = SIMD_PV_COLS,
     .grads = SIMD_FN(grads),
     .pt_rows = SIMD_FN(pt_rows),
 };

@@ -13,6 +13,10 @@
 #define SIMD_LANES    8
 /* 3 x 4 accumulators of the score tile: 12 of the 16 registers, the rest for Q and K. */
 #define SIMD_SCORE_KEYS 4
+/* 6 rows x 2 registers of columns in the O += P V tile: 12 accumulators. A call takes 32
+ * columns, a 16 KB strip of V at 128 keys, for L1 caches of 32 KB. */
+#define SIMD_PV_REGS 2
+#define SIMD_PV_COLS 32
 
 typedef __m256 vf;
 typedef __m256i vi;

@@ -35,6 +35,7 @@ const cs_kernel_ops cs_kernels_avx512bf16 = {
     .softmax = softmax_bf16,
     .pv_rows = pv_rows_bf16,
     .pv_rows_ranged = pv_rows_ranged_bf16,
+    .pv_cols = 32,
     .grads = SIMD_FN(grads),
     .pt_rows = SIMD_FN(pt_rows),
 };

@@ -293,6 +293,7 @@ const cs_kernel_ops cs_kernels_portable = {
     .softmax = softmax_portable,
     .pv_rows = pv_rows_portable,
     .pv_rows_ranged = pv_rows_ranged_portable,
+    .pv_cols = 32,
     .grads = grads_portable,
     .pt_rows = pt_rows_portable,
 };

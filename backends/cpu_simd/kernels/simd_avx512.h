@@ -16,6 +16,11 @@
 /* 3 x 8 accumulators of the score tile: 24 of the 32 registers, the rest for Q and K. Twice
  * the keys of the AVX2 tile, so each Q load feeds twice the FMAs. */
 #define SIMD_SCORE_KEYS 8
+/* 6 rows x 4 registers of columns in the O += P V tile: 24 accumulators, so that per key 10
+ * loads feed 24 FMAs (6 x 2 registers: 8 loads for 12). A call takes 64 columns: the strip of
+ * V a block walks is 32 KB at 128 keys. */
+#define SIMD_PV_REGS 4
+#define SIMD_PV_COLS 64
 
 typedef __m512 vf;
 typedef __m512i vi;

@@ -9,6 +9,8 @@
  *   SIMD_LANES                  floats per register (divides CS_ROW_STEP; three registers of
  *                               rows divide CS_Q_PANEL)
  *   SIMD_SCORE_KEYS             keys of the S = Q K^T register tile (divides CS_KEY_STEP)
+ *   SIMD_PV_REGS, SIMD_PV_COLS  registers of columns in the O += P V tile (2 or more), and the
+ *                               columns of O a call takes (the kernel table's pv_cols)
  *   vf, vi, vmask, vlanes       float and int registers, a per-lane predicate, and a "first n
  *                               lanes" selector for row remainders
  *   vf_zero vf_set1 vf_loadu vf_storeu vf_broadcast vf_add vf_sub vf_mul vf_div vf_max vf_min
@@ -354,13 +356,52 @@ static void SIMD_FN(softmax)(float *st, int64_t ldst, int rows, const int *lo, c
 }
 
 #if !defined(SIMD_OWN_PRODUCTS)
-/* CS_PV_ROWS rows x 2 registers of columns of O, in registers for the whole key range: per key,
- * two loads of V and CS_PV_ROWS broadcasts of P feed 2 * CS_PV_ROWS FMAs. The strip's last
- * columns (cols is a multiple of CS_DIM_STEP, not of two registers) take one register at a
- * time, the last one masked where it is half a register. Keys [a, e) go to every row; with
- * `ranged` (a constant at each call) each row r < n also takes its keys lo[r] <= j < hi[r]
- * outside them, in the same registers: a key a row does not see is never multiplied in, so a
- * hidden V row that holds inf or NaN cannot reach it. */
+/* CS_PV_ROWS rows x NR registers of columns of O from column c, in registers for the whole key
+ * range: per key, NR loads of V and CS_PV_ROWS broadcasts of P feed NR * CS_PV_ROWS FMAs. With
+ * `partial` (NR = 1) only the first lanes m are loaded and stored. Keys [a, e) go to every row;
+ * with `ranged` each row r also takes its keys rlo[r] <= j < rhi[r] in [ua, a) and [e, ue), in
+ * the same registers: a key a row does not see is never multiplied in, so a hidden V row that
+ * holds inf or NaN cannot reach it. NR, partial and ranged are constants at each call. */
+static inline __attribute__((always_inline)) void
+SIMD_FN(pv_regs)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t c, int a, int e,
+                 int ua, int ue, const int *rlo, const int *rhi, const float *alpha, float *o,
+                 vlanes m, const int NR, const int partial, const int ranged) {
+#define CS_PV_LOAD(ptr)     (partial ? vf_load_lanes(ptr, m) : vf_loadu(ptr))
+#define CS_PV_STORE(ptr, x) (partial ? vf_store_lanes(ptr, x, m) : vf_storeu(ptr, x))
+    vf acc[CS_PV_ROWS][SIMD_PV_REGS];
+    for (int r = 0; r < CS_PV_ROWS; ++r) {
+        const vf s = vf_broadcast(alpha + r);
+        for (int i = 0; i < NR; ++i) acc[r][i] = vf_mul(s, CS_PV_LOAD(o + r * dq + c + i * VL));
+    }
+    for (int j = a; j < e; ++j) {
+        vf x[SIMD_PV_REGS];
+        for (int i = 0; i < NR; ++i) x[i] = CS_PV_LOAD(v + (int64_t)j * dq + c + i * VL);
+        const float *pj = p + (int64_t)j * ldp;
+        for (int r = 0; r < CS_PV_ROWS; ++r) {
+            const vf pr = vf_broadcast(pj + r);
+            for (int i = 0; i < NR; ++i) acc[r][i] = vf_fmadd(pr, x[i], acc[r][i]);
+        }
+    }
+    if (ranged)
+        for (int side = 0; side < 2; ++side)
+            for (int j = side ? e : ua; j < (side ? ue : a); ++j) {
+                vf x[SIMD_PV_REGS];
+                for (int i = 0; i < NR; ++i) x[i] = CS_PV_LOAD(v + (int64_t)j * dq + c + i * VL);
+                const float *pj = p + (int64_t)j * ldp;
+                for (int r = 0; r < CS_PV_ROWS; ++r)
+                    if (rlo[r] <= j && j < rhi[r]) {
+                        const vf pr = vf_broadcast(pj + r);
+                        for (int i = 0; i < NR; ++i) acc[r][i] = vf_fmadd(pr, x[i], acc[r][i]);
+                    }
+            }
+    for (int r = 0; r < CS_PV_ROWS; ++r)
+        for (int i = 0; i < NR; ++i) CS_PV_STORE(o + r * dq + c + i * VL, acc[r][i]);
+#undef CS_PV_LOAD
+#undef CS_PV_STORE
+}
+
+/* Columns [0, cols) of O (cols a multiple of CS_DIM_STEP) in tiles of SIMD_PV_REGS registers,
+ * then of two, then one register at a time, the last masked where it is half a register. */
 static inline __attribute__((always_inline)) void
 SIMD_FN(pv_strip)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols, int a,
                   int e, int n, const int *lo, const int *hi, const float *alpha, float *o,
@@ -375,62 +416,17 @@ SIMD_FN(pv_strip)(const float *p, int64_t ldp, const float *v, int64_t dq, int64
             ua = seen && lo[r] < ua ? lo[r] : ua;
             ue = seen && hi[r] > ue ? hi[r] : ue;
         }
+    const vlanes all = vlanes_first(VL);
     int64_t c = 0;
-    for (; c + 2 * VL <= cols; c += 2 * VL) {
-        vf acc[CS_PV_ROWS][2];
-        for (int r = 0; r < CS_PV_ROWS; ++r) {
-            const vf s = vf_broadcast(alpha + r);
-            acc[r][0] = vf_mul(s, vf_loadu(o + r * dq + c));
-            acc[r][1] = vf_mul(s, vf_loadu(o + r * dq + c + VL));
-        }
-        for (int j = a; j < e; ++j) {
-            const vf v0 = vf_loadu(v + (int64_t)j * dq + c);
-            const vf v1 = vf_loadu(v + (int64_t)j * dq + c + VL);
-            const float *pj = p + (int64_t)j * ldp;
-            for (int r = 0; r < CS_PV_ROWS; ++r) {
-                const vf pr = vf_broadcast(pj + r);
-                acc[r][0] = vf_fmadd(pr, v0, acc[r][0]);
-                acc[r][1] = vf_fmadd(pr, v1, acc[r][1]);
-            }
-        }
-        if (ranged)
-            for (int side = 0; side < 2; ++side)
-                for (int j = side ? e : ua; j < (side ? ue : a); ++j) {
-                    const vf v0 = vf_loadu(v + (int64_t)j * dq + c);
-                    const vf v1 = vf_loadu(v + (int64_t)j * dq + c + VL);
-                    const float *pj = p + (int64_t)j * ldp;
-                    for (int r = 0; r < CS_PV_ROWS; ++r)
-                        if (rlo[r] <= j && j < rhi[r]) {
-                            const vf pr = vf_broadcast(pj + r);
-                            acc[r][0] = vf_fmadd(pr, v0, acc[r][0]);
-                            acc[r][1] = vf_fmadd(pr, v1, acc[r][1]);
-                        }
-                }
-        for (int r = 0; r < CS_PV_ROWS; ++r) {
-            vf_storeu(o + r * dq + c, acc[r][0]);
-            vf_storeu(o + r * dq + c + VL, acc[r][1]);
-        }
-    }
-    for (; c < cols; c += VL) {
-        const vlanes m = vlanes_first(cols - c);
-        vf acc[CS_PV_ROWS];
-        for (int r = 0; r < CS_PV_ROWS; ++r)
-            acc[r] = vf_mul(vf_broadcast(alpha + r), vf_load_lanes(o + r * dq + c, m));
-        for (int j = a; j < e; ++j) {
-            const vf v0 = vf_load_lanes(v + (int64_t)j * dq + c, m);
-            for (int r = 0; r < CS_PV_ROWS; ++r)
-                acc[r] = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp + r), v0, acc[r]);
-        }
-        if (ranged)
-            for (int side = 0; side < 2; ++side)
-                for (int j = side ? e : ua; j < (side ? ue : a); ++j) {
-                    const vf v0 = vf_load_lanes(v + (int64_t)j * dq + c, m);
-                    for (int r = 0; r < CS_PV_ROWS; ++r)
-                        if (rlo[r] <= j && j < rhi[r])
-                            acc[r] = vf_fmadd(vf_broadcast(p + (int64_t)j * ldp + r), v0, acc[r]);
-                }
-        for (int r = 0; r < CS_PV_ROWS; ++r) vf_store_lanes(o + r * dq + c, acc[r], m);
-    }
+    for (; c + SIMD_PV_REGS * VL <= cols; c += SIMD_PV_REGS * VL)
+        SIMD_FN(pv_regs)
+        (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, SIMD_PV_REGS, 0, ranged);
+    if (SIMD_PV_REGS > 2)
+        for (; c + 2 * VL <= cols; c += 2 * VL)
+            SIMD_FN(pv_regs)(p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, 2, 0, ranged);
+    for (; c < cols; c += VL)
+        SIMD_FN(pv_regs)
+        (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, vlanes_first(cols - c), 1, 1, ranged);
 }
 
 static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
@@ -542,6 +538,7 @@ const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .softmax = SIMD_FN(softmax),
     .pv_rows = SIMD_FN(pv_rows),
     .pv_rows_ranged = SIMD_FN(pv_rows_ranged),
+    .pv_cols = SIMD_PV_COLS,
     .grads = SIMD_FN(grads),
     .pt_rows = SIMD_FN(pt_rows),
 };
