@@ -418,15 +418,13 @@ SIMD_FN(pv_strip)(const float *p, int64_t ldp, const float *v, int64_t dq, int64
         }
     const vlanes all = vlanes_first(VL);
     int64_t c = 0;
-    for (; c + SIMD_PV_REGS * VL <= cols; c += SIMD_PV_REGS * VL)
-        SIMD_FN(pv_regs)
-        (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, SIMD_PV_REGS, 0, ranged);
+    for (; c + SIMD_PV_REGS * VL <= cols; c += SIMD_PV_REGS * VL) SIMD_FN(pv_regs)
+    (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, SIMD_PV_REGS, 0, ranged);
     if (SIMD_PV_REGS > 2)
         for (; c + 2 * VL <= cols; c += 2 * VL)
             SIMD_FN(pv_regs)(p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, 2, 0, ranged);
-    for (; c < cols; c += VL)
-        SIMD_FN(pv_regs)
-        (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, vlanes_first(cols - c), 1, 1, ranged);
+    for (; c < cols; c += VL) SIMD_FN(pv_regs)
+    (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, vlanes_first(cols - c), 1, 1, ranged);
 }
 
 static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
@@ -484,43 +482,41 @@ static void SIMD_FN(grads)(float *st, float *dp, int64_t ld, int rows, int keys,
     }
 }
 
-/* pv_rows transposed: CS_PV_ROWS output rows x 2 registers of columns in registers over the
- * whole reduction; per row r of x, two loads and CS_PV_ROWS broadcasts feed 2 * CS_PV_ROWS
- * FMAs. */
+/* pv_rows transposed: CS_PV_ROWS output rows x NR registers of columns from column c in
+ * registers over the whole reduction; per row r of x, NR loads and CS_PV_ROWS broadcasts feed
+ * NR * CS_PV_ROWS FMAs. With `partial` (NR = 1) only the first lanes m are loaded and stored. */
+static inline __attribute__((always_inline)) void
+SIMD_FN(pt_regs)(const float *a, int64_t lda, const float *x, int64_t dq, int64_t c, int n,
+                 float *o, vlanes m, const int NR, const int partial) {
+#define CS_PT_LOAD(ptr)     (partial ? vf_load_lanes(ptr, m) : vf_loadu(ptr))
+#define CS_PT_STORE(ptr, y) (partial ? vf_store_lanes(ptr, y, m) : vf_storeu(ptr, y))
+    vf acc[CS_PV_ROWS][SIMD_PV_REGS];
+    for (int j = 0; j < CS_PV_ROWS; ++j)
+        for (int i = 0; i < NR; ++i) acc[j][i] = CS_PT_LOAD(o + j * dq + c + i * VL);
+    for (int r = 0; r < n; ++r) {
+        vf y[SIMD_PV_REGS];
+        for (int i = 0; i < NR; ++i) y[i] = CS_PT_LOAD(x + (int64_t)r * dq + c + i * VL);
+        for (int j = 0; j < CS_PV_ROWS; ++j) {
+            const vf aj = vf_broadcast(a + j * lda + r);
+            for (int i = 0; i < NR; ++i) acc[j][i] = vf_fmadd(aj, y[i], acc[j][i]);
+        }
+    }
+    for (int j = 0; j < CS_PV_ROWS; ++j)
+        for (int i = 0; i < NR; ++i) CS_PT_STORE(o + j * dq + c + i * VL, acc[j][i]);
+#undef CS_PT_LOAD
+#undef CS_PT_STORE
+}
+
 static void SIMD_FN(pt_rows)(const float *a, int64_t lda, const float *x, int64_t dq, int64_t cols,
                              int n, float *o) {
+    const vlanes all = vlanes_first(VL);
     int64_t c = 0;
-    for (; c + 2 * VL <= cols; c += 2 * VL) {
-        vf acc[CS_PV_ROWS][2];
-        for (int j = 0; j < CS_PV_ROWS; ++j) {
-            acc[j][0] = vf_loadu(o + j * dq + c);
-            acc[j][1] = vf_loadu(o + j * dq + c + VL);
-        }
-        for (int r = 0; r < n; ++r) {
-            const vf x0 = vf_loadu(x + (int64_t)r * dq + c);
-            const vf x1 = vf_loadu(x + (int64_t)r * dq + c + VL);
-            for (int j = 0; j < CS_PV_ROWS; ++j) {
-                const vf aj = vf_broadcast(a + j * lda + r);
-                acc[j][0] = vf_fmadd(aj, x0, acc[j][0]);
-                acc[j][1] = vf_fmadd(aj, x1, acc[j][1]);
-            }
-        }
-        for (int j = 0; j < CS_PV_ROWS; ++j) {
-            vf_storeu(o + j * dq + c, acc[j][0]);
-            vf_storeu(o + j * dq + c + VL, acc[j][1]);
-        }
-    }
-    for (; c < cols; c += VL) {
-        const vlanes m = vlanes_first(cols - c);
-        vf acc[CS_PV_ROWS];
-        for (int j = 0; j < CS_PV_ROWS; ++j) acc[j] = vf_load_lanes(o + j * dq + c, m);
-        for (int r = 0; r < n; ++r) {
-            const vf x0 = vf_load_lanes(x + (int64_t)r * dq + c, m);
-            for (int j = 0; j < CS_PV_ROWS; ++j)
-                acc[j] = vf_fmadd(vf_broadcast(a + j * lda + r), x0, acc[j]);
-        }
-        for (int j = 0; j < CS_PV_ROWS; ++j) vf_store_lanes(o + j * dq + c, acc[j], m);
-    }
+    for (; c + SIMD_PV_REGS * VL <= cols; c += SIMD_PV_REGS * VL)
+        SIMD_FN(pt_regs)(a, lda, x, dq, c, n, o, all, SIMD_PV_REGS, 0);
+    if (SIMD_PV_REGS > 2)
+        for (; c + 2 * VL <= cols; c += 2 * VL) SIMD_FN(pt_regs)(a, lda, x, dq, c, n, o, all, 2, 0);
+    for (; c < cols; c += VL)
+        SIMD_FN(pt_regs)(a, lda, x, dq, c, n, o, vlanes_first(cols - c), 1, 1);
 }
 
 #include "decode_kernels.h"
