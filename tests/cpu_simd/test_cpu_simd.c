@@ -62,11 +62,17 @@ static const test_case cases[] = {
     {"logits_near_1000", FLASHPORT_F32, 1, 2, 1, 40, 90, 16, BHND, 0, LARGE_LOGITS},
     {"nan_in_one_key", FLASHPORT_F32, 1, 2, 1, 40, 40, 32, BHND, 1, NAN_IN_K},
     {"nan_in_hidden_value", FLASHPORT_F32, 1, 2, 2, 40, 40, 32, BNHD, 1, NAN_IN_HIDDEN_V},
+    /* Float32 keys past what the K/V ring holds (4064 at d = 128, 8160 at d = 64) are read where
+     * they lie, the last few (not a whole step) through the ring. */
+    {"kv_in_place_d128", FLASHPORT_F32, 1, 3, 1, 37, 4100, 128, BHND, 0, PLAIN},
+    {"kv_in_place_d64_causal", FLASHPORT_F32, 2, 2, 1, 21, 8203, 64, BNHD, 1, PLAIN},
+    {"kv_in_place_hidden_value", FLASHPORT_F32, 1, 2, 2, 40, 4200, 128, BHND, 1, NAN_IN_HIDDEN_V},
 };
 
-/* Keys where the NaN cases put their NaN (kv head 0, batch 0). */
-#define NAN_KEY      5
-#define HIDDEN_V_KEY 30
+/* Keys where the NaN cases put their NaN (kv head 0, batch 0): the hidden one is behind the
+ * causal diagonal of the first 30 of the 40 query positions those cases have. */
+#define NAN_KEY              5
+#define HIDDEN_V_KEY(seq_kv) ((seq_kv)-10)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double uniform(void) { /* [-1, 1) */
@@ -142,7 +148,7 @@ static void make_tensors(const test_case *tc, tensors *t) {
     }
     if (tc->special == NAN_IN_K) store(t->k, p->dtype, naive_index(&p->k, 0, 0, NAN_KEY) + 3, NAN);
     if (tc->special == NAN_IN_HIDDEN_V)
-        store(t->v, p->dtype, naive_index(&p->v, 0, 0, HIDDEN_V_KEY) + 1, NAN);
+        store(t->v, p->dtype, naive_index(&p->v, 0, 0, HIDDEN_V_KEY(p->seq_kv)) + 1, NAN);
     const int64_t rows = p->batch * p->heads_q * p->seq_q;
     t->ref_o = malloc(sizeof(double) * (size_t)(rows * p->head_dim));
     t->ref_lse = malloc(sizeof(double) * (size_t)rows);

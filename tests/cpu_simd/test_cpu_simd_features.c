@@ -618,6 +618,34 @@ static int edge_cases(flashport_context *ctx, flashport_context *ref, const char
     s.nan_sink = 1;
     s.nan_rows = 1;
     failures += check(ctx, ref, &s, kernel, 1);
+    /* Float32 keys past what the K/V ring holds (4064 at d = 128) are read where they lie, a
+     * block at a time; blocks that cross a page (of 200 rows) or end a sequence off a whole
+     * step go through the ring. */
+    if (!bf16_only) {
+        static const unsigned in_place[] = {0,
+                                            F_WINDOW,
+                                            F_PAGED,
+                                            F_VARLEN | F_BIAS,
+                                            F_SOFTCAP | F_ALIBI,
+                                            F_PAGED | F_VARLEN | F_SINKS};
+        for (size_t i = 0; i < sizeof in_place / sizeof in_place[0]; ++i) {
+            s = random_spec(in_place[i], 0);
+            s.dtype = s.out_dtype = FLASHPORT_F32;
+            s.heads_kv = 1; /* rows of head_dim floats in either layout */
+            s.heads_q = pick(1, 3);
+            s.head_dim = 128;
+            s.row_gaps = 0;
+            s.seq_q = pick(17, 40);
+            s.seq_kv = pick(4100, 4300);
+            s.page_size = 200;
+            if (in_place[i] & F_WINDOW) {
+                s.causal = 0;
+                s.window_left = pick(4080, s.seq_kv);
+                s.window_right = pick(0, 1) ? 0 : -1;
+            }
+            failures += check(ctx, ref, &s, kernel, 1);
+        }
+    }
     /* Saturated softcap: raw logits far past the cap. */
     s = random_spec(F_SOFTCAP | F_WINDOW, 1);
     s.dtype = s.out_dtype = exact_dtype();
@@ -807,9 +835,8 @@ int main(int argc, char **argv) {
         const int planner_picks = strcmp(kernel, "avx512bf16") == 0;
         /* The planner's CS_AMX_DECODE_MIN_ROWS, where it may take amxbf16. */
         char why_amx[512];
-        const int amx_rows = planner_picks && runnable(ctx, "amxbf16", why_amx, sizeof why_amx)
-                                 ? 16
-                                 : 0;
+        const int amx_rows =
+            planner_picks && runnable(ctx, "amxbf16", why_amx, sizeof why_amx) ? 16 : 0;
         failures = decode_cases(ctx, ref, planner_picks ? NULL : kernel, kernel, amx_rows);
         flashport_context_destroy(ref);
         flashport_context_destroy(ctx);
