@@ -30,8 +30,8 @@
                         micro-kernel, two groups of three in the AVX2 one */
 #define CS_PV_ROWS 6 /* rows of the O += P V micro-kernel */
 #define CS_KEY_STEP                                                                                \
-    16                /* key blocks are multiples of this; every path's score micro-kernel         \
-                         takes a number of keys that divides it */
+    16 /* key blocks are multiples of this; every path's score micro-kernel                        \
+          takes a number of keys that divides it */
 /* The score kernel sums the head dimension in chunks of this many columns, each chunk in
  * fresh registers, then adds the chunk to the score: a dominant component then meets only a
  * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
