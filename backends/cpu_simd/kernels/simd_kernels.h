@@ -417,14 +417,14 @@ SIMD_FN(pv_strip)(const float *p, int64_t ldp, const float *v, int64_t dq, int64
             ue = seen && hi[r] > ue ? hi[r] : ue;
         }
     const vlanes all = vlanes_first(VL);
+#define CS_PV_TILE(NR, m, partial)                                                                 \
+    SIMD_FN(pv_regs)(p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, m, NR, partial, ranged)
     int64_t c = 0;
-    for (; c + SIMD_PV_REGS * VL <= cols; c += SIMD_PV_REGS * VL) SIMD_FN(pv_regs)
-    (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, SIMD_PV_REGS, 0, ranged);
+    for (; c + SIMD_PV_REGS * VL <= cols; c += SIMD_PV_REGS * VL) CS_PV_TILE(SIMD_PV_REGS, all, 0);
     if (SIMD_PV_REGS > 2)
-        for (; c + 2 * VL <= cols; c += 2 * VL)
-            SIMD_FN(pv_regs)(p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, all, 2, 0, ranged);
-    for (; c < cols; c += VL) SIMD_FN(pv_regs)
-    (p, ldp, v, dq, c, a, e, ua, ue, rlo, rhi, alpha, o, vlanes_first(cols - c), 1, 1, ranged);
+        for (; c + 2 * VL <= cols; c += 2 * VL) CS_PV_TILE(2, all, 0);
+    for (; c < cols; c += VL) CS_PV_TILE(1, vlanes_first(cols - c), 1);
+#undef CS_PV_TILE
 }
 
 static void SIMD_FN(pv_rows)(const float *p, int64_t ldp, const float *v, int64_t dq, int64_t cols,
