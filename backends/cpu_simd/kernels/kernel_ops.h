@@ -21,17 +21,19 @@
 
 #include "flashport.h"
 
-#define CS_DIM_STEP 8 /* one AVX register of float32 (AVX-512 masks off the other half) */
-#define CS_ROW_STEP                                                                                \
-    16 /* rows handled together by the score and softmax kernels: one                              \
-          AVX-512 register, two AVX2 registers */
-#define CS_Q_PANEL                                                                                 \
-    48               /* rows of a Q panel: three registers of rows in the AVX-512 score            \
-                        micro-kernel, two groups of three in the AVX2 one */
-#define CS_PV_ROWS 6 /* rows of the O += P V micro-kernel */
-#define CS_KEY_STEP                                                                                \
-    16 /* key blocks are multiples of this; every path's score micro-kernel                        \
-          takes a number of keys that divides it */
+/* One AVX register of float32 (AVX-512 masks off the other half). */
+#define CS_DIM_STEP 8
+/* Rows handled together by the score and softmax kernels: one AVX-512 register, two AVX2
+ * registers. */
+#define CS_ROW_STEP 16
+/* Rows of a Q panel: three registers of rows in the AVX-512 score micro-kernel, two groups of
+ * three in the AVX2 one. */
+#define CS_Q_PANEL 48
+/* Rows of the O += P V micro-kernel. */
+#define CS_PV_ROWS 6
+/* Key blocks are multiples of this; every path's score micro-kernel takes a number of keys
+ * that divides it. */
+#define CS_KEY_STEP 16
 /* The score kernel sums the head dimension in chunks of this many columns, each chunk in
  * fresh registers, then adds the chunk to the score: a dominant component then meets only a
  * few roundings at the score's magnitude instead of d of them (logits near +-1000). */
