@@ -15,74 +15,6 @@
 #include "sequences.h"
 #include "topology.h"
 
-/* The K and V rows of a ring's keys take at most this: every key a tile visits when they fit
- * (8160 keys of float32 rows at d = 64, 4064 at d = 128; 10890 and 5429 of the bf16 pair
- * layouts', 4822 of amxbf16's longer rows at d = 128), else one block. A ring larger than a
- * core's L2 is read from L3, as the source rows would be, and still saves each tile converting
- * them again: 4 MiB against 2 measured 4-10% faster on the float32 path and 16% on amxbf16
- * where the larger ring holds every key. */
-#define RING_BYTES ((int64_t)4 << 20)
-
-static int masked(const fp_problem *p) {
-    return p->causal || p->window_left >= 0 || p->window_right >= 0;
-}
-
-void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops, cs_tiling *t) {
-    const int64_t dq = round_up(p->head_dim, CS_DIM_STEP);
-    /* Rows of the tile's operands are t->dq floats apart, past the head dimension's dq where the
-     * P V product reads every other V row as a tile (pv_block): at a multiple of 128 floats those
-     * rows' lines fall in a quarter of L1's sets, and 16 more floats made amxbf16 2-7% faster
-     * at d = 128 (the other paths compute every column of a row: they keep dq). */
-    t->dq = dq + (ops && ops->pv_block && dq % 128 == 0 ? 16 : 0);
-    t->split = 0;
-    /* Up to 96 rows: each converted K/V block then serves enough rows that converting it is
-     * noise; Q and O of the tile (2 * rows * dq floats) stay within about 400 KiB of L2. */
-    int64_t rows = min64(96, max64(CS_Q_PANEL, 65536 / dq));
-    /* On the AMX tiles, once the keys a tile reads (bf16 K and every other V row: 4 d bytes a
-     * key) pass 1 MiB they come back from L3 for every tile, and the tile loads wait on them:
-     * tiles of 192 rows halve those reads (3-7% faster at N = 4096, d = 128, causal or not). */
-    if (ops && ops->pv_block && p->seq_kv * 4 * p->head_dim > ((int64_t)1 << 20)) rows = 192;
-    rows = rows / CS_Q_PANEL * CS_Q_PANEL;
-    const int64_t group = p->heads_q / p->heads_kv;
-    t->heads = (int)min64(group, rows);
-    t->queries = (int)max64(1, min64(p->seq_q, rows / t->heads));
-    t->threads = threads < 1 ? 1 : threads;
-    /* With only a few equal tiles per thread (no mask), the last round leaves threads idle
-     * unless the tile count divides evenly: round it up to a multiple that does. */
-    const int64_t per_q_tile = p->batch * p->heads_kv * ((group + t->heads - 1) / t->heads);
-    int64_t q_tiles = (p->seq_q + t->queries - 1) / t->queries;
-    if (!masked(p) && t->threads > 1 && per_q_tile * q_tiles < 8 * (int64_t)t->threads) {
-        int64_t a = per_q_tile, b = t->threads;
-        while (b) {
-            const int64_t r = a % b;
-            a = b;
-            b = r;
-        }
-        q_tiles = round_up(q_tiles, t->threads / a);
-        t->queries = (int)max64(1, (p->seq_q + q_tiles - 1) / q_tiles);
-    }
-    t->rows = (int)round_up((int64_t)t->heads * t->queries, CS_Q_PANEL);
-    /* Blocks of K and V of about 64 KiB each (L2): longer blocks spread the per-block softmax
-     * and rescaling over more products; measured best between 64 and 128 keys at d = 64..128. */
-    int64_t keys = min64(128, max64(CS_KEY_STEP, 16384 / dq));
-    keys = keys / CS_KEY_STEP * CS_KEY_STEP;
-    t->keys = (int)min64(keys, max64(CS_KEY_STEP, round_up(p->seq_kv, CS_KEY_STEP)));
-    /* A tile visits at most its positions plus both sides of the window, or every key; the
-     * ring keeps CS_KEY_STEP free slots past them for a block's zero rows. The sides are
-     * clamped to what the ring could hold before they are added (they may be INT64_MAX). */
-    const int64_t most = RING_BYTES / cs_ring_key_bytes(ops, t->dq) - 2 * CS_KEY_STEP;
-    const int64_t right = p->causal ? 0 : p->window_right;
-    int64_t reach = p->seq_kv;
-    if (p->window_left >= 0 && right >= 0)
-        reach = min64(reach, t->queries + min64(p->window_left, most) + min64(right, most));
-    t->ring = (int)(reach <= most ? max64(round_up(reach, CS_KEY_STEP), t->keys) + CS_KEY_STEP
-                                  : t->keys + CS_KEY_STEP);
-    /* Packed sequences of total_q rows cut into tiles: each sequence adds at most one partial
-     * tile. */
-    t->max_tiles = p->q_varlen ? (p->total_q + p->batch * (t->queries - 1)) / t->queries
-                               : p->batch * ((p->seq_q + t->queries - 1) / t->queries);
-}
-
 /* Byte offsets of one thread's scratch arrays, each on a cache line. */
 typedef struct scratch_layout {
     size_t q, o, k, v, s, bias, m, l, alpha, lo, hi, key_lo, key_hi, slope, diag, bias_at, group_lo,
@@ -124,17 +56,6 @@ typedef struct tile_entry {
 
 size_t cs_scratch_bytes(const cs_tiling *t) {
     return layout_of(t).total * (size_t)t->threads + (size_t)t->max_tiles * sizeof(tile_entry);
-}
-
-_Static_assert(sizeof(cs_tiling) <= FP_PLAN_KERNEL_PARAMS_BYTES,
-               "a plan holds the kernel parameters");
-
-void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan) {
-    memcpy(plan->kernel_params.bytes, t, sizeof *t);
-}
-
-void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t) {
-    memcpy(t, plan->kernel_params.bytes, sizeof *t);
 }
 
 /* Everything a tile needs to know about the call. */
@@ -353,7 +274,7 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
     const cs_kernel_ops *ops = c->ops;
     const int64_t dq = t->dq;
     const tile_pos tp = {s, kvh, h0, i0, (int)min64(t->heads, c->group - h0)};
-    const int nq = (int)min64(t->queries, s->nq - i0);
+    const int nq = (int)cs_tile_queries(t, i0, s->nq);
     const int real = tp.nh * nq;
     const int rows = t->rows;                                /* a multiple of CS_Q_PANEL */
     const int score_rows = (int)round_up(real, CS_ROW_STEP); /* rows past these are all padding */
@@ -397,7 +318,7 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
     next_keys pf = {0, 0, 1, 0};
     if (next_i0 >= 0) {
         int64_t lo, hi;
-        tile_keys(p, s, next_i0, min64(t->queries, s->nq - next_i0), &lo, &hi);
+        tile_keys(p, s, next_i0, cs_tile_queries(t, next_i0, s->nq), &lo, &hi);
         pf.lo = hi > k_hi ? max64(lo, k_hi) : lo;
         pf.n = max64(0, (hi > k_hi ? hi : min64(hi, k_lo)) - pf.lo);
         const int64_t pv_calls = ops->pv_block ? 1
@@ -527,8 +448,8 @@ static int64_t list_tiles(const call *c, tile_entry *list) {
     int64_t n = 0;
     for (int64_t b = 0; b < p->batch; ++b) {
         const cs_seq s = cs_seq_of(c->p, c->a, b);
-        for (int64_t i0 = 0; i0 < s.nq; i0 += c->t->queries) {
-            const int64_t nq = min64(c->t->queries, s.nq - i0);
+        for (int64_t i0 = 0, nq; i0 < s.nq; i0 += nq) {
+            nq = cs_tile_queries(c->t, i0, s.nq);
             int64_t lo = 0, hi = 0;
             if (sorted) tile_keys(p, &s, i0, nq, &lo, &hi);
             list[n++] = (tile_entry){nq * (hi - lo + 1), b, i0};

@@ -24,35 +24,11 @@
 
 #include "fp_backend.h"
 #include "kernels/kernel_ops.h"
+#include "tiling.h"
 
-typedef struct cs_tiling {
-    int heads;   /* query heads of one KV group in a tile */
-    int queries; /* query positions in a tile */
-    int rows;    /* heads * queries rounded up to CS_PV_ROWS */
-    int keys;    /* keys per block, a multiple of CS_KEY_STEP */
-    int ring;    /* keys the K/V ring of a thread holds, a multiple of CS_KEY_STEP */
-    int64_t dq;  /* head_dim rounded up to CS_DIM_STEP */
-    int threads;
-    int split;         /* decode path (decode.h): keys of a sequence per work item; 0: tile path */
-    int64_t max_tiles; /* tile path: query tiles of every sequence together, at most */
-} cs_tiling;
-
-/* Tile shape for p on the kernels of ops, sized so that a tile's Q and O stay in L2 and a key
- * block in L1. */
-void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops, cs_tiling *t);
-
-/* Bytes of K and V per key in the ring: float32 rows (8 dq), or the bf16 pair layouts of
- * ops->load_kv, whose K takes half its row's space (6 dq). */
-static inline int64_t cs_ring_key_bytes(const cs_kernel_ops *ops, int64_t dq) {
-    return (ops && ops->load_kv ? 6 : 8) * dq;
-}
 /* Scratch the run needs: threads x (one tile + a K/V ring) and the list of query tiles, never a
  * function of N^2. */
 size_t cs_scratch_bytes(const cs_tiling *t);
-
-/* The tiling as a plan's kernel parameters: stored by the planner, read back by run(). */
-void cs_tiling_to_plan(const cs_tiling *t, fp_plan *plan);
-void cs_tiling_from_plan(const fp_plan *plan, cs_tiling *t);
 
 /* Runs the attention with the kernels of one path. scratch holds cs_scratch_bytes(t) bytes,
  * 64-byte aligned. */

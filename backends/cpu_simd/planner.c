@@ -187,7 +187,8 @@ static int pick_bf16(const fp_problem *p, int decode, char *why, size_t len) {
     if (p->dtype != FLASHPORT_BF16 || !cs_avx512bf16_usable(&why_bf16)) return -1;
     const int64_t rows = p->heads_q / p->heads_kv * p->seq_q;
     if (decode && rows >= CS_AMX_DECODE_MIN_ROWS && cs_amxbf16_usable(&why_amx)) {
-        snprintf(why, len, "bf16 inputs, Q K^T and P V on AMX tiles: %lld query rows a KV head (at "
+        snprintf(why, len,
+                 "bf16 inputs, Q K^T and P V on AMX tiles: %lld query rows a KV head (at "
                  "least %d) fill them; %s",
                  (long long)rows, CS_AMX_DECODE_MIN_ROWS, why_amx);
         return CS_VARIANT_AMXBF16;
@@ -255,12 +256,15 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
         out->workspace_bytes = cs_decode_scratch_bytes(p, &t);
     } else {
         cs_tiling_choose(p, threads, cs_variant_ops(out->variant), &t);
+        char shares[64] = "";
+        if (t.share < p->seq_q)
+            snprintf(shares, sizeof shares, ", cut from shares of %d queries", t.share);
         snprintf(out->reason, sizeof out->reason,
-                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys (%s: %s); %d "
-                 "thread%s (%s)",
-                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys,
-                 decode ? "decode shape, on the tile path" : "not decode", why_path,
-                 t.threads, t.threads == 1 ? "" : "s", why_threads);
+                 "%s (%s); tiles of %d rows (heads x queries = %d x %d) x %d keys%s (%s: %s); "
+                 "%d thread%s (%s)",
+                 cs_variant_name(out->variant), why, t.rows, t.heads, t.queries, t.keys, shares,
+                 decode ? "decode shape, on the tile path" : "not decode", why_path, t.threads,
+                 t.threads == 1 ? "" : "s", why_threads);
         out->workspace_bytes = cs_scratch_bytes(&t);
     }
     cs_tiling_to_plan(&t, out);
