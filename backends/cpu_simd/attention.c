@@ -324,7 +324,9 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
         const int64_t pv_calls = ops->pv_block ? 1
                                                : ((real + CS_PV_ROWS - 1) / CS_PV_ROWS) *
                                                      ((dq + ops->pv_cols - 1) / ops->pv_cols);
-        pf.calls = max64(1, (k_hi - k_lo + t->keys - 1) / t->keys * pv_calls);
+        /* A tile whose rows see no key (k_lo > k_hi) runs no block. */
+        const int64_t blocks = k_hi > k_lo ? (k_hi - k_lo + t->keys - 1) / t->keys : 0;
+        pf.calls = max64(1, blocks * pv_calls);
     }
     /* The tile's keys go into the ring all at once when they fit, else a block at a time,
      * except the blocks the kernels read in place. */
