@@ -34,8 +34,8 @@ void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops
     /* With a mask the tiles of a sequence cost more the more keys they see, and with fewer
      * than 4 of them per thread the scheduler, most expensive first, balances whole tiles
      * badly: tiles of one Q panel give it pieces of half the size. Not on the AMX tiles
-     * (pv_block), which load each K/V block into tile registers once per tile and so favour
-     * tall tiles. */
+     * (pv_block), which run best on tall tiles (the rule above): 48-row tiles ran slower
+     * there. */
     if (masked(p) && threads > 1 && !(ops && ops->pv_block) &&
         p->batch * p->heads_q * p->seq_q < 4 * threads * rows)
         rows = CS_Q_PANEL;
@@ -48,9 +48,9 @@ void cs_tiling_choose(const fp_problem *p, int threads, const cs_kernel_ops *ops
     /* Without a mask the tiles of a sequence cost the same, and unless their count divides
      * among the threads the last round leaves threads idle. Each sequence is then cut into m
      * equal shares, tiled on their own, m times the (batch, KV head, head chunk) items making a
-     * multiple of the threads: each thread runs as many whole tiles and one shorter one, with
-     * no padding rows (equal tiles of fewer queries would each be padded up to a register of
-     * rows). A share's rows are a multiple of a register's. */
+     * multiple of the threads: each thread runs as many whole tiles and one shorter one, padded
+     * by at most a register of rows (equal tiles of fewer queries would each be padded up to a
+     * register of rows). A share's rows are a multiple of a register's. */
     t->share = (int)max64(1, p->seq_q);
     const int64_t per_q_tile = p->batch * p->heads_kv * ((group + t->heads - 1) / t->heads);
     if (!masked(p) && t->threads > 1) {
