@@ -233,9 +233,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const int64_t nk = bytes[FZ_K] / (int64_t)fz_dtype_size(d.dtype);
         const double scale = d.scale == 0.0f ? 1.0 / sqrt((double)d.head_dim) : fabs(d.scale);
         /* q k is rounded to f32 before the softcap, and tanh's slope, 1 near 0, passes that
-         * rounding on whole: a score of +-1e8 terms that cancel to 4.5 is capped near 0 with
-         * an error of eps32 1e8. So the error term takes the uncapped magnitude S_dot, and only
-         * the test of f32's range below takes the capped one. */
+         * rounding on whole: a score whose terms of 6e8 cancel to 4.5 may round to 0, an error
+         * the cap keeps. So the error term takes the uncapped magnitude S_dot, and only the
+         * test of f32's range below takes the capped one. */
         const double S_dot = scale * max_abs(buf[FZ_Q], d.dtype, nq, qs) *
                              max_abs(buf[FZ_K], d.dtype, nk, ks) * (double)d.head_dim;
         double S_mods = 0.0;

@@ -8,7 +8,11 @@
  *     schedule does), no thread computes more score rows (a tile's rows rounded up to the
  *     16-row registers the kernels run) than an even split of the rows plus one register of
  *     them per share; tiles of fewer queries each, the plain alternative, pad every tile up
- *     to a register and leave threads with up to a tile more.
+ *     to a register and leave threads with up to a tile more;
+ *   - the tile height depends on the threads only where the float32 paths take 48-row tiles
+ *     (a mask, a team, fewer than 4 tiles of 96 rows per thread), never on a path with its own
+ *     P V on matrix tiles (pv_block, as amxbf16), whose ring rows (load_kv) and tile rows
+ *     differ: both kinds of kernel table are walked.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,15 +66,38 @@ static int64_t most_per_thread(int64_t *items, int64_t n, int threads) {
     return most;
 }
 
+/* A kernel table of a path with its own K/V ring layout and P V on matrix tiles: only whether
+ * these are set matters to the tiling, never called. */
+static void unused_load_kv(const void *k, const void *v, const void *v_next, int first, int64_t d,
+                           int64_t dq, float *k_ring, float *v_ring, int64_t row) {
+    (void)k, (void)v, (void)v_next, (void)first, (void)d, (void)dq, (void)k_ring, (void)v_ring;
+    (void)row;
+    abort();
+}
+static void unused_pv_block(float *p, int64_t ldp, const float *v, int64_t d, int64_t dq, int real,
+                            const int *lo, const int *hi, const float *alpha, float *o) {
+    (void)p, (void)ldp, (void)v, (void)d, (void)dq, (void)real, (void)lo, (void)hi, (void)alpha;
+    (void)o;
+    abort();
+}
+static const cs_kernel_ops matrix_tiles = {.load_kv = unused_load_kv, .pv_block = unused_pv_block};
+
 static void check(flashport_attention_desc *d, const int32_t *lengths, int threads,
-                  const char *mask) {
-    char what[160];
-    snprintf(what, sizeof what, "B=%lld Hq=%lld Hkv=%lld Nq=%lld%s d=%lld %s, %d threads",
+                  const char *mask, const cs_kernel_ops *ops) {
+    char what[192];
+    snprintf(what, sizeof what, "B=%lld Hq=%lld Hkv=%lld Nq=%lld%s d=%lld %s, %d threads, %s",
              (long long)d->batch, (long long)d->heads_q, (long long)d->heads_kv,
-             (long long)d->seq_q, lengths ? " (varlen)" : "", (long long)d->head_dim, mask,
-             threads);
-    cs_tiling t;
-    cs_tiling_choose(d, threads, NULL, &t);
+             (long long)d->seq_q, lengths ? " (varlen)" : "", (long long)d->head_dim, mask, threads,
+             ops ? "matrix tiles" : "float32 paths");
+    cs_tiling t, alone;
+    cs_tiling_choose(d, threads, ops, &t);
+    cs_tiling_choose(d, 1, ops, &alone);
+    const int panel_tiles = !ops && mask[0] != 'n' && threads > 1 &&
+                            d->batch * d->heads_q * d->seq_q < 4 * threads * 96;
+    if (panel_tiles ? t.rows != CS_Q_PANEL : t.rows != alone.rows) {
+        printf("FAIL %s: tiles of %d rows (one thread: %d)\n", what, t.rows, alone.rows);
+        ++failures;
+    }
     const int64_t chunks = (d->heads_q / d->heads_kv + t.heads - 1) / t.heads;
     const int64_t per_tile = d->batch * d->heads_kv * chunks;
     int64_t tiles = 0, n_rows = 0, real = 0;
@@ -133,8 +160,9 @@ int main(void) {
                                                           FLASHPORT_LAYOUT_BHND);
                             d.causal = m == 1;
                             if (m == 2) d.window_left = 100, d.window_right = 0;
-                            check(&d, NULL, thread_counts[th], masks[m]);
-                            ++cases;
+                            check(&d, NULL, thread_counts[th], masks[m], NULL);
+                            check(&d, NULL, thread_counts[th], masks[m], &matrix_tiles);
+                            cases += 2;
                             /* The same batch packed, its sequences of other lengths. */
                             int32_t lens[3];
                             int64_t total = 0;
@@ -142,8 +170,9 @@ int main(void) {
                                 total += lens[b] = (int32_t)(lengths[n] - b * lengths[n] / 3);
                             flashport_attention_desc_set_varlen(&d, total, lengths[n], total,
                                                                 lengths[n]);
-                            check(&d, lens, thread_counts[th], masks[m]);
-                            ++cases;
+                            check(&d, lens, thread_counts[th], masks[m], NULL);
+                            check(&d, lens, thread_counts[th], masks[m], &matrix_tiles);
+                            cases += 2;
                         }
     printf("%s: %d shapes, %d failed checks\n", failures ? "FAILED" : "PASSED", cases, failures);
     return failures ? 1 : 0;
