@@ -73,6 +73,16 @@ __device__ __forceinline__ void fp_bwd_p_ds(const fp_bwd_params &a, int b, int h
     dp_to_ds = p * (dp_to_ds - delta) * grad;
 }
 
+/* The key-tile kernel's next step after (head h, first row q0): the next query tile of the
+ * head, or the first tile [lo, ...) of the next head once q0 reaches end. */
+__device__ __forceinline__ void fp_bwd_next_step(int &h, int &q0, int rows, int lo, int end) {
+    q0 += rows;
+    if (q0 >= end) {
+        q0 = lo;
+        ++h;
+    }
+}
+
 /* Whether every query of [q0, q0 + rows) sees every key of [k0, k0 + keys), all within their
  * sequences: such tiles skip the per-element mask. */
 __device__ __forceinline__ bool fp_bwd_tile_full(const fp_key_band &band, int q0, int rows, int k0,

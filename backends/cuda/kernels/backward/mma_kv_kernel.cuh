@@ -2,10 +2,10 @@
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
  * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps of 16 keys each.
  * K and V of the tile stay in shared memory; the block walks every query tile of
- * BR rows (fp_bwd_mma_kv_rows) that sees one of its keys, for each query head of the kv head's group
- * in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and D from
- * the preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole walk, so
- * GQA sums its group's heads in a fixed order.
+ * BR rows (fp_bwd_mma_kv_rows) that sees one of its keys, for each query head of the kv head's
+ * group in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and D
+ * from the preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole
+ * walk, so GQA sums its group's heads in a fixed order.
  *
  * Per query tile, each warp computes with keys as the rows (M) of mma.sync m16n8k16:
  *   S^T = K Q^T and dP^T = V dO^T        (A: K, V by ldmatrix; B: Q, dO as in the forward's K),
@@ -25,6 +25,8 @@
  */
 #ifndef FP_BACKWARD_MMA_KV_KERNEL_CUH
 #define FP_BACKWARD_MMA_KV_KERNEL_CUH
+
+#include <type_traits>
 
 #include "../common/online_softmax_rows.cuh"
 #include "../mma/fragment_layout.h"
@@ -92,17 +94,25 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     const fp_bwd_rows rows = fp_bwd_rows_seeing(a.mods, k0, k0 + n_keys, s.nq, s.nkv);
     const int q_tiles = (rows.hi - rows.lo + BR - 1) / BR;
     const int n_steps = a.group * q_tiles;
+    /* Step n is query tile n % q_tiles of the group's head n / q_tiles. Both the loads and the
+     * compute walk the steps in order, each with its own (head, first row) advanced by
+     * fp_bwd_next_step, where the division would cost every step about 25 instructions. */
+    const int q_end = rows.lo + q_tiles * BR;
+    int load_h = hk * a.group, load_q0 = rows.lo;
 
     auto load_step = [&](int n) {
-        const int h = hk * a.group + n / q_tiles;
-        const int q0 = rows.lo + (n % q_tiles) * BR;
+        const int h = load_h, q0 = load_q0;
+        fp_bwd_next_step(load_h, load_q0, BR, rows.lo, q_end);
         T *const sQ = sStages + (n % STAGES) * 2 * BR * D;
-        QLoader::template load<true, 2>(
-            sQ,
-            fp_strided_rows<T, 2>{{static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
-                                   static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
-                                  {a.qs.seq, a.os.seq}},
-            s.nq - q0, a.d);
+        const fp_strided_rows<T, 2> q_rows{
+            {static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
+             static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
+            {a.qs.seq, a.os.seq}};
+        /* supports() admits only d == D, so a tile is whole unless it runs past the sequence. */
+        if (q0 + BR <= s.nq)
+            QLoader::template load_async_whole<2>(sQ, q_rows);
+        else
+            QLoader::template load<true, 2>(sQ, q_rows, s.nq - q0, a.d);
         if (threadIdx.x < 2 * BR) {
             const int r = threadIdx.x % BR;
             const bool in = q0 + r < s.nq;
@@ -136,13 +146,12 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     float dk[1][D_TILES][4], dv[1][D_TILES][4];
     fp_mma_zero(dk);
     fp_mma_zero(dv);
-    for (int n = 0; n < n_steps; ++n) {
+    int h = hk * a.group, q0 = rows.lo;
+    for (int n = 0; n < n_steps; ++n, fp_bwd_next_step(h, q0, BR, rows.lo, q_end)) {
         fp_cp_async_wait<STAGES - 2>();
         __syncthreads(); /* step n has landed, and every warp is done with step n - 1 */
         if (n + STAGES - 1 < n_steps) load_step(n + STAGES - 1);
         fp_cp_async_commit();
-        const int h = hk * a.group + n / q_tiles;
-        const int q0 = rows.lo + (n % q_tiles) * BR;
         const uint32_t sQ_addr = fp_smem_addr(sStages + (n % STAGES) * 2 * BR * D);
         const uint32_t sO_addr = sQ_addr + 2u * BR * D;
         const float *const sLse = sRows + (n % STAGES) * 2 * BR, *const sDelta = sLse + BR;
@@ -168,20 +177,28 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             }
         }
 
-        const bool full = fp_bwd_tile_full(band, q0, BR, k0, BC, s.nq, s.nkv);
+        /* Two copies of the pass: tiles every row sees whole take no per-element test (as a
+         * run-time `full ||` in one loop, the test became a branch around every element). */
+        auto p_ds = [&](auto masked) {
 #pragma unroll
-        for (int nt = 0; nt < Q_TILES; ++nt) {
-            const int ql = 8 * nt + 2 * c;
-            const float2 lse = *reinterpret_cast<const float2 *>(sLse + ql);
-            const float2 delta = *reinterpret_cast<const float2 *>(sDelta + ql);
+            for (int nt = 0; nt < Q_TILES; ++nt) {
+                const int ql = 8 * nt + 2 * c;
+                const float2 lse = *reinterpret_cast<const float2 *>(sLse + ql);
+                const float2 delta = *reinterpret_cast<const float2 *>(sDelta + ql);
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int i = q0 + ql + (r & 1), j = key_lo + 8 * (r >> 1);
-                const bool seen = full || (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
-                fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, (r & 1) ? lse.y : lse.x,
-                                  (r & 1) ? delta.y : delta.x, st[0][nt][r], dpt[0][nt][r]);
+                for (int r = 0; r < 4; ++r) {
+                    const int i = q0 + ql + (r & 1), j = key_lo + 8 * (r >> 1);
+                    const bool seen = !decltype(masked)::value ||
+                                      (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
+                    fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, (r & 1) ? lse.y : lse.x,
+                                      (r & 1) ? delta.y : delta.x, st[0][nt][r], dpt[0][nt][r]);
+                }
             }
-        }
+        };
+        if (fp_bwd_tile_full(band, q0, BR, k0, BC, s.nq, s.nkv))
+            p_ds(std::false_type{});
+        else
+            p_ds(std::true_type{});
 
 #pragma unroll
         for (int ps = 0; ps < ROW_STEPS; ++ps) {
@@ -217,11 +234,15 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                         Ops::pack(dpt[0][nt][2 * i], dpt[0][nt][2 * i + 1]);
             __syncthreads();
             const int row0 = q0 + 16 * dq_slice + g; /* query rows g and g + 8 of the slice */
-            int64_t acc_row[2];
+            /* The accumulator rows' first column of the lane, or NULL past the sequence: the
+             * columns then follow as immediate offsets of one address a row. */
+            float *acc_row[2];
 #pragma unroll
             for (int i = 0; i < 2; ++i)
                 acc_row[i] =
-                    row0 + 8 * i < s.nq ? fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d : -1;
+                    row0 + 8 * i < s.nq
+                        ? a.dq_acc + fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d + dq_col0 + 2 * c
+                        : nullptr;
 #pragma unroll
             for (int pass = 0; pass < PASSES; ++pass) {
                 const int col0 = dq_col0 + pass * PASS_TILES * 8;
@@ -243,11 +264,11 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                     }
                 }
 #pragma unroll
-                for (int dt = 0; dt < PASS_TILES; ++dt)
+                for (int i = 0; i < 2; ++i)
+                    if (acc_row[i])
 #pragma unroll
-                    for (int i = 0; i < 2; ++i)
-                        if (acc_row[i] >= 0)
-                            fp_bwd_atomic_add2(a.dq_acc + acc_row[i] + col0 + 8 * dt + 2 * c,
+                        for (int dt = 0; dt < PASS_TILES; ++dt)
+                            fp_bwd_atomic_add2(acc_row[i] + pass * PASS_TILES * 8 + 8 * dt,
                                                dq[0][dt][2 * i], dq[0][dt][2 * i + 1]);
             }
         }

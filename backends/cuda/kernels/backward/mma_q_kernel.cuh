@@ -13,6 +13,8 @@
 #ifndef FP_BACKWARD_MMA_Q_KERNEL_CUH
 #define FP_BACKWARD_MMA_Q_KERNEL_CUH
 
+#include <type_traits>
+
 #include "../common/online_softmax_rows.cuh"
 #include "../mma/fragment_layout.h"
 #include "../mma/mma_ops.cuh"
@@ -63,11 +65,13 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
     const T *const gV = static_cast<const T *>(a.v) + kv0.v;
     auto load_tile = [&](int t) {
         const int kb = span.lo + t * BC;
-        KVLoader::template load<true, 2>(
-            sKV + (t & 1) * 2 * BC * D,
-            fp_strided_rows<T, 2>{{gK + (int64_t)kb * a.ks.seq, gV + (int64_t)kb * a.vs.seq},
-                                  {a.ks.seq, a.vs.seq}},
-            s.nkv - kb, a.d);
+        const fp_strided_rows<T, 2> kv_rows{
+            {gK + (int64_t)kb * a.ks.seq, gV + (int64_t)kb * a.vs.seq}, {a.ks.seq, a.vs.seq}};
+        /* d == D (supports()): a tile is whole unless it runs past the sequence. */
+        if (kb + BC <= s.nkv)
+            KVLoader::template load_async_whole<2>(sKV + (t & 1) * 2 * BC * D, kv_rows);
+        else
+            KVLoader::template load<true, 2>(sKV + (t & 1) * 2 * BC * D, kv_rows, s.nkv - kb, a.d);
     };
     if (n_tiles > 0) load_tile(0);
     fp_cp_async_commit();
@@ -122,16 +126,24 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
             }
         }
 
-        const bool full = fp_bwd_tile_full(band, q0, BR, kb, BC, s.nq, s.nkv);
+        /* Tiles every row sees whole take the copy without the per-element test, as in the
+         * key-tile kernel. */
+        auto p_ds = [&](auto masked) {
 #pragma unroll
-        for (int nt = 0; nt < KEY_TILES; ++nt)
+            for (int nt = 0; nt < KEY_TILES; ++nt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int i = row0 + 8 * (r >> 1), j = kb + 8 * nt + 2 * c + (r & 1);
-                const bool seen = full || (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
-                fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, lse[r >> 1], delta[r >> 1],
-                                  sc[0][nt][r], dp[0][nt][r]);
-            }
+                for (int r = 0; r < 4; ++r) {
+                    const int i = row0 + 8 * (r >> 1), j = kb + 8 * nt + 2 * c + (r & 1);
+                    const bool seen = !decltype(masked)::value ||
+                                      (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
+                    fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, lse[r >> 1],
+                                      delta[r >> 1], sc[0][nt][r], dp[0][nt][r]);
+                }
+        };
+        if (fp_bwd_tile_full(band, q0, BR, kb, BC, s.nq, s.nkv))
+            p_ds(std::false_type{});
+        else
+            p_ds(std::true_type{});
 
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ++ks) {

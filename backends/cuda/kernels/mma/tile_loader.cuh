@@ -63,6 +63,28 @@ template <typename T, int ROWS, int D, int THREADS> struct fp_tile_loader {
         }
     }
 
+    /* load_async of a tile whose every row exists and is D elements wide (d == D), from a source
+     * that walks, without the per-row and per-column tests: in a loop that loads such a tile
+     * every step (the backward's query tiles), those tests cost about as many instructions as
+     * the copies. */
+    template <int N, typename Src>
+    static __device__ __forceinline__ void load_async_whole(T *smem, const Src &src) {
+        static_assert(Src::WALKS, "whole tiles are walked row by row");
+        static_assert(ROWS_PER_PASS % 8 == 0, "passes keep the row's swizzle phase");
+        const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
+        const int row0 = fp_mma_load_row(threadIdx.x, 0, CHUNKS_PER_ROW, THREADS);
+        const uint32_t dst = fp_smem_addr(smem) + 2u * fp_mma_swizzle(row0, chunk, CHUNKS_PER_ROW);
+        fp_tile_rows<T, N> walk = src.at(row0);
+#pragma unroll
+        for (int k = 0; k < PASSES; ++k) {
+#pragma unroll
+            for (int i = 0; i < N; ++i)
+                fp_cp_async_16(dst + 2u * (k * ROWS_PER_PASS * D + i * ROWS * D),
+                               walk.p[i] + chunk * 8, 16);
+            if (k + 1 < PASSES) walk = src.step(walk, ROWS_PER_PASS);
+        }
+    }
+
     template <int N, typename Src>
     static __device__ __forceinline__ void load_sync(T *smem, const Src &src, int n_rows, int d) {
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
