@@ -15,10 +15,10 @@
 #include "params.h"
 #include "score.cuh"
 
-/* Key-tile kernel: FP_BWD_MMA_KV_WARPS warps of 16 keys (FP_BWD_MMA_KV_KEYS a block), query
- * tiles of fp_bwd_mma_kv_rows<D, MODS> rows. Eight warps share each Q and dO tile, which halves
- * against four the reads of Q and dO per key and the dQ atomics per key, at the same warps per
- * SM (one block of eight at ~240 registers a thread, where four-warp blocks fit two).
+/* Key-tile kernel: FP_BWD_MMA_KV_WARPS warps in pairs of 32 keys (FP_BWD_MMA_KV_KEYS a block),
+ * query tiles of fp_bwd_mma_kv_rows<D, MODS> rows. Eight warps share each Q and dO tile, which
+ * halves against four the reads of Q and dO per key and the dQ atomics per key, at the same
+ * warps per SM (one block of eight at ~240 registers a thread, where four-warp blocks fit two).
  * Query-tile kernel: FP_BWD_MMA_Q_WARPS warps of 16 rows (FP_BWD_MMA_ROWS a block), key tiles
  * of FP_BWD_MMA_Q_KEYS keys. */
 #define FP_BWD_MMA_KV_WARPS   8
@@ -36,7 +36,7 @@
  * read each warp's K and V fragments once for twice the MMAs of 32. At d = 128, dK and dV take
  * 128 registers a thread and S^T and dP^T of 64 rows 64 more: that fits without score
  * modifiers, and spills with them (the exact per-element score keeps more values live), so
- * those take 32 rows. 64 rows at d = 128 need 180 KB of shared memory (fp_bwd_mma_kv_smem);
+ * those take 32 rows. 64 rows at d = 128 need 198 KB of shared memory (fp_bwd_mma_kv_smem);
  * where the device has less, backward_mma.cu falls back to FP_BWD_MMA_KV_ROWS_SMALL. */
 template <int D, bool MODS> __host__ __device__ constexpr int fp_bwd_mma_kv_rows() {
     return D > 64 && MODS ? 32 : 64;

@@ -1,22 +1,28 @@
 /*
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
- * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps of 16 keys each.
- * K and V of the tile stay in shared memory; the block walks every query tile of
+ * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps in four pairs of
+ * 32 keys each. K and V of the tile stay in shared memory; the block walks every query tile of
  * BR rows (fp_bwd_mma_kv_rows) that sees one of its keys, for each query head of the kv head's
- * group in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and D
- * from the preprocessing). dK and dV of the warp's 16 keys stay in f32 registers for the whole
- * walk, so GQA sums its group's heads in a fixed order.
+ * group in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and
+ * D from the preprocessing). dK and dV stay in f32 registers for the whole walk (each warp of a
+ * pair holds its 32 keys' half of the head columns), so GQA sums its group's heads in a fixed
+ * order.
  *
- * Per query tile, each warp computes with keys as the rows (M) of mma.sync m16n8k16:
- *   S^T = K Q^T and dP^T = V dO^T        (A: K, V by ldmatrix; B: Q, dO as in the forward's K),
- *   P^T, dS^T elementwise (backward/mma_common.cuh),
- *   dV += P^T dO and dK += dS^T Q        (A: P^T, dS^T straight from the accumulators, as the
- *                                         forward reuses P; B: dO, Q by ldmatrix.trans).
- * DQ_ATOMIC (fast mode): dS^T also goes to shared memory as [key][query] (rows padded by 16
- * bytes: the eight rows of an ldmatrix phase, and the lanes of a store, fall in distinct banks),
- * then each warp computes dQ = dS K over the tile's keys for a 16-row slice of the queries
- * and a share of the columns (A: dS by ldmatrix.trans of the transposed store, which hands out
- * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
+ * Per query tile, with keys as the rows (M) of mma.sync m16n8k16, each warp of a pair computes
+ *   S^T = K Q^T and dP^T = V dO^T for its pair's keys and half of the queries
+ *                                       (A: K, V by ldmatrix; B: Q, dO as in the forward's K),
+ *   P^T, dS^T elementwise (backward/mma_common.cuh), stored to shared memory as [key][query]
+ *                                       (rows padded by 16 bytes: the eight rows of an ldmatrix
+ *                                       phase, and the lanes of a store, fall in distinct banks),
+ * and after the block's barrier, for its pair's keys and half of the head columns,
+ *   dV += P^T dO and dK += dS^T Q       (A: P^T, dS^T by ldmatrix; B: dO, Q by ldmatrix.trans).
+ * Against a warp that owns 16 keys with every query and column, a warp loads half the B
+ * fragments per MMA at the price of A fragments from shared memory: at d = 128 and 64 rows,
+ * 152 ldmatrix.x4 a warp and step instead of 184 for the same 320 MMAs (the kernel is bound by
+ * shared-memory reads), and 16 more four-byte stores (P^T).
+ * DQ_ATOMIC (fast mode): each warp then computes dQ = dS K over the tile's keys for a 16-row
+ * slice of the queries and a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands
+ * out exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
  * atomics, at most 64 columns at a time to spare registers.
  * Without it (deterministic mode) mma_q_kernel.cuh computes dQ.
  *
@@ -36,11 +42,12 @@
 
 template <int D, int BR> struct fp_bwd_mma_kv_smem {
     static constexpr int BC = FP_BWD_MMA_KV_KEYS;
-    static constexpr int DS_LD = BR + 8; /* elements a row of dS^T */
+    static constexpr int DS_LD = BR + 8; /* elements a row of dS^T and of P^T */
     static constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
-    /* K, V; the stages of Q, dO; dS^T; the stages of LSE and D (f32). */
+    /* K, V; the stages of Q, dO; dS^T, P^T; the stages of LSE and D (f32). */
     static constexpr size_t BYTES =
-        (size_t)2 * (2 * BC * D + STAGES * 2 * BR * D + BC * DS_LD) + (size_t)4 * STAGES * 2 * BR;
+        (size_t)2 * (2 * BC * D + STAGES * 2 * BR * D + 2 * BC * DS_LD) +
+        (size_t)4 * STAGES * 2 * BR;
 };
 
 template <typename T, int D, int BR, bool MODS, bool DQ_ATOMIC>
@@ -53,17 +60,20 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
     constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
     constexpr int DS_LD = fp_bwd_mma_kv_smem<D, BR>::DS_LD;
-    constexpr int Q_TILES = BR / 8;    /* n-tiles of S^T (queries) */
-    constexpr int QK_STEPS = D / 16;   /* k-steps of S^T and dP^T */
-    constexpr int D_TILES = D / 8;     /* n-tiles of dK, dV */
-    constexpr int ROW_STEPS = BR / 16; /* k-steps of dV and dK */
+    constexpr int PAIR_KEYS = 2 * BC / WARPS;     /* keys of a warp pair */
+    constexpr int M_TILES = PAIR_KEYS / 16;       /* m-tiles of S^T, dP^T, dK, dV a warp */
+    constexpr int QH = BR / 2, QH_TILES = QH / 8; /* queries (n-tiles) of S^T a warp */
+    constexpr int DH = D / 2, DH_TILES = DH / 8;  /* head columns (n-tiles) of dK, dV a warp */
+    constexpr int QK_STEPS = D / 16;              /* k-steps of S^T and dP^T */
+    constexpr int ROW_STEPS = BR / 16;            /* k-steps of dV and dK */
     /* dQ: 16-row slices of the query tile, each shared by WARPS / SLICES warps by columns, in
      * passes of at most 64 columns (32 accumulator registers). */
     constexpr int SLICES = BR / 16;
     constexpr int WARP_COLS = D * SLICES / WARPS;
     constexpr int PASSES = WARP_COLS > 64 ? WARP_COLS / 64 : 1;
     constexpr int PASS_TILES = WARP_COLS / 8 / PASSES;
-    static_assert(BC == 16 * WARPS, "a warp owns 16 keys");
+    static_assert(WARPS % 2 == 0 && PAIR_KEYS % 16 == 0, "warp pairs own whole m-tiles of keys");
+    static_assert(QH_TILES % 2 == 0 && DH_TILES % 2 == 0, "a warp's columns are whole x4 loads");
     static_assert(WARPS % SLICES == 0 && PASS_TILES % 2 == 0, "warps share dQ's slices evenly");
     static_assert(THREADS >= 2 * BR, "one thread copies each row's LSE or D");
     using Ops = fp_mma_ops<T>;
@@ -74,7 +84,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     T *const sK = reinterpret_cast<T *>(fp_bwd_mma_smem);
     T *const sStages = sK + 2 * BC * D; /* stage st: Q at sStages + st * 2 BR D, dO after it */
     T *const sDS = sStages + STAGES * 2 * BR * D;
-    float *const sRows = reinterpret_cast<float *>(sDS + BC * DS_LD); /* stage st: LSE, then D */
+    T *const sP = sDS + BC * DS_LD;
+    float *const sRows = reinterpret_cast<float *>(sP + BC * DS_LD); /* stage st: LSE, then D */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, c = lane & 3;
@@ -128,22 +139,28 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         fp_cp_async_commit();
     }
 
-    /* Per-lane ldmatrix offsets (elements): K and V rows of the warp as A (row-major order);
-     * Q and dO as B of S^T, dP^T (key order, as the forward's K); dO and Q as B of dV, dK and
+    /* Warps in pairs: pair kg owns keys [32 kg, 32 kg + 32) of the tile; for S^T and dP^T warp
+     * `half` of the pair takes query columns [half QH, half QH + QH), for dK and dV head
+     * columns [half DH, half DH + DH). Per-lane ldmatrix offsets (elements): K and V rows of the
+     * pair as A (row-major order); Q and dO as B of S^T, dP^T (key order, as the forward's K);
+     * P^T and dS^T as A of dV, dK (row-major order, padded rows); dO and Q as B of dV, dK and
      * K as B of dQ (row-major order, .trans); dS^T as A of dQ (key order, .trans). */
+    const int kg = warp >> 1, half = warp & 1;
     const int a_row = fp_mma_ldsm_rowmajor_row(lane), a_chunk = fp_mma_ldsm_rowmajor_chunk(lane);
     const int k_row = fp_mma_ldsm_keys_row(lane), k_chunk = fp_mma_ldsm_keys_chunk(lane);
-    const int kv_lane = fp_mma_swizzle(16 * warp + a_row, a_chunk, CPR);
-    const int qt_lane = fp_mma_swizzle(k_row, k_chunk, CPR);
+    const int kv_lane = fp_mma_swizzle(PAIR_KEYS * kg + a_row, a_chunk, CPR);
+    const int qt_lane = fp_mma_swizzle(half * QH + k_row, k_chunk, CPR);
+    const int p_lane = (PAIR_KEYS * kg + a_row) * DS_LD + 8 * a_chunk;
     const int tr_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
+    const int tr_lane_h = fp_mma_swizzle_step(tr_lane, 0, half * (DH / 8), CPR);
     const int ds_lane = k_row * DS_LD + 8 * k_chunk;
     const int dq_slice = warp % SLICES, dq_col0 = warp / SLICES * WARP_COLS;
     const uint32_t sK_addr = fp_smem_addr(sK), sV_addr = sK_addr + 2u * BC * D;
-    const uint32_t sDS_addr = fp_smem_addr(sDS);
+    const uint32_t sDS_addr = fp_smem_addr(sDS), sP_addr = fp_smem_addr(sP);
     const fp_key_band band = fp_visible_band(a.mods, s.nq, s.nkv);
-    const int key_lo = k0 + 16 * warp + g; /* keys of accumulator rows g and g + 8 */
+    const int key_lo = k0 + PAIR_KEYS * kg + g; /* key of accumulator row g of m-tile 0 */
 
-    float dk[1][D_TILES][4], dv[1][D_TILES][4];
+    float dk[M_TILES][DH_TILES][4], dv[M_TILES][DH_TILES][4];
     fp_mma_zero(dk);
     fp_mma_zero(dv);
     int h = hk * a.group, q0 = rows.lo;
@@ -156,24 +173,31 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         const uint32_t sO_addr = sQ_addr + 2u * BR * D;
         const float *const sLse = sRows + (n % STAGES) * 2 * BR, *const sDelta = sLse + BR;
 
-        float st[1][Q_TILES][4], dpt[1][Q_TILES][4];
+        float st[M_TILES][QH_TILES][4], dpt[M_TILES][QH_TILES][4];
         fp_mma_zero(st);
         fp_mma_zero(dpt);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
-            uint32_t ak[4], av[4];
-            fp_ldmatrix_x4(ak, sK_addr + 2u * fp_mma_swizzle_step(kv_lane, 0, 2 * kk, CPR));
-            fp_ldmatrix_x4(av, sV_addr + 2u * fp_mma_swizzle_step(kv_lane, 0, 2 * kk, CPR));
+            uint32_t ak[M_TILES][4], av[M_TILES][4];
 #pragma unroll
-            for (int np = 0; np < Q_TILES / 2; ++np) {
+            for (int mt = 0; mt < M_TILES; ++mt) {
+                const int off = fp_mma_swizzle_step(kv_lane, 16 * mt, 2 * kk, CPR);
+                fp_ldmatrix_x4(ak[mt], sK_addr + 2u * off);
+                fp_ldmatrix_x4(av[mt], sV_addr + 2u * off);
+            }
+#pragma unroll
+            for (int np = 0; np < QH_TILES / 2; ++np) {
                 uint32_t bq[4], bo[4];
                 const int off = fp_mma_swizzle_step(qt_lane, 16 * np, 2 * kk, CPR);
                 fp_ldmatrix_x4(bq, sQ_addr + 2u * off);
                 fp_ldmatrix_x4(bo, sO_addr + 2u * off);
-                Ops::mma(st[0][2 * np], ak, bq[0], bq[1]);
-                Ops::mma(st[0][2 * np + 1], ak, bq[2], bq[3]);
-                Ops::mma(dpt[0][2 * np], av, bo[0], bo[1]);
-                Ops::mma(dpt[0][2 * np + 1], av, bo[2], bo[3]);
+#pragma unroll
+                for (int mt = 0; mt < M_TILES; ++mt) {
+                    Ops::mma(st[mt][2 * np], ak[mt], bq[0], bq[1]);
+                    Ops::mma(st[mt][2 * np + 1], ak[mt], bq[2], bq[3]);
+                    Ops::mma(dpt[mt][2 * np], av[mt], bo[0], bo[1]);
+                    Ops::mma(dpt[mt][2 * np + 1], av[mt], bo[2], bo[3]);
+                }
             }
         }
 
@@ -181,18 +205,21 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
          * run-time `full ||` in one loop, the test became a branch around every element). */
         auto p_ds = [&](auto masked) {
 #pragma unroll
-            for (int nt = 0; nt < Q_TILES; ++nt) {
-                const int ql = 8 * nt + 2 * c;
+            for (int nt = 0; nt < QH_TILES; ++nt) {
+                const int ql = half * QH + 8 * nt + 2 * c;
                 const float2 lse = *reinterpret_cast<const float2 *>(sLse + ql);
                 const float2 delta = *reinterpret_cast<const float2 *>(sDelta + ql);
 #pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int i = q0 + ql + (r & 1), j = key_lo + 8 * (r >> 1);
-                    const bool seen = !decltype(masked)::value ||
-                                      (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
-                    fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, (r & 1) ? lse.y : lse.x,
-                                      (r & 1) ? delta.y : delta.x, st[0][nt][r], dpt[0][nt][r]);
-                }
+                for (int mt = 0; mt < M_TILES; ++mt)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int i = q0 + ql + (r & 1), j = key_lo + 16 * mt + 8 * (r >> 1);
+                        const bool seen = !decltype(masked)::value ||
+                                          (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
+                        fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen,
+                                          (r & 1) ? lse.y : lse.x, (r & 1) ? delta.y : delta.x,
+                                          st[mt][nt][r], dpt[mt][nt][r]);
+                    }
             }
         };
         if (fp_bwd_tile_full(band, q0, BR, k0, BC, s.nq, s.nkv))
@@ -200,39 +227,49 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         else
             p_ds(std::true_type{});
 
+            /* P^T and dS^T [key][query], rounded to T: registers 2i, 2i + 1 are the adjacent
+             * queries 8nt + 2c, + 1 of key row 16mt + g + 8i, one 4-byte store. */
 #pragma unroll
-        for (int ps = 0; ps < ROW_STEPS; ++ps) {
-            uint32_t ap[4], ads[4];
+        for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int nt = 2 * ps + fp_mma_p_key_tile(r), e = fp_mma_p_acc_reg(r);
-                ap[r] = Ops::pack(st[0][nt][e], st[0][nt][e + 1]);
-                ads[r] = Ops::pack(dpt[0][nt][e], dpt[0][nt][e + 1]);
+            for (int nt = 0; nt < QH_TILES; ++nt)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int at =
+                        (PAIR_KEYS * kg + 16 * mt + g + 8 * i) * DS_LD + half * QH + 8 * nt + 2 * c;
+                    *reinterpret_cast<uint32_t *>(sP + at) =
+                        Ops::pack(st[mt][nt][2 * i], st[mt][nt][2 * i + 1]);
+                    *reinterpret_cast<uint32_t *>(sDS + at) =
+                        Ops::pack(dpt[mt][nt][2 * i], dpt[mt][nt][2 * i + 1]);
+                }
+        __syncthreads(); /* P^T and dS^T of every warp are in place */
+
+#pragma unroll
+        for (int ks = 0; ks < ROW_STEPS; ++ks) {
+            uint32_t ap[M_TILES][4], ads[M_TILES][4];
+#pragma unroll
+            for (int mt = 0; mt < M_TILES; ++mt) {
+                const int off = p_lane + 16 * mt * DS_LD + 16 * ks;
+                fp_ldmatrix_x4(ap[mt], sP_addr + 2u * off);
+                fp_ldmatrix_x4(ads[mt], sDS_addr + 2u * off);
             }
 #pragma unroll
-            for (int dp = 0; dp < D_TILES / 2; ++dp) {
+            for (int dp = 0; dp < DH_TILES / 2; ++dp) {
                 uint32_t bo[4], bq[4];
-                const int off = fp_mma_swizzle_step(tr_lane, 16 * ps, 2 * dp, CPR);
+                const int off = fp_mma_swizzle_step(tr_lane_h, 16 * ks, 2 * dp, CPR);
                 fp_ldmatrix_x4_trans(bo, sO_addr + 2u * off);
                 fp_ldmatrix_x4_trans(bq, sQ_addr + 2u * off);
-                Ops::mma(dv[0][2 * dp], ap, bo[0], bo[1]);
-                Ops::mma(dv[0][2 * dp + 1], ap, bo[2], bo[3]);
-                Ops::mma(dk[0][2 * dp], ads, bq[0], bq[1]);
-                Ops::mma(dk[0][2 * dp + 1], ads, bq[2], bq[3]);
+#pragma unroll
+                for (int mt = 0; mt < M_TILES; ++mt) {
+                    Ops::mma(dv[mt][2 * dp], ap[mt], bo[0], bo[1]);
+                    Ops::mma(dv[mt][2 * dp + 1], ap[mt], bo[2], bo[3]);
+                    Ops::mma(dk[mt][2 * dp], ads[mt], bq[0], bq[1]);
+                    Ops::mma(dk[mt][2 * dp + 1], ads[mt], bq[2], bq[3]);
+                }
             }
         }
 
         if (DQ_ATOMIC) {
-            /* dS^T[key][query] rounded as dK used it: registers 2i, 2i + 1 are the adjacent
-             * queries 8nt + 2c, + 1 of key row g + 8i, one 4-byte store. */
-#pragma unroll
-            for (int nt = 0; nt < Q_TILES; ++nt)
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    *reinterpret_cast<uint32_t *>(sDS + (16 * warp + g + 8 * i) * DS_LD + 8 * nt +
-                                                  2 * c) =
-                        Ops::pack(dpt[0][nt][2 * i], dpt[0][nt][2 * i + 1]);
-            __syncthreads();
             const int row0 = q0 + 16 * dq_slice + g; /* query rows g and g + 8 of the slice */
             /* The accumulator rows' first column of the lane, or NULL past the sequence: the
              * columns then follow as immediate offsets of one address a row. */
@@ -278,21 +315,23 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     /* dK = scale dS^T Q and dV, two adjacent columns per 4-byte store (the strides are
      * multiples of 8 elements and d = D). */
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int j = key_lo + 8 * i;
-        if (j >= s.nkv) continue;
-        const fp_kv_rows out = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, j);
-        T *const gdk = static_cast<T *>(a.d_k) + out.k;
-        T *const gdv = static_cast<T *>(a.d_v) + out.v;
+    for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
-        for (int dt = 0; dt < D_TILES; ++dt) {
-            const int col = 8 * dt + 2 * c;
-            *reinterpret_cast<uint32_t *>(gdk + col) =
-                Ops::pack(dk[0][dt][2 * i] * a.mods.scale, dk[0][dt][2 * i + 1] * a.mods.scale);
-            *reinterpret_cast<uint32_t *>(gdv + col) =
-                Ops::pack(dv[0][dt][2 * i], dv[0][dt][2 * i + 1]);
+        for (int i = 0; i < 2; ++i) {
+            const int j = key_lo + 16 * mt + 8 * i;
+            if (j >= s.nkv) continue;
+            const fp_kv_rows out = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, j);
+            T *const gdk = static_cast<T *>(a.d_k) + out.k + half * DH;
+            T *const gdv = static_cast<T *>(a.d_v) + out.v + half * DH;
+#pragma unroll
+            for (int dt = 0; dt < DH_TILES; ++dt) {
+                const int col = 8 * dt + 2 * c;
+                *reinterpret_cast<uint32_t *>(gdk + col) = Ops::pack(
+                    dk[mt][dt][2 * i] * a.mods.scale, dk[mt][dt][2 * i + 1] * a.mods.scale);
+                *reinterpret_cast<uint32_t *>(gdv + col) =
+                    Ops::pack(dv[mt][dt][2 * i], dv[mt][dt][2 * i + 1]);
+            }
         }
-    }
 #endif
 }
 
