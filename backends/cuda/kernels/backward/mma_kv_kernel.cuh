@@ -222,13 +222,14 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                     }
             }
         };
-        if (fp_bwd_tile_full(band, q0, BR, k0, BC, s.nq, s.nkv))
+        if (fp_bwd_tile_full(band, q0, BR, k0, BC, s.nq, s.nkv)) {
             p_ds(std::false_type{});
-        else
+        } else {
             p_ds(std::true_type{});
+        }
 
-            /* P^T and dS^T [key][query], rounded to T: registers 2i, 2i + 1 are the adjacent
-             * queries 8nt + 2c, + 1 of key row 16mt + g + 8i, one 4-byte store. */
+        /* P^T and dS^T [key][query], rounded to T: registers 2i, 2i + 1 are the adjacent
+         * queries 8nt + 2c, + 1 of key row 16mt + g + 8i, one 4-byte store. */
 #pragma unroll
         for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll

@@ -140,10 +140,11 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
                                       delta[r >> 1], sc[0][nt][r], dp[0][nt][r]);
                 }
         };
-        if (fp_bwd_tile_full(band, q0, BR, kb, BC, s.nq, s.nkv))
+        if (fp_bwd_tile_full(band, q0, BR, kb, BC, s.nq, s.nkv)) {
             p_ds(std::false_type{});
-        else
+        } else {
             p_ds(std::true_type{});
+        }
 
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ++ks) {
