@@ -106,13 +106,14 @@ static int try_variant(int i, const fp_gpu_device_props *props, const fp_problem
     return 1;
 }
 
-/* Appends "name: what happened" to the list of variants passed over. */
+/* Appends "name: what happened" to the list of variants passed over. When the list is full it
+ * is cut short and ends in "...": the reason keeps the variants tried first, and says that it
+ * was cut. */
 static void note_skip(char *skipped, size_t len, const char *name, const char *what) {
-    size_t used = strlen(skipped);
-    if (used >= len) return;
-    /* Cut short when the list is full: the reason keeps the variants tried first. */
+    const size_t used = strlen(skipped);
+    if (used + 1 >= len) return;
     const int n = snprintf(skipped + used, len - used, "%s%s: %s", used ? "; " : "", name, what);
-    (void)n;
+    if (n >= 0 && (size_t)n >= len - used && len >= 4) memcpy(skipped + len - 4, "...", 4);
 }
 
 /* The backward pass: f16/bf16 on the tensor cores where that variant takes the shape, else (and
