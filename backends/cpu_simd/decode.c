@@ -86,13 +86,14 @@ void cs_decode_choose(const fp_problem *p, int threads, cs_tiling *t) {
 
 /* Byte offsets of one thread's arrays, each on a cache line. */
 typedef struct layout {
-    size_t q, o, k, v, kp, vp, s, m, l, alpha, slope, diag, lo, hi, key_lo, key_hi, total;
+    size_t q, qt, o, k, v, kp, vp, s, m, l, alpha, slope, diag, lo, hi, key_lo, key_hi, total;
 } layout;
 
 static layout layout_of(const cs_tiling *t) {
     layout L;
     size_t at = 0;
     L.q = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
+    L.qt = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
     L.o = cs_scratch_place(&at, (int64_t)t->rows * t->dq, sizeof(float));
     L.k = cs_scratch_place(&at, (int64_t)t->keys * t->dq, sizeof(float));
     L.v = cs_scratch_place(&at, (int64_t)t->keys * t->dq, sizeof(float));
@@ -131,7 +132,7 @@ typedef struct call {
 } call;
 
 typedef struct rows_scratch {
-    float *q, *o, *k, *v, *s, *m, *l, *alpha, *slope, *diag;
+    float *q, *qt, *o, *k, *v, *s, *m, *l, *alpha, *slope, *diag; /* qt: Q's panels */
     const void **kp, **vp; /* the block's K and V rows, one pointer per key */
     int *lo, *hi;
     int64_t *key_lo, *key_hi;
@@ -141,6 +142,7 @@ static rows_scratch scratch_of(const call *c, void *base, int thread) {
     char *b = (char *)base + (size_t)thread * c->L.total;
     rows_scratch rs = {
         .q = (float *)(b + c->L.q),
+        .qt = (float *)(b + c->L.qt),
         .o = (float *)(b + c->L.o),
         .k = (float *)(b + c->L.k),
         .v = (float *)(b + c->L.v),
@@ -195,6 +197,34 @@ static void pv_block(const call *c, rows_scratch *rs, int real, flashport_dtype 
             }
         }
     }
+}
+
+/* The first `panels` panels of the rows' Q (kernel_ops.h's decode_scores_panel): rows
+ * [n * P, (n + 1) * P) as qt[n * P * dq + c * P + lane], for columns c < d. */
+static void pack_panels(const call *c, rows_scratch *rs, int panels, int64_t d) {
+    const int P = c->ops->decode_panel_rows;
+    const int64_t dq = c->t->dq;
+    for (int n = 0; n < panels; ++n)
+        for (int lane = 0; lane < P; ++lane) {
+            const float *row = rs->q + ((int64_t)n * P + lane) * dq;
+            float *panel = rs->qt + (int64_t)n * P * dq + lane;
+            for (int64_t col = 0; col < d; ++col) panel[col * P] = row[col];
+        }
+}
+
+/* The scores of the block's keys [j, j + m) for the rows r < real: the first `panels` panels
+ * of rows on the panel kernel, the rest as dot products. */
+static void block_scores(const call *c, rows_scratch *rs, int real, int panels, flashport_dtype dt,
+                         int64_t d, int j, int m) {
+    const cs_kernel_ops *ops = c->ops;
+    const int P = ops->decode_panel_rows;
+    const int64_t dq = c->t->dq, ld = c->t->rows;
+    float *st = rs->s + (int64_t)j * ld;
+    for (int n = 0; n < panels; ++n)
+        ops->decode_scores_panel(rs->qt + (int64_t)n * P * dq, rs->kp + j, d, m, st + n * P, ld);
+    const int done = panels * P;
+    if (done < real)
+        ops->decode_scores(rs->q + done * dq, dq, real - done, rs->kp + j, dt, d, m, st + done, ld);
 }
 
 /* Points rs->kp and rs->vp at the rows of keys [j0, j0 + n): where they are when the kernels
@@ -276,6 +306,11 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
         const flashport_dtype dt = c->direct ? p->dtype : FLASHPORT_F32;
         const int64_t d = c->direct ? p->head_dim : dq;
         if (ops->decode_prepare_q) ops->decode_prepare_q(rs->q, dq, real, dt, d);
+        /* Whole registers of rows take panels where K is float32 (a panel of fewer real rows
+         * would multiply its padding as often as its rows). */
+        const int panels =
+            dt == FLASHPORT_F32 && ops->decode_panel_rows ? real / ops->decode_panel_rows : 0;
+        pack_panels(c, rs, panels, d);
         /* Rows past `real` in the softmax's last register of rows: finite scores. */
         memset(rs->s, 0, (size_t)t->keys * (size_t)ld * sizeof(float));
         const int score_rows = (int)round_up(real, CS_ROW_STEP);
@@ -302,7 +337,7 @@ static void run_split(const call *c, rows_scratch *rs, const cs_seq *s, int64_t 
              * (the converting path prefetches as it converts). */
             for (int j = 0; j < n; j += PREFETCH_STEP) {
                 const int m = (int)min64(PREFETCH_STEP, n - j);
-                ops->decode_scores(rs->q, dq, real, rs->kp + j, dt, d, m, rs->s + j * ld, ld);
+                block_scores(c, rs, real, panels, dt, d, j, m);
                 const int64_t at = j0 + j + c->ahead;
                 if (c->direct && at < hi) cs_prefetch_keys(p, c->a, s, kvh, at, min64(m, hi - at));
             }

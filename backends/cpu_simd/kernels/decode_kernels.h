@@ -9,6 +9,10 @@
  * registers. Both read K and V where they are, through a pointer per key, so a block is never
  * copied: the loads that miss go straight to the FMAs, and the core keeps more of them in
  * flight than when every load is followed by a store of the converted row.
+ *
+ * Where a group fills whole registers of rows and K is float32, those rows take a panel
+ * instead (decode_scores_panel): a register holds one key's scores of VL rows, so no score
+ * needs a horizontal sum, whose shuffles take the vector port the FMAs also use.
  */
 
 /* SIMD_LANES values from column c of a row of dtype dt (f32, f16 or bf16) as float32. */
@@ -133,6 +137,44 @@ static void SIMD_FN(decode_scores)(const float *q, int64_t dq, int rows, const v
         SIMD_FN(decode_scores_dt)(q, dq, rows, k, d, keys, st, ldst, FLASHPORT_BF16);
     else
         SIMD_FN(decode_scores_dt)(q, dq, rows, k, d, keys, st, ldst, FLASHPORT_F32);
+}
+
+/* KB keys against a panel of VL rows (qt[c * VL + lane] for columns c < d) of float32 K: per
+ * column one load of Q feeds an FMA a key, each with that key's element broadcast from memory,
+ * into a register of VL scores; even and odd columns in two chains, so that four keys keep
+ * eight FMAs in flight, as the FMA latency times the FMA ports needs. */
+static inline __attribute__((always_inline)) void
+SIMD_FN(decode_panel_tile)(const float *qt, const void *const *k, int64_t d, float *st,
+                           int64_t ldst, const int KB) {
+    vf even[4], odd[4];
+    const float *row[4];
+    for (int jj = 0; jj < KB; ++jj) {
+        even[jj] = odd[jj] = vf_zero();
+        row[jj] = (const float *)k[jj];
+    }
+    int64_t c = 0;
+    for (; c + 2 <= d; c += 2) {
+        const vf x0 = vf_loadu(qt + c * VL), x1 = vf_loadu(qt + (c + 1) * VL);
+        for (int jj = 0; jj < KB; ++jj) {
+            even[jj] = vf_fmadd(x0, vf_broadcast(row[jj] + c), even[jj]);
+            odd[jj] = vf_fmadd(x1, vf_broadcast(row[jj] + c + 1), odd[jj]);
+        }
+    }
+    if (c < d) {
+        const vf x0 = vf_loadu(qt + c * VL);
+        for (int jj = 0; jj < KB; ++jj)
+            even[jj] = vf_fmadd(x0, vf_broadcast(row[jj] + c), even[jj]);
+    }
+    for (int jj = 0; jj < KB; ++jj) vf_storeu(st + jj * ldst, vf_add(even[jj], odd[jj]));
+}
+
+/* kernel_ops.h's decode_scores_panel: four keys a tile, the rest one by one. */
+static void SIMD_FN(decode_scores_panel)(const float *qt, const void *const *k, int64_t d, int keys,
+                                         float *st, int64_t ldst) {
+    int j = 0;
+    for (; j + 4 <= keys; j += 4)
+        SIMD_FN(decode_panel_tile)(qt, k + j, d, st + (int64_t)j * ldst, ldst, 4);
+    for (; j < keys; ++j) SIMD_FN(decode_panel_tile)(qt, k + j, d, st + (int64_t)j * ldst, ldst, 1);
 }
 
 /* RB rows x SW registers of columns of O, in registers over every key: per key SW loads of V

@@ -139,6 +139,13 @@ typedef struct cs_kernel_ops {
      * dimension, one horizontal sum per score. */
     void (*decode_scores)(const float *q, int64_t dq, int rows, const void *const *k,
                           flashport_dtype dt, int64_t d, int keys, float *st, int64_t ldst);
+    /* 0, or the rows of a panel (a register of them): float32 K's scores of a group's whole
+     * panels are decode_scores_panel's, st[j * ldst + r] = q_r . k_j for the panel's rows r
+     * and keys j < keys (any count), with the panel's Q at qt[c * decode_panel_rows + r] for
+     * columns c < d. */
+    int decode_panel_rows;
+    void (*decode_scores_panel)(const float *qt, const void *const *k, int64_t d, int keys,
+                                float *st, int64_t ldst);
     /* For rows r < rows (at most CS_PV_ROWS) and columns c < d: o_r[c] = alpha[r] * o_r[c] +
      * sum_{j < keys} p[j * ldp + r] * v_j[c]; rows of o are ldo floats apart. */
     void (*decode_pv)(const float *p, int64_t ldp, const void *const *v, flashport_dtype dt,
