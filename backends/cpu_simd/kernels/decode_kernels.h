@@ -10,9 +10,10 @@
  * copied: the loads that miss go straight to the FMAs, and the core keeps more of them in
  * flight than when every load is followed by a store of the converted row.
  *
- * Where a group fills whole registers of rows and K is float32, those rows take a panel
- * instead (decode_scores_panel): a register holds one key's scores of VL rows, so no score
- * needs a horizontal sum, whose shuffles take the vector port the FMAs also use.
+ * On AVX-512 (SIMD_DECODE_PANELS), where a group fills whole registers of rows and K is
+ * float32, those rows take a panel instead (decode_scores_panel): a register holds one key's
+ * scores of VL rows, so no score needs a horizontal sum, whose shuffles take the vector port
+ * the 512-bit FMAs also use.
  */
 
 /* SIMD_LANES values from column c of a row of dtype dt (f32, f16 or bf16) as float32. */
@@ -139,6 +140,7 @@ static void SIMD_FN(decode_scores)(const float *q, int64_t dq, int rows, const v
         SIMD_FN(decode_scores_dt)(q, dq, rows, k, d, keys, st, ldst, FLASHPORT_F32);
 }
 
+#if defined(SIMD_DECODE_PANELS)
 /* KB keys against a panel of VL rows (qt[c * VL + lane] for columns c < d) of float32 K: per
  * column one load of Q feeds an FMA a key, each with that key's element broadcast from memory,
  * into a register of VL scores; even and odd columns in two chains, so that four keys keep
@@ -176,6 +178,7 @@ static void SIMD_FN(decode_scores_panel)(const float *qt, const void *const *k, 
         SIMD_FN(decode_panel_tile)(qt, k + j, d, st + (int64_t)j * ldst, ldst, 4);
     for (; j < keys; ++j) SIMD_FN(decode_panel_tile)(qt, k + j, d, st + (int64_t)j * ldst, ldst, 1);
 }
+#endif
 
 /* RB rows x SW registers of columns of O, in registers over every key: per key SW loads of V
  * and RB broadcasts of P feed RB * SW FMAs, and V is read along its rows. With `tail` the strip

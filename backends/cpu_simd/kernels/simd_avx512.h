@@ -21,6 +21,11 @@
  * V a block walks is 32 KB at 128 keys. */
 #define SIMD_PV_REGS 4
 #define SIMD_PV_COLS 64
+/* The decode path's float32 scores of whole registers of rows on panels (decode_kernels.h):
+ * 512-bit FMAs share a port with the shuffles of the dot products' sums across lanes, which
+ * the panels do without. AVX2's FMAs have ports of their own, and there the panels, with a
+ * broadcast beside each FMA, measured level with the dot products. */
+#define SIMD_DECODE_PANELS 1
 
 typedef __m512 vf;
 typedef __m512i vi;

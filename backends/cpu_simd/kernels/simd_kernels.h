@@ -529,8 +529,10 @@ const cs_kernel_ops SIMD_FN(cs_kernels) = {
     .scores = SIMD_FN(scores),
     .decode_step = VL,
     .decode_scores = SIMD_FN(decode_scores),
+#if defined(SIMD_DECODE_PANELS)
     .decode_panel_rows = VL,
     .decode_scores_panel = SIMD_FN(decode_scores_panel),
+#endif
     .decode_pv = SIMD_FN(decode_pv),
     .decode_softmax = SIMD_FN(softmax),
     .softmax = SIMD_FN(softmax),
