@@ -18,8 +18,8 @@
  *   dV += P^T dO and dK += dS^T Q       (A: P^T, dS^T by ldmatrix; B: dO, Q by ldmatrix.trans).
  * Against a warp that owns 16 keys with every query and column, a warp loads half the B
  * fragments per MMA at the price of A fragments from shared memory: at d = 128 and 64 rows,
- * 152 ldmatrix.x4 a warp and step instead of 184 for the same 320 MMAs (the kernel is bound by
- * shared-memory reads), and 16 more four-byte stores (P^T).
+ * 152 ldmatrix.x4 a warp and step instead of 184 for the same 320 MMAs (shared-memory reads are
+ * its busiest unit), and 16 more four-byte stores (P^T).
  * DQ_ATOMIC (fast mode): each warp then computes dQ = dS K over the tile's keys for a 16-row
  * slice of the queries and a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands
  * out exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
