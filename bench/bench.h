@@ -107,6 +107,9 @@ typedef struct bench_record {
     double bytes_moved;    /* bench_problem.bytes */
     /* bytes_moved per median time over the measured copy bandwidth; < 0 when unknown */
     double bandwidth_fraction;
+    /* the same over the measured read-only bandwidth (the ceiling of a kernel that only
+     * reads); < 0 when unknown */
+    double read_fraction;
     int checked; /* max_abs_err / rel_l2_err are set */
     double max_abs_err, rel_l2_err;
     char checked_on[96];        /* which part of the output was compared */
@@ -120,8 +123,10 @@ typedef struct bench_env {
     flashport_device_info device;
     int have_peaks;
     flashport_peaks peaks;
-    int cpu_threads;    /* threads the CPU ceiling is multiplied by (CPU devices) */
-    size_t cache_bytes; /* L2 / LLC used to decide input rotation */
+    double read_gbps;      /* flashport_measure_read_bandwidth; 0 when not measured */
+    char read_method[256]; /* how, when measured */
+    int cpu_threads;       /* threads the CPU ceiling is multiplied by (CPU devices) */
+    size_t cache_bytes;    /* L2 / LLC used to decide input rotation */
     char cache_source[64];
     char date[32]; /* UTC, ISO 8601 */
 } bench_env;

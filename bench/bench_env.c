@@ -67,6 +67,11 @@ int bench_env_init(flashport_context *ctx, const bench_options *opt, bench_env *
         else
             fprintf(stderr, "flashport-bench: warning: no ceilings (%% of ceiling left out): %s\n",
                     flashport_last_error());
+        /* Optional: a backend without the micro-benchmark reports no read figure. */
+        if (env->have_peaks &&
+            flashport_measure_read_bandwidth(ctx, &env->read_gbps, env->read_method,
+                                             sizeof env->read_method) != FLASHPORT_OK)
+            env->read_gbps = 0.0;
     }
     time_t now = time(NULL);
     struct tm tm;
@@ -86,6 +91,8 @@ void bench_print_env(FILE *out, const bench_env *env) {
             p->f32_fma_tflops, p->f32_fma_tflops_per_core, p->f16_mma_tflops, p->bf16_mma_tflops,
             p->tf32_mma_tflops, p->copy_gbps);
     if (p->method[0]) fprintf(out, "  measured by: %s\n", p->method);
+    if (env->read_gbps > 0)
+        fprintf(out, "  read-only bandwidth %.1f GB/s (%s)\n", env->read_gbps, env->read_method);
     if (env->device.kind == FLASHPORT_DEVICE_CPU)
         fprintf(out, "  %% of ceiling uses f32_fma per core x %d threads\n", env->cpu_threads);
     else

@@ -95,6 +95,7 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     rec->shape = *shape;
     rec->pct_of_ceiling = -1;
     rec->bandwidth_fraction = -1;
+    rec->read_fraction = -1;
     rec->bytes_moved = bp->bytes;
     rec->input_sets = in->sets;
     rec->input_bytes = in->q_bytes + in->k_bytes + in->v_bytes;
@@ -195,6 +196,8 @@ bench_status bench_measure(flashport_context *ctx, const bench_env *env, const b
     if (env->have_peaks && env->peaks.copy_gbps > 0 && rec->ms_median > 0)
         rec->bandwidth_fraction =
             rec->bytes_moved / (rec->ms_median * 1e-3) / (env->peaks.copy_gbps * 1e9);
+    if (env->read_gbps > 0 && rec->ms_median > 0)
+        rec->read_fraction = rec->bytes_moved / (rec->ms_median * 1e-3) / (env->read_gbps * 1e9);
 
     if (ref_o) {
         void *out = malloc(in->o_bytes);

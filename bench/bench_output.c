@@ -165,6 +165,7 @@ static void json_record(cli_json *j, const bench_env *env, const bench_record *r
         json_num(j, "pct_of_ceiling", r->pct_of_ceiling >= 0 ? r->pct_of_ceiling : NAN);
         json_num(j, "bytes_moved", r->bytes_moved);
         json_num(j, "bandwidth_fraction", r->bandwidth_fraction >= 0 ? r->bandwidth_fraction : NAN);
+        json_num(j, "read_fraction", r->read_fraction >= 0 ? r->read_fraction : NAN);
         json_int(j, "workspace_bytes", (int64_t)r->workspace_bytes);
         json_int(j, "input_bytes", (int64_t)r->input_bytes);
         json_int(j, "output_bytes", (int64_t)r->output_bytes);
@@ -234,6 +235,8 @@ int bench_write_json(const char *path, const bench_env *env, const bench_options
         json_num(&j, "tf32_mma_tflops", env->peaks.tf32_mma_tflops);
         json_num(&j, "copy_gbps", env->peaks.copy_gbps);
         json_str(&j, "method", env->peaks.method);
+        json_num(&j, "read_gbps", env->read_gbps > 0 ? env->read_gbps : NAN);
+        json_str(&j, "read_method", env->read_method);
         cli_json_end_object(&j);
     } else {
         cli_json_null(&j);

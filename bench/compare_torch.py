@@ -612,6 +612,7 @@ class Torch:
             ceiling="", ceiling_tflops=None, pct_of_ceiling=None, workspace_bytes=None,
             input_bytes=q_bytes + kv_bytes, output_bytes=o_bytes,
             bytes_moved=q_bytes + kv_bytes + o_bytes, bandwidth_fraction=None,
+            read_fraction=None,
             input_sets=len(sets),
             peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             max_abs_err=None, rel_l2_err=None, checked_on="", speedup_vs_previous=None)
@@ -621,14 +622,15 @@ class Torch:
 
 
 def add_ceilings(records, ceilings, device_kind, cpu_threads):
-    """Gives torch records the % of the ceiling and the fraction of the copy bandwidth that
-    flashport-bench measured on the same device."""
+    """Gives torch records the % of the ceiling and the fractions of the copy and read-only
+    bandwidths that flashport-bench measured on the same device."""
     if not ceilings:
         return
-    copy = (ceilings.get("copy_gbps") or 0) * 1e9
-    for r in records:
-        if r["status"] == "ok" and copy > 0 and r.get("bandwidth_fraction") is None:
-            r["bandwidth_fraction"] = r["bytes_moved"] / (r["ms"]["median"] * 1e-3) / copy
+    for field, key in (("bandwidth_fraction", "copy_gbps"), ("read_fraction", "read_gbps")):
+        rate = (ceilings.get(key) or 0) * 1e9  # null: not measured
+        for r in records:
+            if r["status"] == "ok" and rate > 0 and r.get(field) is None:
+                r[field] = r["bytes_moved"] / (r["ms"]["median"] * 1e-3) / rate
     for r in records:
         if r["status"] != "ok" or r.get("ceiling"):
             continue
@@ -648,8 +650,8 @@ def print_table(records):
     by_shape = {}
     for r in records:
         by_shape.setdefault(shape_key(r["shape"]), []).append(r)
-    print(f"{'implementation':<46} {'median ms':>10} {'TFLOP/s':>9} {'%bw':>6} {'vs flash':>9} "
-          f"{'vs best torch':>14}")
+    print(f"{'implementation':<46} {'median ms':>10} {'TFLOP/s':>9} {'%bw':>6} {'%read':>6} "
+          f"{'vs flash':>9} {'vs best torch':>14}")
     for recs in by_shape.values():
         print("\n" + shape_text(recs[0]["shape"]))
         ok = {r["implementation"]: r for r in recs if r["status"] == "ok"}
@@ -663,9 +665,10 @@ def print_table(records):
             med = r["ms"]["median"]
             vs_flash = f"{flash['ms']['median'] / med:.2f}x" if flash else "-"
             vs_best = f"{best['ms']['median'] / med:.2f}x" if best else "-"
-            bw = r.get("bandwidth_fraction")
+            bw, rd = (r.get(k) for k in ("bandwidth_fraction", "read_fraction"))
             bw = f"{100 * bw:.1f}" if bw is not None and bw == bw else "-"
-            print(f"  {r['implementation']:<44} {med:10.3f} {r['tflops']:9.3f} {bw:>6} "
+            rd = f"{100 * rd:.1f}" if rd is not None and rd == rd else "-"
+            print(f"  {r['implementation']:<44} {med:10.3f} {r['tflops']:9.3f} {bw:>6} {rd:>6} "
                   f"{vs_flash:>9} {vs_best:>14}")
         if best:
             print(f"  (fastest torch: {best['implementation']})")

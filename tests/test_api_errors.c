@@ -229,6 +229,22 @@ static void introspection_errors(void) {
     CHECK(strcmp(flashport_status_string((flashport_status)99), "unknown status") == 0);
 }
 
+/* The read-bandwidth micro-benchmark: NULL arguments and a zero-sized method buffer are
+ * refused, a backend without one declines it by name, and neither touches the outputs. */
+static void read_bandwidth_errors(flashport_context *ctx) {
+    double gbps = -1.0;
+    char method[16] = "untouched";
+    CHECK_STATUS(flashport_measure_read_bandwidth(NULL, &gbps, method, sizeof method),
+                 FLASHPORT_ERROR_INVALID_ARGUMENT, "NULL");
+    CHECK_STATUS(flashport_measure_read_bandwidth(ctx, NULL, method, sizeof method),
+                 FLASHPORT_ERROR_INVALID_ARGUMENT, "NULL");
+    CHECK_STATUS(flashport_measure_read_bandwidth(ctx, &gbps, method, 0),
+                 FLASHPORT_ERROR_INVALID_ARGUMENT, "method_size");
+    CHECK_STATUS(flashport_measure_read_bandwidth(ctx, &gbps, method, sizeof method),
+                 FLASHPORT_ERROR_UNSUPPORTED, "reference has no read-bandwidth");
+    CHECK(gbps == -1.0 && strcmp(method, "untouched") == 0);
+}
+
 int main(void) {
     unsetenv("FLASHPORT_BACKEND");
     unsetenv("FLASHPORT_KERNEL");
@@ -244,6 +260,7 @@ int main(void) {
     allocation_faults("cpu_simd");
     selection_errors();
     introspection_errors();
+    read_bandwidth_errors(ctx);
     flashport_context_destroy(ctx);
     return check_report("test_api_errors");
 }

@@ -520,6 +520,17 @@ typedef struct flashport_peaks {
 FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx,
                                                        flashport_peaks *out);
 
+/* Read-only streaming bandwidth of the context's device memory in GB/s (bytes read per second),
+ * measured by the backend's micro-benchmark over more bytes than the device caches. It is the
+ * ceiling of a kernel that only reads, as decode does; copy_gbps may differ from it either way
+ * (a CPU core's outstanding loads bound a read stream, and a copy's streaming stores do not take
+ * them). *gbps is set on success only; method, when not NULL, receives how it was measured (at
+ * most method_size bytes, terminated). FLASHPORT_ERROR_UNSUPPORTED where the backend has no
+ * such micro-benchmark. */
+FLASHPORT_API flashport_status flashport_measure_read_bandwidth(flashport_context *ctx,
+                                                                double *gbps, char *method,
+                                                                size_t method_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define FP_BACKEND_ABI          2
+#define FP_BACKEND_ABI          3
 #define FP_BACKEND_ENTRY_SYMBOL "flashport_backend_entry"
 
 enum fp_log_level { FP_LOG_ERROR = 0, FP_LOG_WARN = 1, FP_LOG_INFO = 2, FP_LOG_DEBUG = 3 };
@@ -211,6 +211,10 @@ typedef struct fp_device_ops {
 
     /* Optional: the device's own ceilings, measured by micro-benchmarks (see flashport.h). */
     flashport_status (*measure_peaks)(void *dev, flashport_peaks *out);
+    /* Optional: read-only streaming bandwidth in GB/s and how it was measured (see
+     * flashport_measure_read_bandwidth); method has method_size bytes, never NULL. */
+    flashport_status (*measure_read_bandwidth)(void *dev, double *gbps, char *method,
+                                               size_t method_size);
 } fp_device_ops;
 
 typedef struct fp_backend {

@@ -257,3 +257,25 @@ FLASHPORT_API flashport_status flashport_measure_peaks(flashport_context *ctx,
     if (st == FLASHPORT_OK) *out = tmp;
     return st;
 }
+
+FLASHPORT_API flashport_status flashport_measure_read_bandwidth(flashport_context *ctx,
+                                                                double *gbps, char *method,
+                                                                size_t method_size) {
+    static const char *where = "flashport_measure_read_bandwidth";
+    if (!ctx || !gbps) return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where, "NULL argument");
+    if (method && method_size == 0)
+        return fp_error(FLASHPORT_ERROR_INVALID_ARGUMENT, where,
+                        "method_size is 0 with a method buffer");
+    if (!ctx->ops->measure_read_bandwidth)
+        return fp_error(FLASHPORT_ERROR_UNSUPPORTED, where,
+                        "%s has no read-bandwidth micro-benchmark", ctx->entry->name);
+    double rate = 0.0;
+    char how[256] = "";
+    pthread_mutex_lock(&ctx->lock);
+    flashport_status st = ctx->ops->measure_read_bandwidth(ctx->dev, &rate, how, sizeof how);
+    pthread_mutex_unlock(&ctx->lock);
+    if (st != FLASHPORT_OK) return st;
+    *gbps = rate;
+    if (method) snprintf(method, method_size, "%s", how);
+    return FLASHPORT_OK;
+}

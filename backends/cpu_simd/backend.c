@@ -144,6 +144,12 @@ static flashport_status measure_peaks(void *dev, flashport_peaks *out) {
     return cs_measure_peaks(out);
 }
 
+static flashport_status measure_read_bandwidth(void *dev, double *gbps, char *method,
+                                               size_t method_size) {
+    (void)dev;
+    return cs_measure_read_bandwidth(gbps, method, method_size);
+}
+
 static const fp_device_ops device_ops = {
     .close = dev_close,
     .buffer_alloc = fp_host_buffer_alloc,
@@ -154,6 +160,7 @@ static const fp_device_ops device_ops = {
     .run = run,
     .synchronize = synchronize,
     .measure_peaks = measure_peaks,
+    .measure_read_bandwidth = measure_read_bandwidth,
 };
 
 static flashport_status open_device(int device, const fp_device_ops **ops, void **dev) {

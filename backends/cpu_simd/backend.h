@@ -49,6 +49,10 @@ flashport_status cs_plan(const fp_problem *p, fp_op op, int forced, fp_plan *out
 /* f32 FMA rate of one core and of all threads, and copy bandwidth (fp_device_ops.measure_peaks). */
 flashport_status cs_measure_peaks(flashport_peaks *out);
 
+/* Read-only streaming bandwidth in GB/s over twice the last-level cache, every thread reading
+ * (fp_device_ops.measure_read_bandwidth). */
+flashport_status cs_measure_read_bandwidth(double *gbps, char *method, size_t method_size);
+
 /* FLOP/s of vdpbf16ps over that of the AVX-512 FMA on one core, measured once per process
  * (~10 ms, at the first call); 0 where either is not usable. The planner's test of whether bf16
  * products pay. */

@@ -174,16 +174,20 @@ typedef struct cs_kernel_ops {
 } cs_kernel_ops;
 
 /* Each path's f32 FMA rate micro-benchmark runs `iterations` rounds of independent FMA chains
- * and returns the number of floating-point operations done (one FMA = 2). */
+ * and returns the number of floating-point operations done (one FMA = 2). The vector paths' read
+ * stream sums the n floats at p (n a multiple of 64) with the widest loads the path has, the
+ * read bandwidth's micro-benchmark. */
 extern const cs_kernel_ops cs_kernels_portable;
 double cs_fma_peak_portable(int64_t iterations);
 #if defined(CS_HAVE_AVX2_KERNELS)
 extern const cs_kernel_ops cs_kernels_avx2;
 double cs_fma_peak_avx2(int64_t iterations);
+float cs_read_stream_avx2(const float *p, size_t n);
 #endif
 #if defined(CS_HAVE_AVX512_KERNELS)
 extern const cs_kernel_ops cs_kernels_avx512;
 double cs_fma_peak_avx512(int64_t iterations);
+float cs_read_stream_avx512(const float *p, size_t n);
 #endif
 
 #if defined(CS_HAVE_AVX512BF16_KERNELS)

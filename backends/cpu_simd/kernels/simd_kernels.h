@@ -561,4 +561,13 @@ double SIMD_FN(cs_fma_peak)(int64_t iterations) {
     (void)sink;
     return (double)iterations * FMA_CHAINS * VL * 2;
 }
+
+/* A read-only stream: four independent sums of whole registers, so that the loads, not the
+ * adds, set the pace and as many lines are in flight as the core allows. */
+float SIMD_FN(cs_read_stream)(const float *p, size_t n) {
+    vf acc[4] = {vf_zero(), vf_zero(), vf_zero(), vf_zero()};
+    for (size_t i = 0; i < n; i += 4 * VL)
+        for (int k = 0; k < 4; ++k) acc[k] = vf_add(acc[k], vf_loadu(p + i + (size_t)k * VL));
+    return vf_sum(vf_add(vf_add(acc[0], acc[1]), vf_add(acc[2], acc[3])));
+}
 #endif
