@@ -128,8 +128,9 @@ static void ring_fill(const call *c, tile_scratch *ts, const cs_seq *s, int64_t 
  * layout (head_dim floats, a multiple of CS_DIM_STEP, consecutive keys head_dim floats apart,
  * no descale), as a contiguous [.., N, d] tensor has them. A tile whose keys do not fit the
  * ring reads them so; converting them would copy every key again for every tile (at N = 4096,
- * d = 128: 13% of a call). Where they fit, the ring's copy, made once and aligned, is read by
- * every tile (2-3% faster than the source rows). */
+ * d = 128: 13% of a call), and so does a tile under a window. Where the keys fit and no window
+ * cuts them, the ring's copy, made once and aligned, is read by every tile (2-3% faster than
+ * the source rows). */
 static int kv_in_place(const cs_kernel_ops *ops, const cs_tiling *t, const fp_problem *p,
                        const fp_args *a) {
     return p->dtype == FLASHPORT_F32 && !ops->load_kv && t->dq == p->head_dim &&
@@ -329,8 +330,11 @@ static void run_tile(const call *c, tile_scratch *ts, const cs_seq *s, int64_t k
         pf.calls = max64(1, blocks * pv_calls);
     }
     /* The tile's keys go into the ring all at once when they fit, else a block at a time,
-     * except the blocks the kernels read in place. */
-    const int whole = k_hi - k_lo <= t->ring - CS_KEY_STEP;
+     * except the blocks the kernels read in place. Under a window every key serves only the
+     * few tiles whose positions reach it, so where the kernels can read them in place a copy
+     * would cost more than it saves. */
+    const int windowed = p->window_left >= 0 && p->window_left < s->nkv;
+    const int whole = !(windowed && c->kv_in_place) && k_hi - k_lo <= t->ring - CS_KEY_STEP;
     if (whole && k_hi > k_lo) ring_fill(c, ts, s, kvh, k_lo, k_hi);
     for (int64_t j0 = k_lo; j0 < k_hi;) {
         const float *kb, *vb;
