@@ -60,7 +60,8 @@ void bench_shape_help(FILE *out) {
             "Bytes: what a call must move at least, Q and O once and each sequence's visible\n"
             "K and V rows once (a window's keys, not the cache's; with a bias, its entry of\n"
             "each such key); bandwidth_fraction is that over the median time, as a fraction\n"
-            "of the measured copy bandwidth.\n");
+            "of the measured copy bandwidth, and read_fraction (JSON) of the read-only\n"
+            "bandwidth where the backend measures it (cpu_simd).\n");
 }
 
 /* ---- parsing ---- */
