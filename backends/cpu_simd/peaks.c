@@ -120,6 +120,21 @@ static double copy_rate(int threads, size_t bytes) {
     return best;
 }
 
+/* The widest vector path this CPU and build run: the ceilings are those of the fastest path. */
+typedef enum { WIDEST_PORTABLE, WIDEST_AVX2, WIDEST_AVX512 } widest_path;
+
+static widest_path widest(void) {
+    const char *why;
+    (void)why;
+#if defined(CS_HAVE_AVX512_KERNELS)
+    if (cs_avx512_usable(&why)) return WIDEST_AVX512;
+#endif
+#if defined(CS_HAVE_AVX2_KERNELS)
+    if (cs_avx2_usable(0, &why)) return WIDEST_AVX2;
+#endif
+    return WIDEST_PORTABLE;
+}
+
 typedef float (*read_loop)(const float *p, size_t n);
 
 /* The read stream for CPUs without AVX2: eight independent sums that the compiler vectorises
@@ -168,19 +183,22 @@ static double read_rate(read_loop loop, int threads, size_t bytes) {
 flashport_status cs_measure_read_bandwidth(double *gbps, char *method, size_t method_size) {
     read_loop loop = read_stream_portable;
     const char *kind = "baseline vector loads";
-    const char *why;
-#if defined(CS_HAVE_AVX2_KERNELS)
-    if (cs_avx2_usable(0, &why)) {
-        loop = cs_read_stream_avx2;
-        kind = "256-bit loads";
-    }
-#endif
+    switch (widest()) {
 #if defined(CS_HAVE_AVX512_KERNELS)
-    if (cs_avx512_usable(&why)) {
+    case WIDEST_AVX512:
         loop = cs_read_stream_avx512;
         kind = "512-bit loads";
-    }
+        break;
 #endif
+#if defined(CS_HAVE_AVX2_KERNELS)
+    case WIDEST_AVX2:
+        loop = cs_read_stream_avx2;
+        kind = "256-bit loads";
+        break;
+#endif
+    default: break;
+    }
+    const char *why;
     const int threads = cs_threads_default(&why);
     const size_t bytes = copy_bytes();
     const double rate = read_rate(loop, threads, bytes);
@@ -202,19 +220,21 @@ flashport_status cs_measure_peaks(flashport_peaks *out) {
     const char *why;
     fma_loop loop = cs_fma_peak_portable;
     const char *kind = "portable multiply-add loop (12 chains x 8 lanes)";
-    /* The widest FMA the CPU runs: the ceiling of its fastest path. */
-#if defined(CS_HAVE_AVX2_KERNELS)
-    if (cs_avx2_usable(0, &why)) {
-        loop = cs_fma_peak_avx2;
-        kind = "AVX2 FMA loop (12 independent 8-wide chains)";
-    }
-#endif
+    switch (widest()) {
 #if defined(CS_HAVE_AVX512_KERNELS)
-    if (cs_avx512_usable(&why)) {
+    case WIDEST_AVX512:
         loop = cs_fma_peak_avx512;
         kind = "AVX-512 FMA loop (12 independent 16-wide chains)";
-    }
+        break;
 #endif
+#if defined(CS_HAVE_AVX2_KERNELS)
+    case WIDEST_AVX2:
+        loop = cs_fma_peak_avx2;
+        kind = "AVX2 FMA loop (12 independent 8-wide chains)";
+        break;
+#endif
+    default: break;
+    }
     /* A path forced by FLASHPORT_KERNEL is measured instead: the ceiling of the path that runs
      * (a core may run the narrower FMA at another rate). */
     const char *forced = getenv("FLASHPORT_KERNEL");
