@@ -146,8 +146,8 @@ static float read_stream_portable(const float *p, size_t n) {
     return acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
 }
 
-/* Bytes read per second by `threads` threads each streaming its share of `bytes` floats'
- * worth, best of REPEATS; the sums go to a volatile sink so that no pass can be left out. */
+/* Bytes read per second by `threads` threads each streaming its share of a buffer of `bytes`
+ * bytes, best of REPEATS; the sums go to a volatile sink so that no pass can be left out. */
 static double read_rate(read_loop loop, int threads, size_t bytes) {
     const size_t unit = 64 * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
     bytes = bytes / unit * unit;
