@@ -120,21 +120,6 @@ static double copy_rate(int threads, size_t bytes) {
     return best;
 }
 
-/* The widest vector path this CPU and build run: the ceilings are those of the fastest path. */
-typedef enum { WIDEST_PORTABLE, WIDEST_AVX2, WIDEST_AVX512 } widest_path;
-
-static widest_path widest(void) {
-    const char *why;
-    (void)why;
-#if defined(CS_HAVE_AVX512_KERNELS)
-    if (cs_avx512_usable(&why)) return WIDEST_AVX512;
-#endif
-#if defined(CS_HAVE_AVX2_KERNELS)
-    if (cs_avx2_usable(0, &why)) return WIDEST_AVX2;
-#endif
-    return WIDEST_PORTABLE;
-}
-
 typedef float (*read_loop)(const float *p, size_t n);
 
 /* The read stream for CPUs without AVX2: eight independent sums that the compiler vectorises
@@ -144,6 +129,33 @@ static float read_stream_portable(const float *p, size_t n) {
     for (size_t i = 0; i < n; i += 8)
         for (int k = 0; k < 8; ++k) acc[k] += p[i + (size_t)k];
     return acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+}
+
+/* The micro-benchmark loops of the widest vector path this CPU and build run: the ceilings are
+ * those of the fastest path. */
+typedef struct widest_loops {
+    fma_loop fma;
+    const char *fma_kind;
+    read_loop read;
+    const char *read_kind;
+} widest_loops;
+
+static widest_loops widest(void) {
+    const char *why;
+    (void)why;
+#if defined(CS_HAVE_AVX512_KERNELS)
+    if (cs_avx512_usable(&why))
+        return (widest_loops){cs_fma_peak_avx512,
+                              "AVX-512 FMA loop (12 independent 16-wide chains)",
+                              cs_read_stream_avx512, "512-bit loads"};
+#endif
+#if defined(CS_HAVE_AVX2_KERNELS)
+    if (cs_avx2_usable(0, &why))
+        return (widest_loops){cs_fma_peak_avx2, "AVX2 FMA loop (12 independent 8-wide chains)",
+                              cs_read_stream_avx2, "256-bit loads"};
+#endif
+    return (widest_loops){cs_fma_peak_portable, "portable multiply-add loop (12 chains x 8 lanes)",
+                          read_stream_portable, "baseline vector loads"};
 }
 
 /* Bytes read per second by `threads` threads each streaming its share of a buffer of `bytes`
@@ -181,27 +193,11 @@ static double read_rate(read_loop loop, int threads, size_t bytes) {
 }
 
 flashport_status cs_measure_read_bandwidth(double *gbps, char *method, size_t method_size) {
-    read_loop loop = read_stream_portable;
-    const char *kind = "baseline vector loads";
-    switch (widest()) {
-#if defined(CS_HAVE_AVX512_KERNELS)
-    case WIDEST_AVX512:
-        loop = cs_read_stream_avx512;
-        kind = "512-bit loads";
-        break;
-#endif
-#if defined(CS_HAVE_AVX2_KERNELS)
-    case WIDEST_AVX2:
-        loop = cs_read_stream_avx2;
-        kind = "256-bit loads";
-        break;
-#endif
-    default: break;
-    }
+    const widest_loops w = widest();
     const char *why;
     const int threads = cs_threads_default(&why);
     const size_t bytes = copy_bytes();
-    const double rate = read_rate(loop, threads, bytes);
+    const double rate = read_rate(w.read, threads, bytes);
     if (rate <= 0.0)
         return cs_host->error(FLASHPORT_ERROR_OUT_OF_MEMORY, CS_NAME,
                               "read bandwidth: cannot allocate the %zu MiB of its stream",
@@ -211,30 +207,16 @@ flashport_status cs_measure_read_bandwidth(double *gbps, char *method, size_t me
              "read-only stream: %d thread(s) each summing its share of %zu MiB (sized from the "
              "last-level cache) with %s in four chains, best of %d passes, wall clock, bytes "
              "read",
-             threads, bytes >> 20, kind, REPEATS);
+             threads, bytes >> 20, w.read_kind, REPEATS);
     return FLASHPORT_OK;
 }
 
 flashport_status cs_measure_peaks(flashport_peaks *out) {
     memset(out, 0, sizeof *out);
     const char *why;
-    fma_loop loop = cs_fma_peak_portable;
-    const char *kind = "portable multiply-add loop (12 chains x 8 lanes)";
-    switch (widest()) {
-#if defined(CS_HAVE_AVX512_KERNELS)
-    case WIDEST_AVX512:
-        loop = cs_fma_peak_avx512;
-        kind = "AVX-512 FMA loop (12 independent 16-wide chains)";
-        break;
-#endif
-#if defined(CS_HAVE_AVX2_KERNELS)
-    case WIDEST_AVX2:
-        loop = cs_fma_peak_avx2;
-        kind = "AVX2 FMA loop (12 independent 8-wide chains)";
-        break;
-#endif
-    default: break;
-    }
+    const widest_loops w = widest();
+    fma_loop loop = w.fma;
+    const char *kind = w.fma_kind;
     /* A path forced by FLASHPORT_KERNEL is measured instead: the ceiling of the path that runs
      * (a core may run the narrower FMA at another rate). */
     const char *forced = getenv("FLASHPORT_KERNEL");
