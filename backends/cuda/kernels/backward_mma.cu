@@ -31,22 +31,22 @@ static bool has_score_mods(const fp_problem *p) {
     return p->softcap > 0.0f || p->alibi != FLASHPORT_ALIBI_NONE || p->bias.enabled;
 }
 
-static size_t kv_smem_bytes(int64_t d, int rows) {
-    if (d == 64) return fp_bwd_mma_kv_smem<64, fp_bwd_mma_kv_rows<64, false>()>::BYTES;
-    return rows == FP_BWD_MMA_KV_ROWS_SMALL
-               ? fp_bwd_mma_kv_smem<128, FP_BWD_MMA_KV_ROWS_SMALL>::BYTES
-               : fp_bwd_mma_kv_smem<128, fp_bwd_mma_kv_rows<128, false>()>::BYTES;
+/* Query rows of p's key-tile step on this device (head dim D): its instance's
+ * (fp_bwd_mma_kv_rows), or the fewer rows of the score modifiers' instance where those rows'
+ * shared memory exceeds the device's. */
+template <int D> static int kv_rows(const fp_problem *p, const fp_gpu_device_props *props) {
+    constexpr int rows = fp_bwd_mma_kv_rows<D, false>(), fewer = fp_bwd_mma_kv_rows<D, true>();
+    if (has_score_mods(p)) return fewer;
+    return fp_bwd_mma_kv_smem<D, rows>::BYTES <= props->smem_per_block_optin ? rows : fewer;
 }
 
-/* Query rows of p's key-tile step on this device: its instance's (fp_bwd_mma_kv_rows), or at
- * d = 128 FP_BWD_MMA_KV_ROWS_SMALL where those rows' shared memory exceeds the device's. */
-static int kv_rows(const fp_problem *p, const fp_gpu_device_props *props) {
-    const bool mods = has_score_mods(p);
-    if (p->head_dim == 64) return fp_bwd_mma_kv_rows<64, false>();
-    if (mods) return fp_bwd_mma_kv_rows<128, true>();
-    const int rows = fp_bwd_mma_kv_rows<128, false>();
-    return kv_smem_bytes(128, rows) <= props->smem_per_block_optin ? rows
-                                                                   : FP_BWD_MMA_KV_ROWS_SMALL;
+/* Shared memory a block of p's key-tile kernel takes on this device. */
+template <int D>
+static size_t kv_smem_bytes(const fp_problem *p, const fp_gpu_device_props *props) {
+    constexpr int fewer = fp_bwd_mma_kv_rows<D, true>();
+    return kv_rows<D>(p, props) == fewer
+               ? fp_bwd_mma_kv_smem<D, fewer>::BYTES
+               : fp_bwd_mma_kv_smem<D, fp_bwd_mma_kv_rows<D, false>()>::BYTES;
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
@@ -75,7 +75,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  "cp.async)");
         return 0;
     }
-    const size_t smem = kv_smem_bytes(p->head_dim, kv_rows(p, props));
+    const size_t smem =
+        p->head_dim == 64 ? kv_smem_bytes<64>(p, props) : kv_smem_bytes<128>(p, props);
     if (smem > props->smem_per_block_optin) {
         snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
                  props->smem_per_block_optin);
@@ -112,17 +113,16 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
                                                                   L->stream, a);
 }
 
-template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
+template <typename T, int D> static gpuError_t launch_dim(const fp_gpu_launch *L) {
     const fp_bwd_params a = fp_bwd_params_make(L);
-    if (L->p.head_dim == 64)
-        return has_score_mods(&L->p)
-                   ? launch_instances<T, 64, fp_bwd_mma_kv_rows<64, true>(), true>(L, a)
-                   : launch_instances<T, 64, fp_bwd_mma_kv_rows<64, false>(), false>(L, a);
-    if (has_score_mods(&L->p))
-        return launch_instances<T, 128, fp_bwd_mma_kv_rows<128, true>(), true>(L, a);
-    return kv_rows(&L->p, L->props) == FP_BWD_MMA_KV_ROWS_SMALL
-               ? launch_instances<T, 128, FP_BWD_MMA_KV_ROWS_SMALL, false>(L, a)
-               : launch_instances<T, 128, fp_bwd_mma_kv_rows<128, false>(), false>(L, a);
+    constexpr int rows = fp_bwd_mma_kv_rows<D, false>(), fewer = fp_bwd_mma_kv_rows<D, true>();
+    if (has_score_mods(&L->p)) return launch_instances<T, D, fewer, true>(L, a);
+    return kv_rows<D>(&L->p, L->props) == fewer ? launch_instances<T, D, fewer, false>(L, a)
+                                                : launch_instances<T, D, rows, false>(L, a);
+}
+
+template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
+    return L->p.head_dim == 64 ? launch_dim<T, 64>(L) : launch_dim<T, 128>(L);
 }
 
 static gpuError_t launch(const fp_gpu_launch *L) {

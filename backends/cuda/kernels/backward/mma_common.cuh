@@ -32,16 +32,18 @@
 #define FP_BWD_MMA_ROWS      (16 * FP_BWD_MMA_Q_WARPS)
 #define FP_BWD_MMA_Q_KEYS    64
 
-/* Query rows a key-tile step covers. The step is bound by shared-memory reads, and 64 rows
- * read each warp's K and V fragments once for twice the MMAs of 32. At d = 128, dK and dV take
- * 128 registers a thread and S^T and dP^T of 64 rows 64 more: that fits without score
- * modifiers, and spills with them (the exact per-element score keeps more values live), so
- * those take 32 rows. 64 rows at d = 128 need 198 KB of shared memory (fp_bwd_mma_kv_smem);
- * where the device has less, backward_mma.cu falls back to FP_BWD_MMA_KV_ROWS_SMALL. */
+/* Query rows a key-tile step covers. Shared-memory reads are the step's busiest unit, and more
+ * rows read each warp's K and V fragments once for more MMAs. S^T and dP^T of BR rows take BR f32
+ * registers a thread and dK and dV take D, so the rows are sized to what the head dim leaves, as
+ * FlashAttention-2 sizes them (64 rows at d = 128, 128 at d = 64, for 128 keys): both take 192
+ * accumulator registers and 0.475 ldmatrix.x4 an MMA (64 rows at d = 64: 0.55). Score
+ * modifiers keep more values live (the exact per-element score) and take half the rows (with
+ * the full rows they spill at d = 128). The larger tiles need about 199 KB of shared memory a block
+ * (fp_bwd_mma_kv_smem); where the device has less, backward_mma.cu takes the modifiers' rows
+ * without them. */
 template <int D, bool MODS> __host__ __device__ constexpr int fp_bwd_mma_kv_rows() {
-    return D > 64 && MODS ? 32 : 64;
+    return (D > 64 ? 64 : 128) / (MODS ? 2 : 1);
 }
-#define FP_BWD_MMA_KV_ROWS_SMALL 32
 
 /* dQ += x at two adjacent f32 columns (8-byte aligned): one vector atomic where the target has
  * it (sm_90), two scalar ones before. */

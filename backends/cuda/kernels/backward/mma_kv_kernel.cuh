@@ -18,12 +18,12 @@
  *   dV += P^T dO and dK += dS^T Q       (A: P^T, dS^T by ldmatrix; B: dO, Q by ldmatrix.trans).
  * Against a warp that owns 16 keys with every query and column, a warp loads half the B
  * fragments per MMA at the price of A fragments from shared memory: at d = 128 and 64 rows,
- * 152 ldmatrix.x4 a warp and step instead of 184 for the same 320 MMAs (shared-memory reads are
- * its busiest unit), and 16 more four-byte stores (P^T).
- * DQ_ATOMIC (fast mode): each warp then computes dQ = dS K over the tile's keys for a 16-row
- * slice of the queries and a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands
- * out exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
- * atomics, at most 64 columns at a time to spare registers.
+ * these four products load 112 ldmatrix.x4 a warp and step instead of 144 for the same 256 MMAs
+ * (shared-memory reads are its busiest unit), and 16 more four-byte stores (P^T).
+ * DQ_ATOMIC (fast mode): each warp then computes dQ = dS K over the tile's keys for a warp tile
+ * of 32 queries by a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands out
+ * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
+ * atomics.
  * Without it (deterministic mode) mma_q_kernel.cuh computes dQ.
  *
  * Every layout and mask goes through the forward's shared headers (kv_addressing.cuh,
@@ -66,15 +66,15 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     constexpr int DH = D / 2, DH_TILES = DH / 8;  /* head columns (n-tiles) of dK, dV a warp */
     constexpr int QK_STEPS = D / 16;              /* k-steps of S^T and dP^T */
     constexpr int ROW_STEPS = BR / 16;            /* k-steps of dV and dK */
-    /* dQ: 16-row slices of the query tile, each shared by WARPS / SLICES warps by columns, in
-     * passes of at most 64 columns (32 accumulator registers). */
-    constexpr int SLICES = BR / 16;
-    constexpr int WARP_COLS = D * SLICES / WARPS;
-    constexpr int PASSES = WARP_COLS > 64 ? WARP_COLS / 64 : 1;
-    constexpr int PASS_TILES = WARP_COLS / 8 / PASSES;
+    /* dQ: the query tile in warp tiles of 32 rows (two m-tiles) by DQ_COLS = D BR / 256 head
+     * columns (32 at both instances without score modifiers): per 16 keys a 32 x 32 tile loads
+     * two A and two B fragments for 8 MMAs, where a 16 x 64 tile loads one A and four B. */
+    constexpr int DQ_ROW_TILES = BR / 32;
+    constexpr int DQ_COLS = D / (WARPS / DQ_ROW_TILES), DQ_TILES = DQ_COLS / 8;
     static_assert(WARPS % 2 == 0 && PAIR_KEYS % 16 == 0, "warp pairs own whole m-tiles of keys");
     static_assert(QH_TILES % 2 == 0 && DH_TILES % 2 == 0, "a warp's columns are whole x4 loads");
-    static_assert(WARPS % SLICES == 0 && PASS_TILES % 2 == 0, "warps share dQ's slices evenly");
+    static_assert(BR % 32 == 0 && WARPS % DQ_ROW_TILES == 0 && DQ_TILES % 2 == 0,
+                  "dQ's warp tiles cover the query tile evenly, in whole x4 loads of K");
     static_assert(THREADS >= 2 * BR, "one thread copies each row's LSE or D");
     using Ops = fp_mma_ops<T>;
     using KVLoader = fp_tile_loader<T, BC, D, THREADS>;
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     const int tr_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
     const int tr_lane_h = fp_mma_swizzle_step(tr_lane, 0, half * (DH / 8), CPR);
     const int ds_lane = k_row * DS_LD + 8 * k_chunk;
-    const int dq_slice = warp % SLICES, dq_col0 = warp / SLICES * WARP_COLS;
+    const int dq_row0 = 32 * (warp % DQ_ROW_TILES), dq_col0 = warp / DQ_ROW_TILES * DQ_COLS;
     const uint32_t sK_addr = fp_smem_addr(sK), sV_addr = sK_addr + 2u * BC * D;
     const uint32_t sDS_addr = fp_smem_addr(sDS), sP_addr = fp_smem_addr(sP);
     const fp_key_band band = fp_visible_band(a.mods, s.nq, s.nkv);
@@ -271,44 +271,50 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         }
 
         if (DQ_ATOMIC) {
-            const int row0 = q0 + 16 * dq_slice + g; /* query rows g and g + 8 of the slice */
-            /* The accumulator rows' first column of the lane, or NULL past the sequence: the
-             * columns then follow as immediate offsets of one address a row. */
-            float *acc_row[2];
+            /* The accumulator's first column of the lane in rows g + 8 i of m-tile mt of the
+             * warp tile, or NULL past the sequence: the columns then follow as immediate
+             * offsets of one address a row. */
+            float *acc_row[2][2];
 #pragma unroll
-            for (int i = 0; i < 2; ++i)
-                acc_row[i] =
-                    row0 + 8 * i < s.nq
-                        ? a.dq_acc + fp_lse_index(a.seq, s, h, row0 + 8 * i) * a.d + dq_col0 + 2 * c
-                        : nullptr;
+            for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int pass = 0; pass < PASSES; ++pass) {
-                const int col0 = dq_col0 + pass * PASS_TILES * 8;
-                float dq[1][PASS_TILES][4];
-                fp_mma_zero(dq);
+                for (int i = 0; i < 2; ++i) {
+                    const int row = q0 + dq_row0 + 16 * mt + 8 * i + g;
+                    acc_row[mt][i] = row < s.nq ? a.dq_acc + fp_lse_index(a.seq, s, h, row) * a.d +
+                                                      dq_col0 + 2 * c
+                                                : nullptr;
+                }
+            float dq[2][DQ_TILES][4];
+            fp_mma_zero(dq);
 #pragma unroll
-                for (int ks = 0; ks < BC / 16; ++ks) {
-                    uint32_t ads[4];
-                    fp_ldmatrix_x4_trans(ads, sDS_addr +
-                                                  2u * (ds_lane + 16 * ks * DS_LD + 16 * dq_slice));
+            for (int ks = 0; ks < BC / 16; ++ks) {
+                uint32_t ads[2][4];
 #pragma unroll
-                    for (int dp = 0; dp < PASS_TILES / 2; ++dp) {
-                        uint32_t bk[4];
-                        fp_ldmatrix_x4_trans(
-                            bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,
-                                                                   col0 / 8 + 2 * dp, CPR));
-                        Ops::mma(dq[0][2 * dp], ads, bk[0], bk[1]);
-                        Ops::mma(dq[0][2 * dp + 1], ads, bk[2], bk[3]);
+                for (int mt = 0; mt < 2; ++mt)
+                    fp_ldmatrix_x4_trans(
+                        ads[mt], sDS_addr + 2u * (ds_lane + 16 * ks * DS_LD + dq_row0 + 16 * mt));
+#pragma unroll
+                for (int dp = 0; dp < DQ_TILES / 2; ++dp) {
+                    uint32_t bk[4];
+                    fp_ldmatrix_x4_trans(
+                        bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,
+                                                               dq_col0 / 8 + 2 * dp, CPR));
+#pragma unroll
+                    for (int mt = 0; mt < 2; ++mt) {
+                        Ops::mma(dq[mt][2 * dp], ads[mt], bk[0], bk[1]);
+                        Ops::mma(dq[mt][2 * dp + 1], ads[mt], bk[2], bk[3]);
                     }
                 }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
-                    if (acc_row[i])
+                    if (acc_row[mt][i])
 #pragma unroll
-                        for (int dt = 0; dt < PASS_TILES; ++dt)
-                            fp_bwd_atomic_add2(acc_row[i] + pass * PASS_TILES * 8 + 8 * dt,
-                                               dq[0][dt][2 * i], dq[0][dt][2 * i + 1]);
-            }
+                        for (int dt = 0; dt < DQ_TILES; ++dt)
+                            fp_bwd_atomic_add2(acc_row[mt][i] + 8 * dt, dq[mt][dt][2 * i],
+                                               dq[mt][dt][2 * i + 1]);
         }
     }
     fp_cp_async_wait<0>();
