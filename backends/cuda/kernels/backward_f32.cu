@@ -59,12 +59,12 @@ static gpuError_t launch_dim(const fp_gpu_launch *L, const fp_bwd_params &a) {
                        (unsigned)(p->batch * p->heads_kv));
     const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_F32_ROWS - 1) / FP_BWD_F32_ROWS),
                       (unsigned)(p->batch * p->heads_q));
-    gpuError_t e = fp_bwd_preprocess<T, true>(L, a);
+    gpuError_t e = fp_bwd_rows_launch<fp_bwd_preprocess_kernel<T>>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
         e = fp_bwd_launch<fp_bwd_f32_kv_kernel<T, DMAX, true>, smem>(kv_grid, FP_BWD_F32_THREADS,
                                                                      L->stream, a);
-        return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
+        return e != gpuSuccess ? e : fp_bwd_rows_launch<fp_bwd_convert_dq_kernel<T>>(L, a);
     }
     e = fp_bwd_launch<fp_bwd_f32_kv_kernel<T, DMAX, false>, smem>(kv_grid, FP_BWD_F32_THREADS,
                                                                   L->stream, a);

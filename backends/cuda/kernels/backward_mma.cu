@@ -99,12 +99,13 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
                       (unsigned)(p->batch * p->heads_q));
     constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D, ROWS>::BYTES;
     constexpr size_t q_smem = fp_bwd_mma_q_smem<D>::BYTES;
-    gpuError_t e = fp_bwd_preprocess<T, false>(L, a);
+    gpuError_t e = fp_bwd_rows_launch<fp_bwd_preprocess_chunks_kernel<T, D>>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
         e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, true>, kv_smem>(
             kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
-        return e != gpuSuccess ? e : fp_bwd_convert_dq<T>(L, a);
+        return e != gpuSuccess ? e
+                               : fp_bwd_rows_launch<fp_bwd_convert_dq_chunks_kernel<T, D>>(L, a);
     }
     e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, false>, kv_smem>(
         kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);

@@ -45,6 +45,13 @@ template <int D, bool MODS> __host__ __device__ constexpr int fp_bwd_mma_kv_rows
     return (D > 64 ? 64 : 128) / (MODS ? 2 : 1);
 }
 
+/* m-tiles (16 query rows each) of a warp's dQ tile in the key-tile kernel; a warp's share of dQ
+ * is BR D / 8 = 1024 values (32 accumulator registers) in both instances without modifiers. Per
+ * 16 keys a 32 x 32 tile loads two A and two B fragments for 8 MMAs, a 16 x 64 tile one A and
+ * four B. d = 64 takes the first; d = 128 the second, which measured about 1% faster there
+ * although it loads more (bench/results/2026-12-05_h100_backward-row-kernels-dq-tiles.md). */
+template <int D> __host__ __device__ constexpr int fp_bwd_mma_dq_mtiles() { return D > 64 ? 1 : 2; }
+
 /* dQ += x at two adjacent f32 columns (8-byte aligned): one vector atomic where the target has
  * it (sm_90), two scalar ones before. */
 __device__ __forceinline__ void fp_bwd_atomic_add2(float *at, float x, float y) {

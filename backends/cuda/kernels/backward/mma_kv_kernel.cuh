@@ -21,7 +21,7 @@
  * these four products load 112 ldmatrix.x4 a warp and step instead of 144 for the same 256 MMAs
  * (shared-memory reads are its busiest unit), and 16 more four-byte stores (P^T).
  * DQ_ATOMIC (fast mode): each warp then computes dQ = dS K over the tile's keys for a warp tile
- * of 32 queries by a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands out
+ * of 16 or 32 queries by a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands out
  * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
  * atomics.
  * Without it (deterministic mode) mma_q_kernel.cuh computes dQ.
@@ -66,14 +66,13 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     constexpr int DH = D / 2, DH_TILES = DH / 8;  /* head columns (n-tiles) of dK, dV a warp */
     constexpr int QK_STEPS = D / 16;              /* k-steps of S^T and dP^T */
     constexpr int ROW_STEPS = BR / 16;            /* k-steps of dV and dK */
-    /* dQ: the query tile in warp tiles of 32 rows (two m-tiles) by DQ_COLS = D BR / 256 head
-     * columns (32 at both instances without score modifiers): per 16 keys a 32 x 32 tile loads
-     * two A and two B fragments for 8 MMAs, where a 16 x 64 tile loads one A and four B. */
-    constexpr int DQ_ROW_TILES = BR / 32;
+    /* dQ: the query tile in warp tiles of DQ_MT m-tiles by DQ_COLS head columns
+     * (fp_bwd_mma_dq_mtiles). */
+    constexpr int DQ_MT = fp_bwd_mma_dq_mtiles<D>(), DQ_ROW_TILES = BR / (16 * DQ_MT);
     constexpr int DQ_COLS = D / (WARPS / DQ_ROW_TILES), DQ_TILES = DQ_COLS / 8;
     static_assert(WARPS % 2 == 0 && PAIR_KEYS % 16 == 0, "warp pairs own whole m-tiles of keys");
     static_assert(QH_TILES % 2 == 0 && DH_TILES % 2 == 0, "a warp's columns are whole x4 loads");
-    static_assert(BR % 32 == 0 && WARPS % DQ_ROW_TILES == 0 && DQ_TILES % 2 == 0,
+    static_assert(BR % (16 * DQ_MT) == 0 && WARPS % DQ_ROW_TILES == 0 && DQ_TILES % 2 == 0,
                   "dQ's warp tiles cover the query tile evenly, in whole x4 loads of K");
     static_assert(THREADS >= 2 * BR, "one thread copies each row's LSE or D");
     using Ops = fp_mma_ops<T>;
@@ -154,7 +153,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     const int tr_lane = fp_mma_swizzle(a_row, a_chunk, CPR);
     const int tr_lane_h = fp_mma_swizzle_step(tr_lane, 0, half * (DH / 8), CPR);
     const int ds_lane = k_row * DS_LD + 8 * k_chunk;
-    const int dq_row0 = 32 * (warp % DQ_ROW_TILES), dq_col0 = warp / DQ_ROW_TILES * DQ_COLS;
+    const int dq_row0 = 16 * DQ_MT * (warp % DQ_ROW_TILES), dq_col0 = warp / DQ_ROW_TILES * DQ_COLS;
     const uint32_t sK_addr = fp_smem_addr(sK), sV_addr = sK_addr + 2u * BC * D;
     const uint32_t sDS_addr = fp_smem_addr(sDS), sP_addr = fp_smem_addr(sP);
     const fp_key_band band = fp_visible_band(a.mods, s.nq, s.nkv);
@@ -274,9 +273,9 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             /* The accumulator's first column of the lane in rows g + 8 i of m-tile mt of the
              * warp tile, or NULL past the sequence: the columns then follow as immediate
              * offsets of one address a row. */
-            float *acc_row[2][2];
+            float *acc_row[DQ_MT][2];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < DQ_MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
                     const int row = q0 + dq_row0 + 16 * mt + 8 * i + g;
@@ -284,13 +283,13 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                                                       dq_col0 + 2 * c
                                                 : nullptr;
                 }
-            float dq[2][DQ_TILES][4];
+            float dq[DQ_MT][DQ_TILES][4];
             fp_mma_zero(dq);
 #pragma unroll
             for (int ks = 0; ks < BC / 16; ++ks) {
-                uint32_t ads[2][4];
+                uint32_t ads[DQ_MT][4];
 #pragma unroll
-                for (int mt = 0; mt < 2; ++mt)
+                for (int mt = 0; mt < DQ_MT; ++mt)
                     fp_ldmatrix_x4_trans(
                         ads[mt], sDS_addr + 2u * (ds_lane + 16 * ks * DS_LD + dq_row0 + 16 * mt));
 #pragma unroll
@@ -300,14 +299,14 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                         bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,
                                                                dq_col0 / 8 + 2 * dp, CPR));
 #pragma unroll
-                    for (int mt = 0; mt < 2; ++mt) {
+                    for (int mt = 0; mt < DQ_MT; ++mt) {
                         Ops::mma(dq[mt][2 * dp], ads[mt], bk[0], bk[1]);
                         Ops::mma(dq[mt][2 * dp + 1], ads[mt], bk[2], bk[3]);
                     }
                 }
             }
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < DQ_MT; ++mt)
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
                     if (acc_row[mt][i])

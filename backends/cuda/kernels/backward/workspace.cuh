@@ -66,29 +66,23 @@ static inline fp_bwd_params fp_bwd_params_make(const fp_gpu_launch *L) {
     return a;
 }
 
-/* One warp a row: grid (ceil(seq_q / FP_BWD_ROWS), batch * heads_q). IN_ORDER: one lane sums
- * D = dO . O by FMAs in column order, the order in which the f32 kernels sum dP = dO . v, so
- * that where O is a single row of V (a row that sees one key) dP - D is exactly 0, as it is in
- * exact arithmetic, instead of a rounding residue that dQ and dK would carry. */
-template <typename T, bool IN_ORDER>
-__global__ void fp_bwd_preprocess_kernel(const fp_bwd_params a) {
+/* One warp a row: grid (ceil(seq_q / FP_BWD_ROWS), batch * heads_q), any T, head dim and
+ * strides (backward_f32). One lane sums D = dO . O by FMAs in column order, the order in which
+ * the f32 kernels sum dP = dO . v, so that where O is a single row of V (a row that sees one
+ * key) dP - D is exactly 0, as it is in exact arithmetic, instead of a rounding residue that dQ
+ * and dK would carry. */
+template <typename T> __global__ void fp_bwd_preprocess_kernel(const fp_bwd_params a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
     for (int i = blockIdx.x * FP_BWD_ROWS + warp;
          i < min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS); i += FP_BWD_ROW_WARPS) {
-        const T *o = static_cast<const T *>(a.o) + fp_q_offset(a.os, s, h, i);
-        const T *d_o = static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, i);
-        float dot = 0.0f;
-        if (IN_ORDER) {
-            if (lane == 0)
-                for (int c = 0; c < a.d; ++c) dot = fmaf(fp_to_f32(d_o[c]), fp_to_f32(o[c]), dot);
-        } else {
-            for (int c = lane; c < a.d; c += 32) dot += fp_to_f32(o[c]) * fp_to_f32(d_o[c]);
-            dot = fp_group_sum<32>(dot);
-        }
         const int64_t row = fp_lse_index(a.seq, s, h, i);
         if (lane == 0) {
+            const T *o = static_cast<const T *>(a.o) + fp_q_offset(a.os, s, h, i);
+            const T *d_o = static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, i);
+            float dot = 0.0f;
+            for (int c = 0; c < a.d; ++c) dot = fmaf(fp_to_f32(d_o[c]), fp_to_f32(o[c]), dot);
             const float lse = a.lse[row];
             a.delta[row] = dot;
             a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * FP_LOG2E;
@@ -98,7 +92,7 @@ __global__ void fp_bwd_preprocess_kernel(const fp_bwd_params a) {
     }
 }
 
-/* Fast mode's last step, on the preprocessing grid. */
+/* Fast mode's last step, on the same grid. */
 template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_params a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
@@ -111,26 +105,82 @@ template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_para
     }
 }
 
-static inline dim3 fp_bwd_row_grid(const fp_problem *p) {
-    return dim3((unsigned)((p->seq_q + FP_BWD_ROWS - 1) / FP_BWD_ROWS),
-                (unsigned)(p->batch * p->heads_q));
+/* The same two steps for rows of D values of a 16-bit T in whole, 16-byte aligned chunks of 8
+ * (the tensor-core backward's rows), on the same grid: D / 8 lanes a row, so that a warp moves
+ * whole rows by 16-byte accesses, 32 / (D / 8) of them at once, where the kernels above move 2
+ * or 4 bytes a lane per access. D is summed in any order: the tensor-core kernels' dP comes from
+ * products of their own order. */
+template <typename T, int D> struct fp_bwd_row_chunks {
+    static_assert(sizeof(T) == 2 && D % 8 == 0 && 32 % (D / 8) == 0,
+                  "whole 16-byte chunks of 16-bit values, whole rows a warp");
+    static constexpr int CPR = D / 8, AT_ONCE = 32 / CPR;
+};
+
+template <typename T, int D>
+__global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
+    using R = fp_bwd_row_chunks<T, D>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane % R::CPR;
+    const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
+    const fp_seq s = fp_sequence(a.seq, b);
+    const int end = min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS);
+    /* The bound is the warp's, so that every lane reaches the row sum's shuffles. */
+    for (int i0 = blockIdx.x * FP_BWD_ROWS + warp * R::AT_ONCE; i0 < end;
+         i0 += FP_BWD_ROW_WARPS * R::AT_ONCE) {
+        const int i = i0 + lane / R::CPR;
+        float dot = 0.0f;
+        if (i < end) {
+            const int64_t at = fp_q_offset(a.os, s, h, i) + 8 * chunk;
+            const uint4 o = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.o) + at);
+            const uint4 d_o = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.d_o) + at);
+            const T *oe = reinterpret_cast<const T *>(&o), *de = reinterpret_cast<const T *>(&d_o);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) dot = fmaf(fp_to_f32(de[k]), fp_to_f32(oe[k]), dot);
+        }
+        dot = fp_group_sum<R::CPR>(dot);
+        if (i >= end) continue;
+        const int64_t row = fp_lse_index(a.seq, s, h, i);
+        if (chunk == 0) {
+            const float lse = a.lse[row];
+            a.delta[row] = dot;
+            a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * FP_LOG2E;
+        }
+        if (a.dq_acc) {
+            float4 *acc = reinterpret_cast<float4 *>(a.dq_acc + row * D + 8 * chunk);
+            acc[0] = acc[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
 }
 
-/* Both launch nothing for packed Q without rows (seq_q = max_seqlen_q = 0): an empty grid is a
- * launch error. */
-template <typename T, bool IN_ORDER>
-static gpuError_t fp_bwd_preprocess(const fp_gpu_launch *L, const fp_bwd_params &a) {
-    if (L->p.seq_q == 0) return gpuSuccess;
-    fp_bwd_preprocess_kernel<T, IN_ORDER> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p),
-                                                        32 * FP_BWD_ROW_WARPS, 0, L->stream)(a);
-    return gpuGetLastError();
+template <typename T, int D>
+__global__ void fp_bwd_convert_dq_chunks_kernel(const fp_bwd_params a) {
+    using R = fp_bwd_row_chunks<T, D>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane % R::CPR;
+    const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
+    const fp_seq s = fp_sequence(a.seq, b);
+    const int end = min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS);
+    for (int i = blockIdx.x * FP_BWD_ROWS + warp * R::AT_ONCE + lane / R::CPR; i < end;
+         i += FP_BWD_ROW_WARPS * R::AT_ONCE) {
+        const float4 *acc = reinterpret_cast<const float4 *>(
+            a.dq_acc + fp_lse_index(a.seq, s, h, i) * D + 8 * chunk);
+        const float4 x0 = acc[0], x1 = acc[1];
+        const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        uint4 out;
+        T *oe = reinterpret_cast<T *>(&out);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) oe[k] = fp_from_f32<T>(x[k] * a.mods.scale);
+        *reinterpret_cast<uint4 *>(static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, i) +
+                                   8 * chunk) = out;
+    }
 }
 
-template <typename T>
-static gpuError_t fp_bwd_convert_dq(const fp_gpu_launch *L, const fp_bwd_params &a) {
+/* Enqueues one of the four per-row kernels above on their grid. Nothing for packed Q without
+ * rows (seq_q = max_seqlen_q = 0): an empty grid is a launch error. */
+template <auto KERNEL>
+static gpuError_t fp_bwd_rows_launch(const fp_gpu_launch *L, const fp_bwd_params &a) {
     if (L->p.seq_q == 0) return gpuSuccess;
-    fp_bwd_convert_dq_kernel<T> FP_GPU_LAUNCH(fp_bwd_row_grid(&L->p), 32 * FP_BWD_ROW_WARPS, 0,
-                                              L->stream)(a);
+    const dim3 grid((unsigned)((L->p.seq_q + FP_BWD_ROWS - 1) / FP_BWD_ROWS),
+                    (unsigned)(L->p.batch * L->p.heads_q));
+    KERNEL FP_GPU_LAUNCH(grid, 32 * FP_BWD_ROW_WARPS, 0, L->stream)(a);
     return gpuGetLastError();
 }
 
