@@ -49,19 +49,9 @@ template <int D, bool MODS> __host__ __device__ constexpr int fp_bwd_mma_kv_rows
  * is BR D / 8 = 1024 values (32 accumulator registers) in both instances without modifiers. Per
  * 16 keys a 32 x 32 tile loads two A and two B fragments for 8 MMAs, a 16 x 64 tile one A and
  * four B. d = 64 takes the first; d = 128 the second, which measured about 1% faster there
- * although it loads more (bench/results/2026-12-05_h100_backward-row-kernels-dq-tiles.md). */
+ * although it loads more (bench/results/2026-12-05_h100_backward-row-kernels-dq-tiles.md); at
+ * d = 64 the second measured 0-1% slower (2026-12-05_h100_backward-dq-fragment-tiles.md). */
 template <int D> __host__ __device__ constexpr int fp_bwd_mma_dq_mtiles() { return D > 64 ? 1 : 2; }
-
-/* dQ += x at two adjacent f32 columns (8-byte aligned): one vector atomic where the target has
- * it (sm_90), two scalar ones before. */
-__device__ __forceinline__ void fp_bwd_atomic_add2(float *at, float x, float y) {
-#if __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float2 *>(at), make_float2(x, y));
-#else
-    atomicAdd(at, x);
-    atomicAdd(at + 1, y);
-#endif
-}
 
 /* P and dS of one (query i, key j) from the raw dot product x = q_i . k_j and dP, with the row's
  * LSE (log2 domain) and D. MODS: softcap, ALiBi or bias through fp_bwd_score_log2 (exact);

@@ -22,8 +22,9 @@
  * (shared-memory reads are its busiest unit), and 16 more four-byte stores (P^T).
  * DQ_ATOMIC (fast mode): each warp then computes dQ = dS K over the tile's keys for a warp tile
  * of 16 or 32 queries by a share of the columns (A: dS by ldmatrix.trans of dS^T, which hands out
- * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator with
- * atomics.
+ * exactly the A fragment; B: K by ldmatrix.trans) and adds it to the f32 accumulator, one
+ * 16-byte atomic a lane and accumulator tile (dq_tiles.cuh). Query tiles start on the
+ * accumulator's row blocks: the first row that sees the key tile is rounded down to one.
  * Without it (deterministic mode) mma_q_kernel.cuh computes dQ.
  *
  * Every layout and mask goes through the forward's shared headers (kv_addressing.cuh,
@@ -38,6 +39,7 @@
 #include "../mma/fragment_layout.h"
 #include "../mma/mma_ops.cuh"
 #include "../mma/tile_loader.cuh"
+#include "dq_tiles.cuh"
 #include "mma_common.cuh"
 
 template <int D, int BR> struct fp_bwd_mma_kv_smem {
@@ -101,7 +103,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                                                             static_cast<const T *>(a.v) + kv0.v},
                                                            {a.ks.seq, a.vs.seq}},
                                      n_keys, a.d);
-    const fp_bwd_rows rows = fp_bwd_rows_seeing(a.mods, k0, k0 + n_keys, s.nq, s.nkv);
+    fp_bwd_rows rows = fp_bwd_rows_seeing(a.mods, k0, k0 + n_keys, s.nq, s.nkv);
+    rows.lo -= rows.lo % FP_BWD_DQ_TILE_ROWS; /* the rows added lie before the band: masked */
     const int q_tiles = (rows.hi - rows.lo + BR - 1) / BR;
     const int n_steps = a.group * q_tiles;
     /* Step n is query tile n % q_tiles of the group's head n / q_tiles. Both the loads and the
@@ -270,19 +273,16 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         }
 
         if (DQ_ATOMIC) {
-            /* The accumulator's first column of the lane in rows g + 8 i of m-tile mt of the
-             * warp tile, or NULL past the sequence: the columns then follow as immediate
-             * offsets of one address a row. */
-            float *acc_row[DQ_MT][2];
+            /* The accumulator tile of the warp tile's m-tile mt and first columns, or NULL past
+             * the sequence; the next columns' tiles follow FP_BWD_DQ_TILE floats apart. */
+            float *acc_tile[DQ_MT];
 #pragma unroll
-            for (int mt = 0; mt < DQ_MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    const int row = q0 + dq_row0 + 16 * mt + 8 * i + g;
-                    acc_row[mt][i] = row < s.nq ? a.dq_acc + fp_lse_index(a.seq, s, h, row) * a.d +
-                                                      dq_col0 + 2 * c
-                                                : nullptr;
-                }
+            for (int mt = 0; mt < DQ_MT; ++mt) {
+                const int row = q0 + dq_row0 + 16 * mt;
+                acc_tile[mt] = row < s.nq ? fp_bwd_dq_tile(a, s, h, row / FP_BWD_DQ_TILE_ROWS,
+                                                           dq_col0 / FP_BWD_DQ_TILE_COLS)
+                                          : nullptr;
+            }
             float dq[DQ_MT][DQ_TILES][4];
             fp_mma_zero(dq);
 #pragma unroll
@@ -305,15 +305,13 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                     }
                 }
             }
+            /* Rows of an m-tile past the sequence add their dS = 0 to padding rows. */
 #pragma unroll
             for (int mt = 0; mt < DQ_MT; ++mt)
+                if (acc_tile[mt])
 #pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    if (acc_row[mt][i])
-#pragma unroll
-                        for (int dt = 0; dt < DQ_TILES; ++dt)
-                            fp_bwd_atomic_add2(acc_row[mt][i] + 8 * dt, dq[mt][dt][2 * i],
-                                               dq[mt][dt][2 * i + 1]);
+                    for (int dt = 0; dt < DQ_TILES; ++dt)
+                        fp_bwd_dq_tile_add(acc_tile[mt] + FP_BWD_DQ_TILE * dt, lane, dq[mt][dt]);
         }
     }
     fp_cp_async_wait<0>();

@@ -5,9 +5,9 @@
  *     fast mode the f32 dQ accumulator zeroed;
  *   - conversion, after (fast mode): dQ = scale * accumulator in the output type, written by the
  *     q strides to the rows of each sequence only.
- * Layout: lse_log2 [rows], delta [rows], then dq_acc [rows, d] in fast mode, each 256-byte
- * aligned; rows are numbered as the LSE (fp_lse_index). Nothing is N x N: the workspace is
- * O(rows * d), like the gradients themselves.
+ * Layout: lse_log2 [rows], delta [rows], then in fast mode the dQ accumulator of
+ * fp_bwd_dq_rows rows of d (dq_tiles.cuh), each 256-byte aligned; rows are numbered as the LSE
+ * (fp_lse_index). Nothing is N x N: the workspace is O(rows * d), like the gradients themselves.
  */
 #ifndef FP_BACKWARD_WORKSPACE_CUH
 #define FP_BACKWARD_WORKSPACE_CUH
@@ -17,6 +17,7 @@
 #include "../common/dtype.cuh"
 #include "../common/smem_limit.cuh"
 #include "../common/warp_reduce.cuh"
+#include "dq_tiles.cuh"
 #include "params.h"
 
 #define FP_BWD_ROW_WARPS 4  /* warps of a preprocessing or conversion block, one row each */
@@ -32,7 +33,8 @@ static inline int64_t fp_bwd_rows(const fp_problem *p) {
 static inline size_t fp_bwd_workspace_bytes(const fp_problem *p) {
     const size_t rows = (size_t)fp_bwd_rows(p);
     const size_t per_row = 2 * fp_bwd_align(rows * sizeof(float));
-    return per_row + (p->deterministic ? 0 : fp_bwd_align(rows * (size_t)p->head_dim * 4));
+    return per_row +
+           (p->deterministic ? 0 : fp_bwd_align((size_t)fp_bwd_dq_rows(p) * p->head_dim * 4));
 }
 
 static inline fp_bwd_params fp_bwd_params_make(const fp_gpu_launch *L) {
@@ -63,6 +65,7 @@ static inline fp_bwd_params fp_bwd_params_make(const fp_gpu_launch *L) {
     a.dq_acc = p->deterministic
                    ? NULL
                    : reinterpret_cast<float *>(ws + 2 * fp_bwd_align(rows * sizeof(float)));
+    a.dq_head_rows = fp_bwd_dq_head_rows(p);
     return a;
 }
 
@@ -106,13 +109,17 @@ template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_para
 }
 
 /* The same two steps for rows of D values of a 16-bit T in whole, 16-byte aligned chunks of 8
- * (the tensor-core backward's rows), on the same grid: D / 8 lanes a row, so that a warp moves
- * whole rows by 16-byte accesses, 32 / (D / 8) of them at once, where the kernels above move 2
- * or 4 bytes a lane per access. D is summed in any order: the tensor-core kernels' dP comes from
- * products of their own order. */
+ * (the tensor-core backward's rows) and the accumulator in fragment tiles, on the same grid: a
+ * block's 16 rows are one row block of tiles. Preprocessing takes D / 8 lanes a row, so that a
+ * warp reads whole rows by 16-byte accesses, 32 / (D / 8) of them at once, where the kernels
+ * above move 2 or 4 bytes a lane per access; it zeroes the block's tiles whole, padding rows
+ * included. D is summed in any order: the tensor-core kernels' dP comes from products of their
+ * own order. */
 template <typename T, int D> struct fp_bwd_row_chunks {
     static_assert(sizeof(T) == 2 && D % 8 == 0 && 32 % (D / 8) == 0,
                   "whole 16-byte chunks of 16-bit values, whole rows a warp");
+    static_assert(FP_BWD_ROWS == FP_BWD_DQ_TILE_ROWS,
+                  "a block's rows are one row block of accumulator tiles");
     static constexpr int CPR = D / 8, AT_ONCE = 32 / CPR;
 };
 
@@ -122,9 +129,12 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane % R::CPR;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
-    const int end = min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS);
-    /* The bound is the warp's, so that every lane reaches the row sum's shuffles. */
-    for (int i0 = blockIdx.x * FP_BWD_ROWS + warp * R::AT_ONCE; i0 < end;
+    const int first = blockIdx.x * FP_BWD_ROWS;
+    if (first >= s.nq) return;
+    const int end = min(s.nq, first + FP_BWD_ROWS);
+    /* Every row of the block (those past the sequence zero their share of the tiles); the bound
+     * is the warp's, so that every lane reaches the row sum's shuffles. */
+    for (int i0 = first + warp * R::AT_ONCE; i0 < first + FP_BWD_ROWS;
          i0 += FP_BWD_ROW_WARPS * R::AT_ONCE) {
         const int i = i0 + lane / R::CPR;
         float dot = 0.0f;
@@ -137,39 +147,51 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
             for (int k = 0; k < 8; ++k) dot = fmaf(fp_to_f32(de[k]), fp_to_f32(oe[k]), dot);
         }
         dot = fp_group_sum<R::CPR>(dot);
-        if (i >= end) continue;
-        const int64_t row = fp_lse_index(a.seq, s, h, i);
-        if (chunk == 0) {
-            const float lse = a.lse[row];
-            a.delta[row] = dot;
-            a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * FP_LOG2E;
-        }
         if (a.dq_acc) {
-            float4 *acc = reinterpret_cast<float4 *>(a.dq_acc + row * D + 8 * chunk);
+            const int r = i - first;
+            float4 *acc = reinterpret_cast<float4 *>(fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk) +
+                                                     fp_bwd_dq_zero_share(r));
             acc[0] = acc[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+        if (i >= end || chunk != 0) continue;
+        const int64_t row = fp_lse_index(a.seq, s, h, i);
+        const float lse = a.lse[row];
+        a.delta[row] = dot;
+        a.lse_log2[row] = lse == -INFINITY ? INFINITY : lse * FP_LOG2E;
     }
 }
 
+/* Conversion: a thread a (row pair g, g + 8; 8 columns) of the block's row block, which lie
+ * together as 64 bytes of one tile: four 16-byte loads, two 16-byte stores. */
 template <typename T, int D>
 __global__ void fp_bwd_convert_dq_chunks_kernel(const fp_bwd_params a) {
     using R = fp_bwd_row_chunks<T, D>;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane % R::CPR;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
-    const int end = min(s.nq, (int)(blockIdx.x + 1) * FP_BWD_ROWS);
-    for (int i = blockIdx.x * FP_BWD_ROWS + warp * R::AT_ONCE + lane / R::CPR; i < end;
-         i += FP_BWD_ROW_WARPS * R::AT_ONCE) {
-        const float4 *acc = reinterpret_cast<const float4 *>(
-            a.dq_acc + fp_lse_index(a.seq, s, h, i) * D + 8 * chunk);
-        const float4 x0 = acc[0], x1 = acc[1];
-        const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-        uint4 out;
-        T *oe = reinterpret_cast<T *>(&out);
+    const int first = blockIdx.x * FP_BWD_ROWS;
+    if (first >= s.nq) return;
+    for (int u = threadIdx.x; u < 8 * R::CPR; u += blockDim.x) {
+        const int chunk = u % R::CPR, g = u / R::CPR;
+        const float *tile = fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk);
+        /* x[c]: columns 2c, 2c + 1 of row g, then of row g + 8 (contiguous in c). */
+        float4 x[4];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) oe[k] = fp_from_f32<T>(x[k] * a.mods.scale);
-        *reinterpret_cast<uint4 *>(static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, i) +
-                                   8 * chunk) = out;
+        for (int c = 0; c < 4; ++c)
+            x[c] = *reinterpret_cast<const float4 *>(tile + fp_bwd_dq_in_tile(g, 2 * c));
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int row = first + g + 8 * i;
+            if (row >= s.nq) break;
+            uint4 out;
+            T *oe = reinterpret_cast<T *>(&out);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                oe[2 * c] = fp_from_f32<T>((i ? x[c].z : x[c].x) * a.mods.scale);
+                oe[2 * c + 1] = fp_from_f32<T>((i ? x[c].w : x[c].y) * a.mods.scale);
+            }
+            *reinterpret_cast<uint4 *>(static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, row) +
+                                       8 * chunk) = out;
+        }
     }
 }
 
