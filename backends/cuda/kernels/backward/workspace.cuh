@@ -5,9 +5,9 @@
  *     fast mode the f32 dQ accumulator zeroed;
  *   - conversion, after (fast mode): dQ = scale * accumulator in the output type, written by the
  *     q strides to the rows of each sequence only.
- * Layout: lse_log2 [rows], delta [rows], then in fast mode the dQ accumulator of
- * fp_bwd_dq_rows rows of d (dq_tiles.cuh), each 256-byte aligned; rows are numbered as the LSE
- * (fp_lse_index). Nothing is N x N: the workspace is O(rows * d), like the gradients themselves.
+ * Layout: lse_log2 [rows] and delta [rows], rows numbered as the LSE (fp_lse_index), then in
+ * fast mode the dQ accumulator of fp_bwd_dq_rows rows of d (dq_tiles.cuh), each 256-byte
+ * aligned. Nothing is N x N: the workspace is O(rows * d), like the gradients themselves.
  */
 #ifndef FP_BACKWARD_WORKSPACE_CUH
 #define FP_BACKWARD_WORKSPACE_CUH
@@ -20,7 +20,7 @@
 #include "dq_tiles.cuh"
 #include "params.h"
 
-#define FP_BWD_ROW_WARPS 4  /* warps of a preprocessing or conversion block, one row each */
+#define FP_BWD_ROW_WARPS 4  /* warps of a preprocessing or conversion block */
 #define FP_BWD_ROWS      16 /* rows of a preprocessing or conversion block */
 
 static inline size_t fp_bwd_align(size_t bytes) { return (bytes + 255) / 256 * 256; }
