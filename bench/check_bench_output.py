@@ -193,6 +193,47 @@ def check_features(bench, workdir):
             expect(rc == 0 and back.strip() == line, f"--shape reads back '{line}' (got '{back.strip()}')")
 
 
+def check_training_step(bench, workdir):
+    """training_step.py pairs a forward and a backward document of the same shapes and sums
+    their medians; a document of the wrong pass is bad input (exit 2), a shape timed in one
+    pass only is unpaired (exit 1)."""
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "training_step.py")
+    docs = {}
+    for name, extra in (("forward", []), ("backward", ["--backward"])):
+        docs[name] = os.path.join(workdir, f"step-{name}.json")
+        rc, out = run(bench, "--backend", "reference", *extra, "--hq", "2", "--nq", "24", "--d", "16",
+                      "--causal", "--no-peaks", "--repeat", "2", "--json", docs[name])
+        expect(rc == 0, f"training step: the {name} run exits 0 (got {rc}): {out}")
+    out_json = os.path.join(workdir, "step.json")
+    p = subprocess.run([sys.executable, tool, docs["forward"], docs["backward"], "--json",
+                        out_json], capture_output=True, text=True)
+    expect(p.returncode == 0, f"training_step.py exits 0 (got {p.returncode}): {p.stderr}")
+    with open(out_json) as f:
+        rows = json.load(f)["rows"]
+    meds = {}
+    for name in docs:
+        with open(docs[name]) as f:
+            meds[name] = [r["ms"]["median"] for r in json.load(f)["results"]]
+    expect(len(rows) == len(meds["forward"]) == 1
+           and all(r["status"] == "ok" and r["forward_ms"] == fm and r["backward_ms"] == bm
+                   and math.isclose(r["step_ms"], fm + bm)
+                   for r, fm, bm in zip(rows, meds["forward"], meds["backward"])),
+           "training_step.py sums each shape's forward and backward medians")
+    p = subprocess.run([sys.executable, tool, docs["backward"], docs["backward"]],
+                       capture_output=True, text=True)
+    expect(p.returncode == 2 and "forward pass was expected" in p.stderr,
+           f"training_step.py refuses a backward document as the forward (exit {p.returncode})")
+    with open(docs["backward"]) as f:
+        doc = json.load(f)
+    doc["results"] = []
+    with open(docs["backward"], "w") as f:
+        json.dump(doc, f)
+    p = subprocess.run([sys.executable, tool, docs["forward"], docs["backward"]],
+                       capture_output=True, text=True)
+    expect(p.returncode == 1 and "no backward record" in p.stdout,
+           f"training_step.py reports a shape missing from one pass (exit {p.returncode})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bench", required=True)
@@ -247,6 +288,8 @@ def main():
                f"--backward counts 2.5x the forward's FLOPs ({r['flops']} vs {want})")
         expect(doc["settings"].get("pass") == ("backward_deterministic" if det else "backward"),
                "settings.pass names the backward pass")
+
+    check_training_step(a.bench, a.workdir)
 
     for args, want, what in [(["--bogus"], 2, "unknown option"),
                              (["--backend", "reference", "--backward", "--check"], 2,
