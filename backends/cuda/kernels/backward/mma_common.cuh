@@ -1,7 +1,7 @@
 /*
  * What the two tensor-core backward kernels (mma_kv_kernel.cuh, mma_q_kernel.cuh) share: the
- * tile sizes, P and dS of one accumulator element from its score and dP, and the test for
- * tiles that need no mask.
+ * tile sizes; P and dS of one element, the walk over query tiles and the test for tiles that
+ * need no mask are tile_math.cuh's, shared with the HIP backend's MFMA backward.
  *
  * Fragment notation as in mma/fragment_layout.h: lane = 4 g + c; accumulator register r of an
  * 8-column tile holds row g + 8 (r / 2), column 2c + r % 2.
@@ -9,11 +9,7 @@
 #ifndef FP_BACKWARD_MMA_COMMON_CUH
 #define FP_BACKWARD_MMA_COMMON_CUH
 
-#include <math.h>
-
-#include "../common/ptx.cuh"
-#include "params.h"
-#include "score.cuh"
+#include "tile_math.cuh"
 
 /* Key-tile kernel: FP_BWD_MMA_KV_WARPS warps in pairs of 32 keys (FP_BWD_MMA_KV_KEYS a block),
  * query tiles of fp_bwd_mma_kv_rows<D, MODS> rows. Eight warps share each Q and dO tile, which
@@ -52,43 +48,5 @@ template <int D, bool MODS> __host__ __device__ constexpr int fp_bwd_mma_kv_rows
  * although it loads more (bench/results/2026-12-05_h100_backward-row-kernels-dq-tiles.md); at
  * d = 64 the second measured 0-1% slower (2026-12-05_h100_backward-dq-fragment-tiles.md). */
 template <int D> __host__ __device__ constexpr int fp_bwd_mma_dq_mtiles() { return D > 64 ? 1 : 2; }
-
-/* P and dS of one (query i, key j) from the raw dot product x = q_i . k_j and dP, with the row's
- * LSE (log2 domain) and D. MODS: softcap, ALiBi or bias through fp_bwd_score_log2 (exact);
- * otherwise scale_log2 * x in one FFMA and ex2.approx, as the forward takes it. `seen`: the row
- * sees the key and both lie within their sequences. */
-template <bool MODS>
-__device__ __forceinline__ void fp_bwd_p_ds(const fp_bwd_params &a, int b, int h, int nq, int nkv,
-                                            int i, int j, bool seen, float lse_log2, float delta,
-                                            float &x_to_p, float &dp_to_ds) {
-    float p = 0.0f, grad = 1.0f;
-    if (MODS) {
-        if (seen)
-            p = exp2f(fp_bwd_score_log2(a.mods, x_to_p, b, h, i, j, nq, nkv, &grad) - lse_log2);
-    } else {
-        p = fp_exp2_approx(seen ? fmaf(x_to_p, a.scale_log2, -lse_log2) : -INFINITY);
-    }
-    x_to_p = p;
-    dp_to_ds = p * (dp_to_ds - delta) * grad;
-}
-
-/* The key-tile kernel's next step after (head h, first row q0): the next query tile of the
- * head, or the first tile [lo, ...) of the next head once q0 reaches end. */
-__device__ __forceinline__ void fp_bwd_next_step(int &h, int &q0, int rows, int lo, int end) {
-    q0 += rows;
-    if (q0 >= end) {
-        q0 = lo;
-        ++h;
-    }
-}
-
-/* Whether every query of [q0, q0 + rows) sees every key of [k0, k0 + keys), all within their
- * sequences: such tiles skip the per-element mask. */
-__device__ __forceinline__ bool fp_bwd_tile_full(const fp_key_band &band, int q0, int rows, int k0,
-                                                 int keys, int nq, int nkv) {
-    return q0 + rows <= nq && k0 + keys <= nkv &&
-           (long long)k0 - (q0 + rows - 1) >= (long long)band.dmin &&
-           (long long)k0 + keys - 1 - q0 <= (long long)band.dmax;
-}
 
 #endif /* FP_BACKWARD_MMA_COMMON_CUH */

@@ -11,7 +11,7 @@
  * Per query tile, with keys as the rows (M) of mma.sync m16n8k16, each warp of a pair computes
  *   S^T = K Q^T and dP^T = V dO^T for its pair's keys and half of the queries
  *                                       (A: K, V by ldmatrix; B: Q, dO as in the forward's K),
- *   P^T, dS^T elementwise (backward/mma_common.cuh), stored to shared memory as [key][query]
+ *   P^T, dS^T elementwise (backward/tile_math.cuh), stored to shared memory as [key][query]
  *                                       (rows padded by 16 bytes: the eight rows of an ldmatrix
  *                                       phase, and the lanes of a store, fall in distinct banks),
  * and after the block's barrier, for its pair's keys and half of the head columns,

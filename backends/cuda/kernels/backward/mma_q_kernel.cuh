@@ -5,7 +5,7 @@
  * shared memory, the key tiles the rows see stream through a two-stage cp.async ring, and per
  * key tile each warp computes
  *   S = Q K^T and dP = dO V^T           (A: Q, dO as the forward's Q; B: K, V as its K),
- *   P, dS elementwise (backward/mma_common.cuh), with the rows' LSE and D in registers,
+ *   P, dS elementwise (backward/tile_math.cuh), with the rows' LSE and D in registers,
  *   dQ += dS K                          (A: dS from the accumulators; B: K by ldmatrix.trans),
  * dQ staying in f32 registers until the block writes scale * dQ. No atomics: every sum runs in
  * the same order on every run.
