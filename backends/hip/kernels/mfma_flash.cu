@@ -6,11 +6,7 @@
 #include "kernel_list.h"
 #include "mfma_flash.cuh"
 
-#include "../../cuda/kernels/common/dtype.cuh"
-
-#if defined(__gfx90a__) || defined(__gfx940__)
-#define FP_MFMA_DEVICE 1
-#endif
+#include "mfma_operand.cuh"
 
 namespace mfma_flash {
 
@@ -19,38 +15,6 @@ struct split_args {
     float2 *part_ml;
     int64_t rows; /* B * Hq * Nq */
     int keys_per_split;
-};
-
-typedef float acc16 __attribute__((ext_vector_type(16)));
-
-/* The operand type of each storage type and its MFMA. */
-template <typename T> struct operand;
-template <> struct operand<gpuHalf> {
-    typedef _Float16 elem;
-    typedef _Float16 vec4 __attribute__((ext_vector_type(4)));
-    __device__ static elem from_f32(float x) { return (_Float16)x; }
-    __device__ static float to_f32(elem e) { return (float)e; }
-#ifdef FP_MFMA_DEVICE
-    __device__ static acc16 mma(vec4 a, vec4 b, acc16 c) {
-        return __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0);
-    }
-#endif
-};
-template <> struct operand<gpuBFloat16> {
-    typedef short elem;
-    typedef short vec4 __attribute__((ext_vector_type(4)));
-    __device__ static elem from_f32(float x) { return (short)gpuFloatToBFloat16(x).data; }
-    __device__ static float to_f32(elem e) {
-        const unsigned bits = (unsigned)(unsigned short)e << 16;
-        float f;
-        memcpy(&f, &bits, sizeof f);
-        return f;
-    }
-#ifdef FP_MFMA_DEVICE
-    __device__ static acc16 mma(vec4 a, vec4 b, acc16 c) {
-        return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, c, 0, 0, 0);
-    }
-#endif
 };
 
 /* Stages rows [k0, k0 + BC) of K as [key][dim] and of V as [dim][key], zero past key_end and d. */
