@@ -3,8 +3,9 @@
  * write-up's eight steps, kernels/ladder/) in its order, then the production kernels
  * (kernels/; hopper_wgmma and hopper_wgmma_fp8 are kernels/hopper/, built for sm_90a alone; the
  * mfma_* entries are the HIP build's matrix-core kernels, backends/hip/kernels/), then the backward
- * variants. The build defines FP_HAVE_KERNEL_<name> for each <name>.cu it compiles, so the list
- * holds exactly the variants that are linked; the planner builds its table from it.
+ * variants (backward_mfma is the HIP build's, beside them). The build defines
+ * FP_HAVE_KERNEL_<name> for each <name>.cu it compiles, so the list holds exactly the variants
+ * that are linked; the planner builds its table from it.
  */
 #ifndef FP_CUDA_KERNEL_LIST_H
 #define FP_CUDA_KERNEL_LIST_H
@@ -116,6 +117,11 @@
 #else
 #define FP_KERNEL_IF_backward_mma(X)
 #endif
+#ifdef FP_HAVE_KERNEL_backward_mfma
+#define FP_KERNEL_IF_backward_mfma(X) X(backward_mfma)
+#else
+#define FP_KERNEL_IF_backward_mfma(X)
+#endif
 #ifdef FP_HAVE_KERNEL_backward_f32
 #define FP_KERNEL_IF_backward_f32(X) X(backward_f32)
 #else
@@ -135,7 +141,8 @@
                     FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)         \
                         FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
 /* The backward pass (FP_OP_BACKWARD): these variants compute nothing else. */
-#define FP_GPU_BACKWARD_KERNELS(X) FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_f32(X)
+#define FP_GPU_BACKWARD_KERNELS(X)                                                                 \
+    FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_mfma(X) FP_KERNEL_IF_backward_f32(X)
 #define FP_GPU_KERNELS(X)                                                                          \
     FP_GPU_LADDER_KERNELS(X) FP_GPU_PRODUCTION_KERNELS(X) FP_GPU_BACKWARD_KERNELS(X)
 

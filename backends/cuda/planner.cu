@@ -15,9 +15,10 @@
  * from its fastest step down to naive_tiled. The WMMA step rounds f32 inputs to f16, so it is never
  * chosen automatically; it runs when asked for by name.
  *
- * The backward pass has variants of its own, which compute nothing else: backward_mma on the
- * tensor cores for f16/bf16 (head dims 64 and 128), backward_f32 on the CUDA cores for f32 and
- * whatever backward_mma declines.
+ * The backward pass has variants of its own, which compute nothing else: for f16/bf16 (head dims
+ * 64 and 128) the matrix-core one (vendors/ names it: backward_mma on the tensor cores on CUDA,
+ * backward_mfma on MFMA on HIP), and backward_f32 on the CUDA cores (SIMT lanes on HIP) for f32
+ * and whatever the matrix-core one declines or where it is not built.
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,8 +51,8 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 #define DECODE_MMA_KERNEL  "decode_mma"
 #define DECODE_MAX_QUERIES 16
 
-/* The backward pass: the tensor-core variant for f16/bf16, the CUDA-core one for the rest. */
-#define BACKWARD_MMA_KERNEL "backward_mma"
+/* The backward pass: the matrix-core variant for f16/bf16 (FP_MATRIX_BACKWARD_KERNEL), the
+ * CUDA-core one for the rest. */
 #define BACKWARD_F32_KERNEL "backward_f32"
 
 static const char *const ladder_fallback[] = {
@@ -116,13 +117,13 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
     if (n >= 0 && (size_t)n >= len - used && len >= 4) memcpy(skipped + len - 4, "...", 4);
 }
 
-/* The backward pass: f16/bf16 on the tensor cores where that variant takes the shape, else (and
- * for f32) the f32 CUDA-core variant. */
+/* The backward pass: f16/bf16 on the matrix cores where that variant is built and takes the
+ * shape, else (and for f32) the f32 CUDA-core variant. */
 static flashport_status plan_backward(const fp_gpu_device_props *props, const fp_problem *p,
                                       fp_plan *out) {
-    static const char *const order[] = {BACKWARD_MMA_KERNEL, BACKWARD_F32_KERNEL};
+    static const char *const order[] = {FP_MATRIX_BACKWARD_KERNEL, BACKWARD_F32_KERNEL};
     static const char *const kinds[] = {
-        "f16/bf16 backward on tensor cores (mma.sync m16n8k16)",
+        FP_MATRIX_BACKWARD_KIND,
         "backward on CUDA cores in f32",
     };
     const char *mode = p->deterministic ? "deterministic: dQ in a pass over query tiles"

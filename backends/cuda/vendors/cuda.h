@@ -163,5 +163,8 @@ static __device__ __forceinline__ void fp_grid_release_next() {
 #define FP_MATRIX_KERNEL       "tensor_core_mma"
 #define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
 #define FP_MATRIX_KERNEL_ROWS  128
+/* The f16/bf16 backward on the matrix cores, and what the plan's reason calls it. */
+#define FP_MATRIX_BACKWARD_KERNEL "backward_mma"
+#define FP_MATRIX_BACKWARD_KIND   "f16/bf16 backward on tensor cores (mma.sync m16n8k16)"
 
 #endif /* FP_VENDORS_CUDA_H */

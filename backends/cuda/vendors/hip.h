@@ -165,5 +165,8 @@ __host__ __device__ inline gpuBFloat16 gpuFloatToBFloat16(float x) { return gpuB
 #define FP_MATRIX_KERNEL       "mfma_flash"
 #define FP_MATRIX_SPLIT_KERNEL "mfma_flash_split_kv"
 #define FP_MATRIX_KERNEL_ROWS  128
+/* The f16/bf16 backward on the matrix cores, and what the plan's reason calls it. */
+#define FP_MATRIX_BACKWARD_KERNEL "backward_mfma"
+#define FP_MATRIX_BACKWARD_KIND   "f16/bf16 backward on MFMA matrix cores (32x32x8)"
 
 #endif /* FP_VENDORS_HIP_H */

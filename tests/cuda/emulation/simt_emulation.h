@@ -31,6 +31,8 @@
 #define FP_MATRIX_KERNEL       "tensor_core_mma"
 #define FP_MATRIX_SPLIT_KERNEL "tensor_core_mma_split_kv"
 #define FP_MATRIX_KERNEL_ROWS  128
+#define FP_MATRIX_BACKWARD_KERNEL "backward_mma"
+#define FP_MATRIX_BACKWARD_KIND   "f16/bf16 backward on tensor cores (mma.sync m16n8k16)"
 
 #define __global__
 #define __device__
