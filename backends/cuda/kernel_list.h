@@ -122,6 +122,11 @@
 #else
 #define FP_KERNEL_IF_backward_mfma(X)
 #endif
+#ifdef FP_HAVE_KERNEL_backward_tf32x3
+#define FP_KERNEL_IF_backward_tf32x3(X) X(backward_tf32x3)
+#else
+#define FP_KERNEL_IF_backward_tf32x3(X)
+#endif
 #ifdef FP_HAVE_KERNEL_backward_f32
 #define FP_KERNEL_IF_backward_f32(X) X(backward_f32)
 #else
@@ -142,7 +147,8 @@
                         FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
 /* The backward pass (FP_OP_BACKWARD): these variants compute nothing else. */
 #define FP_GPU_BACKWARD_KERNELS(X)                                                                 \
-    FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_mfma(X) FP_KERNEL_IF_backward_f32(X)
+    FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_mfma(X) FP_KERNEL_IF_backward_tf32x3(X)     \
+        FP_KERNEL_IF_backward_f32(X)
 #define FP_GPU_KERNELS(X)                                                                          \
     FP_GPU_LADDER_KERNELS(X) FP_GPU_PRODUCTION_KERNELS(X) FP_GPU_BACKWARD_KERNELS(X)
 

@@ -27,16 +27,12 @@ static int chunk_strides(const flashport_strides *s) {
 
 static int aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
 
-static bool has_score_mods(const fp_problem *p) {
-    return p->softcap > 0.0f || p->alibi != FLASHPORT_ALIBI_NONE || p->bias.enabled;
-}
-
 /* Query rows of p's key-tile step on this device (head dim D): its instance's
  * (fp_bwd_mma_kv_rows), or the fewer rows of the score modifiers' instance where those rows'
  * shared memory exceeds the device's. */
 template <int D> static int kv_rows(const fp_problem *p, const fp_gpu_device_props *props) {
     constexpr int rows = fp_bwd_mma_kv_rows<D, false>(), fewer = fp_bwd_mma_kv_rows<D, true>();
-    if (has_score_mods(p)) return fewer;
+    if (fp_bwd_has_score_mods(p)) return fewer;
     return fp_bwd_mma_kv_smem<D, rows>::BYTES <= props->smem_per_block_optin ? rows : fewer;
 }
 
@@ -117,7 +113,7 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
 template <typename T, int D> static gpuError_t launch_dim(const fp_gpu_launch *L) {
     const fp_bwd_params a = fp_bwd_params_make(L);
     constexpr int rows = fp_bwd_mma_kv_rows<D, false>(), fewer = fp_bwd_mma_kv_rows<D, true>();
-    if (has_score_mods(&L->p)) return launch_instances<T, D, fewer, true>(L, a);
+    if (fp_bwd_has_score_mods(&L->p)) return launch_instances<T, D, fewer, true>(L, a);
     return kv_rows<D>(&L->p, L->props) == fewer ? launch_instances<T, D, fewer, false>(L, a)
                                                 : launch_instances<T, D, rows, false>(L, a);
 }

@@ -30,10 +30,6 @@ int chunk_strides(const flashport_strides *s) {
 
 int aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
 
-bool has_score_mods(const fp_problem *p) {
-    return p->softcap > 0.0f || p->alibi != FLASHPORT_ALIBI_NONE || p->bias.enabled;
-}
-
 /* LDS a block of p's kernels takes: the key-tile kernel's, and in deterministic mode the larger
  * of it (without the dQ tiles) and the query-tile kernel's. */
 template <int D> size_t lds_bytes(const fp_problem *p) {
@@ -108,8 +104,8 @@ template <typename T, int D, bool MODS> gpuError_t launch_instances(const fp_gpu
 }
 
 template <typename T, int D> gpuError_t launch_dim(const fp_gpu_launch *L) {
-    return has_score_mods(&L->p) ? launch_instances<T, D, true>(L)
-                                 : launch_instances<T, D, false>(L);
+    return fp_bwd_has_score_mods(&L->p) ? launch_instances<T, D, true>(L)
+                                        : launch_instances<T, D, false>(L);
 }
 
 template <typename T> gpuError_t launch_type(const fp_gpu_launch *L) {

@@ -1,8 +1,9 @@
 /*
  * What the matrix-core backward kernels of both vendors share per element and per tile (the
- * tensor-core kernels, backward/mma_*_kernel.cuh, and the HIP backend's MFMA kernels): P and dS
- * of one (query, key) from its dot product and dP, the key-tile kernels' walk over the query
- * tiles of a kv head's group, and the test for tiles that need no mask.
+ * tensor-core kernels, backward/mma_*_kernel.cuh and tf32x3_*_kernel.cuh, and the HIP backend's
+ * MFMA kernels): P and dS of one (query, key) from its dot product and dP, the key-tile kernels'
+ * walk over the query tiles of a kv head's group, the test for tiles that need no mask, and on the
+ * host whether a problem takes the exact per-element score.
  */
 #ifndef FP_BACKWARD_TILE_MATH_CUH
 #define FP_BACKWARD_TILE_MATH_CUH
@@ -14,6 +15,12 @@
 #if !defined(FLASHPORT_HIP_BUILD) && !defined(__HIP_PLATFORM_AMD__)
 #include "../common/ptx.cuh"
 #endif
+
+/* Whether p has a score modifier (softcap, ALiBi, bias): the kernels' MODS instances, which
+ * take the exact per-element score of fp_bwd_score_log2. */
+static inline bool fp_bwd_has_score_mods(const fp_problem *p) {
+    return p->softcap > 0.0f || p->alibi != FLASHPORT_ALIBI_NONE || p->bias.enabled;
+}
 
 /* 2^x for P: one MUFU.EX2 on NVIDIA (ex2.approx, as the forward); exp2f on AMD, whose
  * v_exp_f32 is the hardware's own and needs no PTX. */

@@ -108,19 +108,21 @@ template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_para
     }
 }
 
-/* The same two steps for rows of D values of a 16-bit T in whole, 16-byte aligned chunks of 8
- * (the tensor-core backward's rows) and the accumulator in fragment tiles, on the same grid: a
- * block's 16 rows are one row block of tiles. Preprocessing takes D / 8 lanes a row, so that a
- * warp reads whole rows by 16-byte accesses, 32 / (D / 8) of them at once, where the kernels
- * above move 2 or 4 bytes a lane per access; it zeroes the block's tiles whole, padding rows
- * included. D is summed in any order: the tensor-core kernels' dP comes from products of their
- * own order. */
+/* The same two steps for rows of D values in whole, 16-byte aligned chunks (EPC values: 8 of a
+ * 16-bit T, the f16/bf16 tensor-core backward's rows; 4 of f32, the 3xTF32 backward's) and the
+ * accumulator in fragment tiles, on the same grid: a block's 16 rows are one row block of tiles.
+ * Preprocessing takes D / EPC lanes a row, so that a warp reads whole rows by 16-byte accesses,
+ * 32 / (D / EPC) of them at once, where the kernels above move 2 or 4 bytes a lane per access;
+ * it zeroes the block's tiles whole, padding rows included. D is summed in any order: the
+ * tensor-core kernels' dP comes from products of their own order. */
 template <typename T, int D> struct fp_bwd_row_chunks {
-    static_assert(sizeof(T) == 2 && D % 8 == 0 && 32 % (D / 8) == 0,
-                  "whole 16-byte chunks of 16-bit values, whole rows a warp");
+    static constexpr int EPC = 16 / (int)sizeof(T);
+    static_assert((sizeof(T) == 2 || sizeof(T) == 4) && D % 8 == 0 && 32 % (D / EPC) == 0,
+                  "whole 16-byte chunks of 16- or 32-bit values, whole rows a warp");
     static_assert(FP_BWD_ROWS == FP_BWD_DQ_TILE_ROWS,
                   "a block's rows are one row block of accumulator tiles");
-    static constexpr int CPR = D / 8, AT_ONCE = 32 / CPR;
+    static constexpr int CPR = D / EPC, AT_ONCE = 32 / CPR;
+    static constexpr int CPT = FP_BWD_DQ_TILE_COLS / EPC; /* chunks a row of a tile: 1 or 2 */
 };
 
 template <typename T, int D>
@@ -139,19 +141,22 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
         const int i = i0 + lane / R::CPR;
         float dot = 0.0f;
         if (i < end) {
-            const int64_t at = fp_q_offset(a.os, s, h, i) + 8 * chunk;
+            const int64_t at = fp_q_offset(a.os, s, h, i) + R::EPC * chunk;
             const uint4 o = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.o) + at);
             const uint4 d_o = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.d_o) + at);
             const T *oe = reinterpret_cast<const T *>(&o), *de = reinterpret_cast<const T *>(&d_o);
 #pragma unroll
-            for (int k = 0; k < 8; ++k) dot = fmaf(fp_to_f32(de[k]), fp_to_f32(oe[k]), dot);
+            for (int k = 0; k < R::EPC; ++k) dot = fmaf(fp_to_f32(de[k]), fp_to_f32(oe[k]), dot);
         }
         dot = fp_group_sum<R::CPR>(dot);
         if (a.dq_acc) {
+            /* The lane's share of row r's 8 floats in tile chunk / CPT. */
             const int r = i - first;
-            float4 *acc = reinterpret_cast<float4 *>(fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk) +
-                                                     fp_bwd_dq_zero_share(r));
-            acc[0] = acc[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float4 *acc = reinterpret_cast<float4 *>(
+                fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk / R::CPT) + fp_bwd_dq_zero_share(r) +
+                8 / R::CPT * (chunk % R::CPT));
+#pragma unroll
+            for (int k = 0; k < 2 / R::CPT; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
         if (i >= end || chunk != 0) continue;
         const int64_t row = fp_lse_index(a.seq, s, h, i);
@@ -162,17 +167,18 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
 }
 
 /* Conversion: a thread a (row pair g, g + 8; 8 columns) of the block's row block, which lie
- * together as 64 bytes of one tile: four 16-byte loads, two 16-byte stores. */
+ * together as 64 bytes of one tile: four 16-byte loads, and 8 / EPC 16-byte stores a row. */
 template <typename T, int D>
 __global__ void fp_bwd_convert_dq_chunks_kernel(const fp_bwd_params a) {
     using R = fp_bwd_row_chunks<T, D>;
+    constexpr int TILES = D / FP_BWD_DQ_TILE_COLS; /* tiles a row block */
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
     const int first = blockIdx.x * FP_BWD_ROWS;
     if (first >= s.nq) return;
-    for (int u = threadIdx.x; u < 8 * R::CPR; u += blockDim.x) {
-        const int chunk = u % R::CPR, g = u / R::CPR;
-        const float *tile = fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk);
+    for (int u = threadIdx.x; u < 8 * TILES; u += blockDim.x) {
+        const int col8 = u % TILES, g = u / TILES;
+        const float *tile = fp_bwd_dq_tile(a, s, h, blockIdx.x, col8);
         /* x[c]: columns 2c, 2c + 1 of row g, then of row g + 8 (contiguous in c). */
         float4 x[4];
 #pragma unroll
@@ -182,15 +188,17 @@ __global__ void fp_bwd_convert_dq_chunks_kernel(const fp_bwd_params a) {
         for (int i = 0; i < 2; ++i) {
             const int row = first + g + 8 * i;
             if (row >= s.nq) break;
-            uint4 out;
-            T *oe = reinterpret_cast<T *>(&out);
+            uint4 out[R::CPT];
+            T *oe = reinterpret_cast<T *>(out);
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 oe[2 * c] = fp_from_f32<T>((i ? x[c].z : x[c].x) * a.mods.scale);
                 oe[2 * c + 1] = fp_from_f32<T>((i ? x[c].w : x[c].y) * a.mods.scale);
             }
-            *reinterpret_cast<uint4 *>(static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, row) +
-                                       8 * chunk) = out;
+            uint4 *const to = reinterpret_cast<uint4 *>(static_cast<T *>(a.d_q) +
+                                                        fp_q_offset(a.qs, s, h, row) + 8 * col8);
+#pragma unroll
+            for (int k = 0; k < R::CPT; ++k) to[k] = out[k];
         }
     }
 }

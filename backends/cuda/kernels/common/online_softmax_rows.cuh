@@ -31,6 +31,14 @@ template <int A, int B> static __device__ __forceinline__ void fp_mma_zero(float
             for (int r = 0; r < 4; ++r) x[a][b][r] = 0.0f;
 }
 
+/* The same for one row of tiles. */
+template <int B> static __device__ __forceinline__ void fp_mma_zero(float (&x)[B][4]) {
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) x[b][r] = 0.0f;
+}
+
 /* The state before the first key: O = 0, and for rows g and g + 8 of each slice, running max
  * -inf and this lane's share of the row sum 0. */
 template <int MT, int D_TILES>
