@@ -17,8 +17,10 @@
  *
  * The backward pass has variants of its own, which compute nothing else: for f16/bf16 (head dims
  * 64 and 128) the matrix-core one (vendors/ names it: backward_mma on the tensor cores on CUDA,
- * backward_mfma on MFMA on HIP), and backward_f32 on the CUDA cores (SIMT lanes on HIP) for f32
- * and whatever the matrix-core one declines or where it is not built.
+ * backward_mfma on MFMA on HIP); for f32, as the forward, backward_tf32x3 on the tensor cores
+ * (3xTF32 split, f32 accuracy; head dims 64 and 128; CUDA only) where it is built and takes the
+ * problem; and backward_f32 on the CUDA cores (SIMT lanes on HIP) for whatever those decline or
+ * where they are not built.
  */
 #include <stdio.h>
 #include <string.h>
@@ -52,8 +54,9 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 #define DECODE_MAX_QUERIES 16
 
 /* The backward pass: the matrix-core variant for f16/bf16 (FP_MATRIX_BACKWARD_KERNEL), the
- * CUDA-core one for the rest. */
-#define BACKWARD_F32_KERNEL "backward_f32"
+ * 3xTF32 tensor-core one for f32, the CUDA-core one for the rest. */
+#define BACKWARD_TF32X3_KERNEL "backward_tf32x3"
+#define BACKWARD_F32_KERNEL    "backward_f32"
 
 static const char *const ladder_fallback[] = {
     "double_buffered", "transposed_smem", "float4_loads", "wide_register_tile",
@@ -118,20 +121,26 @@ static void note_skip(char *skipped, size_t len, const char *name, const char *w
 }
 
 /* The backward pass: f16/bf16 on the matrix cores where that variant is built and takes the
- * shape, else (and for f32) the f32 CUDA-core variant. */
+ * shape, f32 on the tensor cores where backward_tf32x3 does; else the f32 CUDA-core variant.
+ * Each dtype asks only its own matrix-core variant, so that a decline lists no variant that
+ * could never have taken it. */
 static flashport_status plan_backward(const fp_gpu_device_props *props, const fp_problem *p,
                                       fp_plan *out) {
-    static const char *const order[] = {FP_MATRIX_BACKWARD_KERNEL, BACKWARD_F32_KERNEL};
+    static const char *const order[] = {FP_MATRIX_BACKWARD_KERNEL, BACKWARD_TF32X3_KERNEL,
+                                        BACKWARD_F32_KERNEL};
     static const char *const kinds[] = {
         FP_MATRIX_BACKWARD_KIND,
+        "f32 backward on tensor cores (3xTF32 split, f32 accuracy)",
         "backward on CUDA cores in f32",
     };
+    const int f32 = p->dtype == FLASHPORT_F32;
     const char *mode = p->deterministic ? "deterministic: dQ in a pass over query tiles"
                                         : "fast: dQ accumulated by f32 atomics";
     char why[192], skipped[192] = "";
     fp_gpu_kernel_params params;
-    for (int o = p->dtype == FLASHPORT_F32 ? 1 : 0; o < 2; o++) {
-        const int i = find_kernel(order[o]);
+    const int tried[] = {f32 ? 1 : 0, 2};
+    for (int t = 0; t < 2; t++) {
+        const int o = tried[t], i = find_kernel(order[o]);
         if (i < 0) {
             note_skip(skipped, sizeof skipped, order[o], "not built");
             continue;

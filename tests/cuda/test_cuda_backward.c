@@ -1,13 +1,15 @@
 /*
- * The cuda module's backward variants (backward_mma, backward_f32) against the reference
- * backend's backward in the same process, from the reference's O and LSE: every combination of
- * window (causal included), softcap, ALiBi, bias, sinks and packed sequences on random problems
- * (GQA, rows that see no key, partial tiles at both ends, both layouts, both modes), with the
- * dtypes and head dims each variant takes. Every element of dQ, dK and dV is compared within the
- * conformance tolerances, and packed rows of no sequence must keep their sentinel. The
- * deterministic mode must give the same bits run after run; the planner must pick backward_mma
- * for f16/bf16 at d = 64 and 128 and backward_f32 for f32, and neither variant may plan a
- * forward pass.
+ * The cuda module's backward variants (backward_mma, backward_tf32x3, backward_f32) against the
+ * reference backend's backward in the same process, from the reference's O and LSE: every
+ * combination of window (causal included), softcap, ALiBi, bias, sinks and packed sequences on
+ * random problems (GQA, rows that see no key, partial tiles at both ends, both layouts, both
+ * modes), with the dtypes and head dims each variant takes. dQ, dK and dV are compared by relative
+ * L2 error within the conformance tolerances (f32: 1e-4, which backward_tf32x3 meets as
+ * backward_f32 does: each 3xTF32 product carries about 2^-20 of relative error, below the f32
+ * softmax around it), and packed rows of no sequence must keep their sentinel. The deterministic
+ * mode must give the same bits run after run; the planner must pick backward_mma for f16/bf16 at d
+ * = 64 and 128, backward_tf32x3 for f32 at d = 64 and 128 and backward_f32 for other head dims, and
+ * no backward variant may plan a forward pass.
  *
  * Without a usable GPU it exits 77 (ctest: skipped) with the runtime's reason.
  */
@@ -53,18 +55,24 @@ enum {
     F_ALL = 127
 };
 
-/* A random problem with features f for variant `mma` (1: backward_mma's dtypes and head dims);
- * big: several key and query tiles. */
-static bwd_spec random_spec(unsigned f, int mma, int big) {
+/* The variants under test, and the dtypes and head dims each takes. */
+enum { V_MMA, V_TF32X3, V_F32, N_VARIANTS };
+static const char *const variant_names[N_VARIANTS] = {"backward_mma", "backward_tf32x3",
+                                                      "backward_f32"};
+
+/* A random problem with features f for variant v; big: several key and query tiles. */
+static bwd_spec random_spec(unsigned f, int v, int big) {
     static const int64_t dims[] = {8, 13, 40, 64, 72, 128, 200};
     static const flashport_dtype dts[] = {FLASHPORT_F32, FLASHPORT_F16, FLASHPORT_BF16};
     bwd_spec s;
     memset(&s, 0, sizeof s);
-    s.dtype = mma ? dts[bwd_pick(1, 2)] : dts[bwd_pick(0, 2)];
+    s.dtype = v == V_MMA      ? dts[bwd_pick(1, 2)]
+              : v == V_TF32X3 ? FLASHPORT_F32
+                              : dts[bwd_pick(0, 2)];
     s.batch = bwd_pick(1, 3);
     s.heads_kv = bwd_pick(1, 2);
     s.heads_q = s.heads_kv * bwd_pick(1, 3);
-    s.head_dim = mma ? 64 * bwd_pick(1, 2) : dims[bwd_pick(0, 6)];
+    s.head_dim = v == V_F32 ? dims[bwd_pick(0, 6)] : 64 * bwd_pick(1, 2);
     s.seq_q = big ? bwd_pick(60, 200) : bwd_pick(1, 30);
     s.seq_kv = big ? bwd_pick(70, 260) : bwd_pick(1, 60);
     s.layout = bwd_pick(0, 1) ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND;
@@ -88,9 +96,9 @@ static bwd_spec random_spec(unsigned f, int mma, int big) {
 }
 
 /* deterministic = 1: the same bits on a second run (GQA, causal, packed sequences). */
-static void determinism(flashport_context *gpu, flashport_context *ref, const char *kernel,
-                        int mma) {
-    bwd_spec s = random_spec(F_CAUSAL | F_SOFTCAP | F_VARLEN, mma, 1);
+static void determinism(flashport_context *gpu, flashport_context *ref, int v) {
+    const char *const kernel = variant_names[v];
+    bwd_spec s = random_spec(F_CAUSAL | F_SOFTCAP | F_VARLEN, v, 1);
     s.deterministic = 1, s.batch = 2, s.heads_q = 4, s.heads_kv = 2, s.seq_q = 300;
     s.seq_kv = 330;
     bwd_case first, again;
@@ -119,10 +127,9 @@ static void planner(flashport_context *gpu) {
         flashport_dtype dtype;
         int64_t d;
         const char *kernel;
-    } want[] = {{FLASHPORT_BF16, 128, "backward_mma"},
-                {FLASHPORT_F16, 64, "backward_mma"},
-                {FLASHPORT_BF16, 96, "backward_f32"},
-                {FLASHPORT_F32, 128, "backward_f32"}};
+    } want[] = {{FLASHPORT_BF16, 128, "backward_mma"},  {FLASHPORT_F16, 64, "backward_mma"},
+                {FLASHPORT_BF16, 96, "backward_f32"},   {FLASHPORT_F32, 128, "backward_tf32x3"},
+                {FLASHPORT_F32, 64, "backward_tf32x3"}, {FLASHPORT_F32, 96, "backward_f32"}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         flashport_attention_desc d;
         flashport_attention_desc_init(&d, want[i].dtype, 2, 8, 2, 1024, 1024, want[i].d,
@@ -153,27 +160,27 @@ int main(void) {
         return 1;
     }
     planner(gpu);
-    static const char *const kernels[] = {"backward_mma", "backward_f32"};
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const char *const kernel = variant_names[v];
         int cases = 0;
         for (unsigned f = 0; f <= F_ALL; ++f)
             for (int round = 0; round < (f % 4 == 0 ? 3 : 2); ++round, ++cases) {
-                bwd_spec s = random_spec(f, v == 0, round == 2);
-                check(gpu, ref, &s, kernels[v], NULL);
+                bwd_spec s = random_spec(f, v, round == 2);
+                check(gpu, ref, &s, kernel, NULL);
             }
-        printf("%s: %d random cases (every combination of 7 features)\n", kernels[v], cases);
+        printf("%s: %d random cases (every combination of 7 features)\n", kernel, cases);
         for (int det = 0; det <= 1; ++det) {
-            bwd_spec s = random_spec(F_BIAS | F_CAUSAL, v == 0, 1);
+            bwd_spec s = random_spec(F_BIAS | F_CAUSAL, v, 1);
             s.masked = 1, s.deterministic = det;
-            check(gpu, ref, &s, kernels[v], "bias masks whole rows");
-            s = random_spec(F_CAUSAL | F_SINKS, v == 0, 1);
+            check(gpu, ref, &s, kernel, "bias masks whole rows");
+            s = random_spec(F_CAUSAL | F_SINKS, v, 1);
             s.seq_q = 200, s.seq_kv = 120, s.deterministic = det;
-            check(gpu, ref, &s, kernels[v], "causal, rows without keys");
-            s = random_spec(F_WINDOW | F_ALIBI | F_SOFTCAP | F_VARLEN, v == 0, 1);
+            check(gpu, ref, &s, kernel, "causal, rows without keys");
+            s = random_spec(F_WINDOW | F_ALIBI | F_SOFTCAP | F_VARLEN, v, 1);
             s.deterministic = det;
-            check(gpu, ref, &s, kernels[v], "every modifier, packed");
+            check(gpu, ref, &s, kernel, "every modifier, packed");
         }
-        determinism(gpu, ref, kernels[v], v == 0);
+        determinism(gpu, ref, v);
     }
     flashport_context_destroy(ref);
     flashport_context_destroy(gpu);

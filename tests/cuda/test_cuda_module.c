@@ -33,6 +33,7 @@ static const char *const canonical_order[] = {
     "tensor_core_tf32x3",
     "tensor_core_tf32x3_wide",
     "backward_mma",
+    "backward_tf32x3",
     "backward_f32",
 };
 #define N_CANONICAL (int)(sizeof canonical_order / sizeof canonical_order[0])

@@ -103,9 +103,9 @@ __global__ void __launch_bounds__(FP_BWD_TF32X3_THREADS, 1)
     const fp_kv_rows kv0 = fp_kv_row_offsets(a.seq, s, a.ks, a.vs, hk, k0);
     fp_tf32x3_load_rows<true, BC, D, THREADS, 2>(
         sK,
-        fp_strided_rows<float, 2>{{static_cast<const float *>(a.k) + kv0.k,
-                                   static_cast<const float *>(a.v) + kv0.v},
-                                  {a.ks.seq, a.vs.seq}},
+        fp_strided_rows<float, 2>{
+            {static_cast<const float *>(a.k) + kv0.k, static_cast<const float *>(a.v) + kv0.v},
+            {a.ks.seq, a.vs.seq}},
         n_keys, a.d);
     fp_bwd_rows rows = fp_bwd_rows_seeing(a.mods, k0, k0 + n_keys, s.nq, s.nkv);
     rows.lo -= rows.lo % FP_BWD_DQ_TILE_ROWS; /* the rows added lie before the band: masked */
@@ -228,9 +228,8 @@ __global__ void __launch_bounds__(FP_BWD_TF32X3_THREADS, 1)
                     const int i = q0 + ql + (r & 1), j = key_lo + 8 * (r >> 1);
                     const bool seen = !decltype(masked)::value ||
                                       (i < s.nq && j < s.nkv && fp_in_band(band, i, j));
-                    fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen,
-                                      (r & 1) ? lse.y : lse.x, (r & 1) ? delta.y : delta.x,
-                                      st[nt][r], dpt[nt][r]);
+                    fp_bwd_p_ds<MODS>(a, s.b, h, s.nq, s.nkv, i, j, seen, (r & 1) ? lse.y : lse.x,
+                                      (r & 1) ? delta.y : delta.x, st[nt][r], dpt[nt][r]);
                 }
             }
         };
@@ -247,7 +246,8 @@ __global__ void __launch_bounds__(FP_BWD_TF32X3_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int at = fp_bwd_tf32_pt_at(key_row + 8 * i, half * QH + 8 * nt + 2 * c, LD);
-                *reinterpret_cast<float2 *>(sP + at) = make_float2(st[nt][2 * i], st[nt][2 * i + 1]);
+                *reinterpret_cast<float2 *>(sP + at) =
+                    make_float2(st[nt][2 * i], st[nt][2 * i + 1]);
                 *reinterpret_cast<float2 *>(sDS + at) =
                     make_float2(dpt[nt][2 * i], dpt[nt][2 * i + 1]);
             }
@@ -263,7 +263,8 @@ __global__ void __launch_bounds__(FP_BWD_TF32X3_THREADS, 1)
             const int qk = 8 * t + fp_tf32_pv_key(lane, 0);
             fp_tf32_pair ap[4], ads[4];
             {
-                const float2 p0 = *reinterpret_cast<const float2 *>(sP + fp_bwd_tf32_pt_at(key_row, qk, LD));
+                const float2 p0 =
+                    *reinterpret_cast<const float2 *>(sP + fp_bwd_tf32_pt_at(key_row, qk, LD));
                 const float2 p1 =
                     *reinterpret_cast<const float2 *>(sP + fp_bwd_tf32_pt_at(key_row + 8, qk, LD));
                 const float2 d0 =

@@ -35,7 +35,9 @@
 #define FP_BWD_TF32_PT_LD(rows) ((rows) + 8)
 
 /* Float offset of (key row k, query q) in P^T or dS^T; q and q + 1 (q even) stay adjacent. */
-FP_BWD_TF32_INDEX int fp_bwd_tf32_pt_at(int k, int q, int ld) { return k * ld + (q ^ ((k & 4) << 1)); }
+FP_BWD_TF32_INDEX int fp_bwd_tf32_pt_at(int k, int q, int ld) {
+    return k * ld + (q ^ ((k & 4) << 1));
+}
 
 /* Float offset of element (row, col) in a swizzled tile of rows of `chunks_per_row` chunks. */
 FP_BWD_TF32_INDEX int fp_bwd_tf32_elem(int row, int col, int chunks_per_row) {

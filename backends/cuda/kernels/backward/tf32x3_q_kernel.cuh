@@ -54,10 +54,9 @@ __global__ void __launch_bounds__(FP_BWD_TF32X3_Q_THREADS, 2)
     if (q0 >= s.nq) return;
     fp_tf32x3_load_rows<true, BR, D, THREADS, 2>(
         sQ,
-        fp_strided_rows<float, 2>{
-            {static_cast<const float *>(a.q) + fp_q_offset(a.qs, s, h, q0),
-             static_cast<const float *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
-            {a.qs.seq, a.os.seq}},
+        fp_strided_rows<float, 2>{{static_cast<const float *>(a.q) + fp_q_offset(a.qs, s, h, q0),
+                                   static_cast<const float *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
+                                  {a.qs.seq, a.os.seq}},
         s.nq - q0, a.d);
     const fp_span_keys span =
         fp_visible_span(a.mods, q0, min(q0 + BR, s.nq) - 1, s.nq, s.nkv, s.nkv);

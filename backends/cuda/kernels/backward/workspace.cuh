@@ -152,9 +152,9 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
         if (a.dq_acc) {
             /* The lane's share of row r's 8 floats in tile chunk / CPT. */
             const int r = i - first;
-            float4 *acc = reinterpret_cast<float4 *>(
-                fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk / R::CPT) + fp_bwd_dq_zero_share(r) +
-                8 / R::CPT * (chunk % R::CPT));
+            float4 *acc =
+                reinterpret_cast<float4 *>(fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk / R::CPT) +
+                                           fp_bwd_dq_zero_share(r) + 8 / R::CPT * (chunk % R::CPT));
 #pragma unroll
             for (int k = 0; k < 2 / R::CPT; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
