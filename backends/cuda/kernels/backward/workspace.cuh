@@ -150,13 +150,17 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
         }
         dot = fp_group_sum<R::CPR>(dot);
         if (a.dq_acc) {
-            /* The lane's share of row r's 8 floats in tile chunk / CPT. */
+            /* Row r's 8 floats of each tile: both float4 of tile `chunk` (16-bit rows), or
+             * float4 chunk % 2 of tile chunk / 2 (f32 rows). */
             const int r = i - first;
             float4 *acc =
                 reinterpret_cast<float4 *>(fp_bwd_dq_tile(a, s, h, blockIdx.x, chunk / R::CPT) +
-                                           fp_bwd_dq_zero_share(r) + 8 / R::CPT * (chunk % R::CPT));
-#pragma unroll
-            for (int k = 0; k < 2 / R::CPT; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                                           fp_bwd_dq_zero_share(r)) +
+                chunk % R::CPT;
+            if (R::CPT == 1)
+                acc[0] = acc[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            else
+                acc[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
         if (i >= end || chunk != 0) continue;
         const int64_t row = fp_lse_index(a.seq, s, h, i);
