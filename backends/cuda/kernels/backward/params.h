@@ -29,8 +29,8 @@ struct fp_bwd_params {
     /* Workspace, one entry per LSE row (fp_lse_index): the LSE in the log2 domain (+inf where it
      * is -inf, so that P = 2^(s - lse) is 0 on a row that sees no key), D, and in fast mode
      * the f32 dQ accumulator (NULL in deterministic mode): [rows, d] by LSE rows in
-     * backward_f32, fragment tiles of dq_head_rows padded rows a head in backward_mma
-     * (dq_tiles.cuh). */
+     * backward_f32, fragment tiles of dq_head_rows padded rows a head in backward_mma and
+     * backward_tf32x3 (dq_tiles.cuh). */
     float *lse_log2, *delta, *dq_acc;
     int64_t dq_head_rows;
 };
