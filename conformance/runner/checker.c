@@ -576,7 +576,10 @@ static fc_case without_features(const fc_case *c) {
  * the features: it must name none the case does not use, and when the variant plans the same
  * problem without the case's features, the features must be why, so the reason must name one. */
 static void judge_decline(flashport_context *ctx, const fc_case *c,
-                          const flashport_attention_desc *d, const char *reason, fc_result *r) {
+                          const flashport_attention_desc *d, const char *last_error, fc_result *r) {
+    /* The library's message, kept: the plan below replaces it. */
+    char reason[sizeof r->detail];
+    snprintf(reason, sizeof reason, "%s", last_error);
     const unsigned asked = features_of(d) | (c->backward ? FP_FEATURE_BACKWARD : 0u);
     unsigned named = 0;
     for (unsigned bit = 1; bit <= FP_FEATURES_ALL; bit <<= 1)
@@ -591,9 +594,14 @@ static void judge_decline(flashport_context *ctx, const fc_case *c,
         flashport_attention_desc pd;
         fc_desc(&plain, d->kernel, &pd);
         flashport_plan_info info;
-        if (flashport_attention_plan(ctx, &pd, &info) == FLASHPORT_OK) {
+        /* The same operation: a backward-only variant plans no forward. */
+        const flashport_status plain_st = c->backward
+                                              ? flashport_attention_backward_plan(ctx, &pd, &info)
+                                              : flashport_attention_plan(ctx, &pd, &info);
+        if (plain_st == FLASHPORT_OK) {
             char words[128];
-            feature_words(asked, words, sizeof words);
+            /* The plain problem keeps the backward pass. */
+            feature_words(asked & ~FP_FEATURE_BACKWARD, words, sizeof words);
             note(r,
                  "declined without naming a feature of the case (%s), yet plans the same "
                  "problem without them",

@@ -2,7 +2,9 @@
  * ways flashport-conformance tells apart: silently declining a feature it claims (the reason
  * names no feature, and the same problem without the feature plans), naming a feature the
  * problem does not use, and declining for a reason that holds with or without features (an
- * honest unsupported). It runs nothing. Host memory, like the CPU backends. */
+ * honest unsupported); the last two variants compute only the backward pass (they decline every
+ * forward, as the GPU backward variants do) and decline backward problems in the first and the
+ * last way. It runs nothing. Host memory, like the CPU backends. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,10 @@ static const fp_variant variants[] = {
      FP_FEATURE_WINDOW},
     {"names_alibi", "declines everything, blaming ALiBi", FP_PRECISION_NATIVE, FP_FEATURE_WINDOW},
     {"too_small", "declines everything for its size", FP_PRECISION_NATIVE, FP_FEATURE_WINDOW},
+    {"backward_silent_window", "backward only; declines windows without naming them",
+     FP_PRECISION_NATIVE, FP_FEATURE_BACKWARD | FP_FEATURE_WINDOW},
+    {"backward_too_small", "backward only; declines everything for its size", FP_PRECISION_NATIVE,
+     FP_FEATURE_BACKWARD | FP_FEATURE_WINDOW},
 };
 
 static int probe(char *reason, size_t len) {
@@ -61,10 +67,15 @@ static flashport_status buffer_download(void *dev, const void *handle, size_t of
 
 static flashport_status plan(void *dev, const fp_problem *p, fp_op op, int forced, fp_plan *out) {
     (void)dev;
-    (void)op;
     out->variant = forced >= 0 ? forced : 0;
+    const int backward_only = out->variant >= 3;
+    if (backward_only && op == FP_OP_FORWARD) {
+        snprintf(out->reason, sizeof out->reason, "computes only the gradients, no forward output");
+        return FLASHPORT_ERROR_UNSUPPORTED;
+    }
     switch (out->variant) {
     case 0:
+    case 3:
         if (p->window_left < 0 && p->window_right < 0) return FLASHPORT_OK;
         snprintf(out->reason, sizeof out->reason, "no tile configuration fits");
         break;

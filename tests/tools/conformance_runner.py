@@ -131,15 +131,16 @@ def main():
         decline_data = os.path.join(tmp, "declines")
         os.makedirs(decline_data)
         with open(os.path.join(decline_data, "manifest.txt"), "w") as f:
-            f.writelines(header + [l for l in lines if l.split()[1] in ("name=seq17", "name=window_zero")])
-        for c in ("seq17", "window_zero"):
+            f.writelines(header + [l for l in lines if l.split()[1] in
+                                   ("name=seq17", "name=window_zero", "name=window_zero_bwd")])
+        for c in ("seq17", "window_zero", "window_zero_bwd"):
             shutil.copytree(os.path.join(args.data, c), os.path.join(decline_data, c))
         env = dict(os.environ, FLASHPORT_BACKEND_PATH=args.declining_module)
         report = os.path.join(tmp, "declines.json")
 
         def verdicts(kernel):
             subprocess.run([args.runner, "--data", decline_data, "--backend", "hip", "--kernel",
-                            kernel, "--cases", "seq17,window_zero", "--json", report],
+                            kernel, "--cases", "seq17,window_zero,window_zero_bwd", "--json", report],
                            capture_output=True, text=True, env=env)
             return {r["case"]: (r["verdict"], r["detail"]) for r in json.load(open(report))["results"]}
 
@@ -160,6 +161,14 @@ def main():
         expect_verdict("declined with or without features -> unsup", got["window_zero"],
                        "unsupported", "needs more registers")
         expect_verdict("dense case declined by size -> unsup", got["seq17"], "unsupported",
+                       "needs more registers")
+        # A backward-only variant: the same problem without the window is planned as a backward
+        # pass, and the reason reported is the backward plan's.
+        got = verdicts("backward_silent_window")
+        expect_verdict("backward window declined silently -> fail", got["window_zero_bwd"], "fail",
+                       "declined without naming a feature of the case (window)")
+        got = verdicts("backward_too_small")
+        expect_verdict("backward declined by size -> unsup", got["window_zero_bwd"], "unsupported",
                        "needs more registers")
 
     print("conformance_runner.py: %d wrong" % failures)
