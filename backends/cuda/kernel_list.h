@@ -1,7 +1,8 @@
 /*
  * The CUDA backend's kernel variants as an X-macro list, FP_GPU_KERNELS(X): the ladder (the
  * write-up's eight steps, kernels/ladder/) in its order, then the production kernels
- * (kernels/; hopper_wgmma and hopper_wgmma_fp8 are kernels/hopper/, built for sm_90a alone; the
+ * (kernels/; hopper_wgmma, hopper_wgmma_fp8 and hopper_wgmma_tf32x3 are kernels/hopper/, built for
+ * sm_90a alone; the
  * mfma_* entries are the HIP build's matrix-core kernels, backends/hip/kernels/), then the backward
  * variants (backward_mfma is the HIP build's, beside them). The build defines
  * FP_HAVE_KERNEL_<name> for each <name>.cu it compiles, so the list holds exactly the variants
@@ -71,6 +72,11 @@
 #define FP_KERNEL_IF_hopper_wgmma_fp8(X) X(hopper_wgmma_fp8)
 #else
 #define FP_KERNEL_IF_hopper_wgmma_fp8(X)
+#endif
+#ifdef FP_HAVE_KERNEL_hopper_wgmma_tf32x3
+#define FP_KERNEL_IF_hopper_wgmma_tf32x3(X) X(hopper_wgmma_tf32x3)
+#else
+#define FP_KERNEL_IF_hopper_wgmma_tf32x3(X)
 #endif
 #ifdef FP_HAVE_KERNEL_tensor_core_mma
 #define FP_KERNEL_IF_tensor_core_mma(X) X(tensor_core_mma)
@@ -144,7 +150,8 @@
             FP_KERNEL_IF_tensor_core_mma_split_kv(X) FP_KERNEL_IF_fa2_f32(X)                       \
                 FP_KERNEL_IF_fa2_f32_split_kv(X) FP_KERNEL_IF_mfma_flash(X)                        \
                     FP_KERNEL_IF_mfma_flash_split_kv(X) FP_KERNEL_IF_tensor_core_tf32x3(X)         \
-                        FP_KERNEL_IF_tensor_core_tf32x3_wide(X)
+                        FP_KERNEL_IF_tensor_core_tf32x3_wide(X)                                    \
+                            FP_KERNEL_IF_hopper_wgmma_tf32x3(X)
 /* The backward pass (FP_OP_BACKWARD): these variants compute nothing else. */
 #define FP_GPU_BACKWARD_KERNELS(X)                                                                 \
     FP_KERNEL_IF_backward_mma(X) FP_KERNEL_IF_backward_mfma(X) FP_KERNEL_IF_backward_tf32x3(X)     \

@@ -47,6 +47,8 @@ static const int n_kernels = (int)(sizeof kernels / sizeof kernels[0]);
 /* f16/bf16 on sm_90a (kernels/hopper/), tried first on compute capability 9.0 when built. */
 #define HOPPER_KERNEL     "hopper_wgmma"
 #define HOPPER_FP8_KERNEL "hopper_wgmma_fp8"
+/* f32 on sm_90a (3xTF32 on wgmma), tried before F32_TENSOR_KERNEL on compute capability 9.0. */
+#define HOPPER_F32_KERNEL "hopper_wgmma_tf32x3"
 
 /* Decode, for problems of at most this many query rows per sequence, when built. */
 #define DECODE_KERNEL      "decode"
@@ -224,6 +226,14 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
         kinds[n_order] = hopper_kind;
         order[n_order++] = HOPPER_KERNEL;
     }
+    /* f32 on Hopper goes where the f16/bf16 Hopper kernel does: ahead of the mma.sync 3xTF32
+     * kernel, which it replaces at the same accuracy, behind the split form on small grids. */
+    const int hopper_f32 = f32 && props->cc_major == 9 && find_kernel(HOPPER_F32_KERNEL) >= 0;
+    const char *hopper_f32_kind = "f32 on Hopper (3xTF32 split on wgmma, f32 accuracy)";
+    if (hopper_f32 && !small_grid) {
+        kinds[n_order] = hopper_f32_kind;
+        order[n_order++] = HOPPER_F32_KERNEL;
+    }
     if (f32_tensor && !small_grid) {
         kinds[n_order] = tensor_kind;
         order[n_order++] = F32_TENSOR_KERNEL;
@@ -233,6 +243,10 @@ flashport_status fp_gpu_plan(const fp_gpu_device_props *props, const fp_problem 
     if (hopper && hopper_second) {
         kinds[n_order] = hopper_kind;
         order[n_order++] = HOPPER_KERNEL;
+    }
+    if (hopper_f32 && small_grid) {
+        kinds[n_order] = hopper_f32_kind;
+        order[n_order++] = HOPPER_F32_KERNEL;
     }
     if (f32_tensor && small_grid) {
         kinds[n_order] = tensor_kind;

@@ -32,6 +32,7 @@ static const char *const canonical_order[] = {
     "fa2_f32_split_kv",
     "tensor_core_tf32x3",
     "tensor_core_tf32x3_wide",
+    "hopper_wgmma_tf32x3",
     "backward_mma",
     "backward_tf32x3",
     "backward_f32",
@@ -98,6 +99,11 @@ static const shape shapes[] = {
     {FLASHPORT_F32, 2, 4, 2, 37, 45, 72, 0, FLASHPORT_LAYOUT_BHND},
     {FLASHPORT_F32, 1, 3, 1, 70, 33, 40, 1, FLASHPORT_LAYOUT_BNHD}, /* rows with no visible key */
     {FLASHPORT_F32, 1, 2, 2, 33, 150, 130, 1, FLASHPORT_LAYOUT_BHND},
+    /* The head dims of the Hopper f32 variant: partial tiles, GQA, Nq != Nkv both ways, causal
+     * blocks past the diagonal, two query blocks a head. */
+    {FLASHPORT_F32, 1, 4, 2, 200, 300, 64, 1, FLASHPORT_LAYOUT_BNHD},
+    {FLASHPORT_F32, 2, 2, 1, 129, 77, 128, 0, FLASHPORT_LAYOUT_BHND},
+    {FLASHPORT_F32, 1, 2, 2, 160, 100, 128, 1, FLASHPORT_LAYOUT_BNHD},
     {FLASHPORT_F16, 2, 2, 1, 65, 65, 64, 1, FLASHPORT_LAYOUT_BNHD},
     {FLASHPORT_BF16, 1, 2, 1, 17, 200, 96, 0, FLASHPORT_LAYOUT_BHND},
 };

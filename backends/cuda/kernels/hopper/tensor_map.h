@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "../../kernel_table.h"
+#include "device_check.h"
 #include "fragment_layout.h"
 
 #define FP_HOPPER_STRIDE_LIMIT ((int64_t)1 << 40)
@@ -66,33 +67,13 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 fp_hopper_encode_fn(void) {
     return fn;
 }
 
-/* What every Hopper variant's supports() asks of the device: compute capability 9.0, `smem`
- * bytes of shared memory a block, the driver's TMA encoder, and sm_90a code of `kernel` that
- * the device loads (the module holds it for this target or not at all). 1, or 0 and the
- * reason. */
+/* What the TMA-fed Hopper variants' supports() ask of the device: what every Hopper variant
+ * needs (device_check.h), and the driver's TMA encoder. 1, or 0 and the reason. */
 static inline int fp_hopper_device_fits(const fp_gpu_device_props *props, size_t smem,
                                         const void *kernel, char *why, size_t why_len) {
-    if (props->cc_major != 9 || props->cc_minor != 0) {
-        snprintf(why, why_len,
-                 "needs compute capability 9.0 (sm_90a: wgmma, TMA, setmaxnreg), device is %d.%d",
-                 props->cc_major, props->cc_minor);
-        return 0;
-    }
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
-        return 0;
-    }
+    if (!fp_hopper_device_loads(props, smem, kernel, why, why_len)) return 0;
     if (!fp_hopper_encode_fn()) {
         snprintf(why, why_len, "the driver has no cuTensorMapEncodeTiled (TMA)");
-        return 0;
-    }
-    cudaFuncAttributes attr;
-    const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_len, "no loadable sm_90a code for this device: %s",
-                 cudaGetErrorString(err));
         return 0;
     }
     return 1;
