@@ -207,6 +207,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                    qs_desc = fp_hopper_desc_k_major(q_small);
     float sacc[BC / 2];
     uint32_t p_big[BC / 8][4], p_small[BC / 8][4];
+    /* A tile's P V, summed apart and added to O in f32: the tensor cores' f32 accumulation is
+     * not rounded like an f32 add, and with every tile's products accumulated into O inside
+     * wgmma the error of O grew with the keys (relative L2 5.8e-5 on long_keys, H100, as
+     * tensor_core_tf32x3 had met on mma.sync; tf32x3/warp_steps.cuh). */
+    float o_tile[D / 2];
     for (int t = 0; t < n_tiles; ++t) {
         const int kb = k_begin + t * BC;
         const int ks = t % K_STAGES, vs = t % V_STAGES;
@@ -232,8 +237,6 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
                                                                row0, kb, edge, false, band);
         fp_hopper_softmax<D, BC, 0>(alpha, sacc, r, c);
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
-#pragma unroll
         for (int kk = 0; kk < BC / 8; ++kk)
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -244,7 +247,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 
         /* O += P V: three products, one commit group each. */
         fp_mbarrier_wait(v_full(vs), (t / V_STAGES) & 1);
-        fp_wgmma_fence_operand(r.o);
+        fp_wgmma_fence_operand(o_tile);
         fp_wgmma_fence();
         const uint64_t vb_desc = fp_hopper_desc_k_major(v_tile(vs, 0));
         const uint64_t vs_desc = fp_hopper_desc_k_major(v_tile(vs, 1));
@@ -253,12 +256,15 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             const uint64_t v_desc = term == 1 ? vs_desc : vb_desc;
 #pragma unroll
             for (int kk = 0; kk < BC / 8; ++kk)
-                fp_wgmma_tf32<D>::rs(r.o, term == 0 ? p_small[kk] : p_big[kk],
-                                     fp_hopper_desc_step(v_desc, fp_hopper_k_major_step(D, kk)), 1);
+                fp_wgmma_tf32<D>::rs(o_tile, term == 0 ? p_small[kk] : p_big[kk],
+                                     fp_hopper_desc_step(v_desc, fp_hopper_k_major_step(D, kk)),
+                                     term > 0 || kk > 0);
             fp_wgmma_commit();
         }
         fp_wgmma_wait<0>();
-        fp_wgmma_fence_operand(r.o);
+        fp_wgmma_fence_operand(o_tile);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) r.o[i] = fmaf(r.o[i], alpha[(i / 2) % 2], o_tile[i]);
         fp_hopper_fence_words(p_big); /* the P V read them until here */
         fp_hopper_fence_words(p_small);
         fp_mbarrier_arrive(v_empty(vs));
