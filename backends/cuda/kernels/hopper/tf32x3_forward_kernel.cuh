@@ -2,7 +2,8 @@
  * f32 forward on sm_90a with the 3xTF32 split (variant hopper_wgmma_tf32x3): the warpgroup
  * layout, masks and softmax of forward_kernel.cuh, with every product on .tf32 wgmma as three
  * (small*big, big*small, big*big, small terms first into the same f32 accumulators; the
- * small*small term, below 2^-20 of the product, is dropped as in kernels/tf32x3/).
+ * small*small term, below 2^-20 of the product, is dropped as in kernels/tf32x3/). S starts
+ * fresh each tile; a tile's P V too, added to O in f32 registers (see o_tile below).
  *
  * One block = FP_HOPPER_BR = 128 query rows of one (batch, query head), 3 warpgroups:
  *   - warpgroup 0, the producer: all 128 threads load each K and V tile of BC keys from global
@@ -14,7 +15,7 @@
  *     own, then per key tile: S = Q K^T as three ss products, the online softmax on the S
  *     accumulators (forward_kernel.cuh), P split in registers into big and small A operands,
  *     O += P V as three rs products (V read as V^T), releasing each stage once its products have
- * landed.
+ *     landed.
  *
  * Every operand wgmma reads lies K-major (tf32 allows nothing else), V as V^T with its keys in
  * the order of tf32_layout.h, so that P's A registers come from the S accumulators of the same
