@@ -13,6 +13,7 @@
 #include "../kernel_list.h"
 #include "backward/f32_kernels.cuh"
 #include "backward/workspace.cuh"
+#include "common/smem_fits.h"
 #include "common/attention_args.cuh"
 
 #define FP_BWD_F32_MAX_D 256
@@ -38,17 +39,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
     const size_t smem = smem_for(p->head_dim);
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
-        return 0;
-    }
-    return 1;
-}
-
-static size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
-    (void)params;
-    return fp_bwd_workspace_bytes(p);
+    return fp_smem_fits(smem, props, why, why_len);
 }
 
 template <typename T, int DMAX>
@@ -96,6 +87,6 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_backward_f32 = {
      "windows, softcap, ALiBi, bias, sinks; fast (dQ by atomics) or deterministic",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
     supports,
-    workspace,
+    fp_bwd_workspace_bytes,
     launch,
 };

@@ -19,6 +19,7 @@
 #include "backward/mma_kv_kernel.cuh"
 #include "backward/mma_q_kernel.cuh"
 #include "backward/workspace.cuh"
+#include "common/smem_fits.h"
 #include "common/attention_args.cuh"
 
 static int chunk_strides(const flashport_strides *s) {
@@ -73,17 +74,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     }
     const size_t smem =
         p->head_dim == 64 ? kv_smem_bytes<64>(p, props) : kv_smem_bytes<128>(p, props);
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
-        return 0;
-    }
-    return 1;
-}
-
-static size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
-    (void)params;
-    return fp_bwd_workspace_bytes(p);
+    return fp_smem_fits(smem, props, why, why_len);
 }
 
 template <typename T, int D, int ROWS, bool MODS>
@@ -140,6 +131,6 @@ const fp_gpu_kernel fp_kernel_backward_mma = {
      "f32 atomics) or deterministic",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
     supports,
-    workspace,
+    fp_bwd_workspace_bytes,
     launch,
 };

@@ -21,6 +21,7 @@
 #include "backward/tf32x3_kv_kernel.cuh"
 #include "backward/tf32x3_q_kernel.cuh"
 #include "backward/workspace.cuh"
+#include "common/smem_fits.h"
 #include "tf32x3/host_params.h"
 
 static int chunk_strides(const flashport_strides *s) {
@@ -53,17 +54,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     const size_t smem = p->head_dim == 64 ? smem_bytes<64>(p) : smem_bytes<128>(p);
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
-        return 0;
-    }
-    return 1;
-}
-
-static size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
-    (void)params;
-    return fp_bwd_workspace_bytes(p);
+    return fp_smem_fits(smem, props, why, why_len);
 }
 
 template <int D, bool MODS> static gpuError_t launch_instances(const fp_gpu_launch *L) {
@@ -114,6 +105,6 @@ const fp_gpu_kernel fp_kernel_backward_tf32x3 = {
      "f32 atomics) or deterministic",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
     supports,
-    workspace,
+    fp_bwd_workspace_bytes,
     launch,
 };

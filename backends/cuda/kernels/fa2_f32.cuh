@@ -52,6 +52,7 @@
 #include "common/kv_addressing.cuh"
 #include "common/online_softmax.cuh"
 #include "common/score_mods.cuh"
+#include "common/smem_fits.h"
 #include "common/smem_limit.cuh"
 #include "common/warp_reduce.cuh"
 #include "split_kv.h"
@@ -577,13 +578,7 @@ inline int supports_common(const fp_problem *p, const fp_gpu_device_props *props
         snprintf(why, why_len, "too many query tiles for the grid");
         return 0;
     }
-    const size_t need = smem_bytes(p);
-    if (props->smem_per_block_optin < need) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory per block, the device allows %zu",
-                 need, props->smem_per_block_optin);
-        return 0;
-    }
-    return 1;
+    return fp_smem_fits(smem_bytes(p), props, why, why_len);
 }
 
 /* 16-byte copies need 16-byte aligned rows: base pointers and every stride in whole float4s. */

@@ -71,11 +71,6 @@ int supports(const fp_problem *p, const fp_gpu_device_props *props, fp_gpu_kerne
     return 1;
 }
 
-size_t workspace(const fp_problem *p, const fp_gpu_kernel_params *params) {
-    (void)params;
-    return fp_bwd_workspace_bytes(p);
-}
-
 /* Enqueues one of the main kernels (static LDS); an empty grid launches nothing. */
 template <auto KERNEL>
 gpuError_t launch_main(dim3 grid, gpuStream_t stream, const fp_bwd_params &a) {
@@ -128,6 +123,6 @@ FP_KERNEL_ENTRY fp_gpu_kernel fp_kernel_backward_mfma = {
      "or deterministic",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
     supports,
-    workspace,
+    fp_bwd_workspace_bytes,
     launch,
 };

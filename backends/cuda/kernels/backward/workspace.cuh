@@ -30,7 +30,9 @@ static inline int64_t fp_bwd_rows(const fp_problem *p) {
     return p->q_varlen ? p->heads_q * p->total_q : p->batch * p->heads_q * p->seq_q;
 }
 
-static inline size_t fp_bwd_workspace_bytes(const fp_problem *p) {
+/* Every backward variant's workspace(): the per-row arrays, and in fast mode the f32 dQ
+ * accumulator in fragment tiles. */
+static inline size_t fp_bwd_workspace_bytes(const fp_problem *p, const fp_gpu_kernel_params *) {
     const size_t rows = (size_t)fp_bwd_rows(p);
     const size_t per_row = 2 * fp_bwd_align(rows * sizeof(float));
     return per_row +

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "../../kernel_table.h"
+#include "../common/smem_fits.h"
 
 static inline int fp_hopper_device_loads(const fp_gpu_device_props *props, size_t smem,
                                          const void *kernel, char *why, size_t why_len) {
@@ -19,11 +20,7 @@ static inline int fp_hopper_device_loads(const fp_gpu_device_props *props, size_
                  props->cc_major, props->cc_minor);
         return 0;
     }
-    if (smem > props->smem_per_block_optin) {
-        snprintf(why, why_len, "needs %zu bytes of shared memory a block, device allows %zu", smem,
-                 props->smem_per_block_optin);
-        return 0;
-    }
+    if (!fp_smem_fits(smem, props, why, why_len)) return 0;
     cudaFuncAttributes attr;
     const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
     if (err != cudaSuccess) {
