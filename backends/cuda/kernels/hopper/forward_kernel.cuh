@@ -13,9 +13,12 @@
  *     registers and V read transposed, then release the stage.
  *
  * Overlap, as FlashAttention-3 does it:
- *   - within a warpgroup, S of tile t is issued together with P V of tile t - 1, and the
- *     softmax of tile t runs while that P V is still on the tensor cores; O is rescaled for
- *     tile t only after the P V of tile t - 1 has landed;
+ *   - within a warpgroup, S of tile t is issued together with P V of tile t - 1, in one turn;
+ *     O is rescaled for tile t only after the P V of tile t - 1 has landed. ptxas moves the
+ *     wait for that P V to the start of its basic block, ahead of the softmax of tile t, so
+ *     the two do not overlap in the compiled code. A loop rotated to keep the wait after the
+ *     softmax was slower: holding the P V in flight lengthens the warpgroup's turn, and the
+ *     other warpgroup waits for it;
  *   - between the two warpgroups (ping-pong), named barriers 1 and 2 hand the right to issue
  *     GEMMs back and forth, so one warpgroup's softmax runs while the other's GEMMs do.
  *     Both warpgroups walk the same tiles (a tile one of them does not see is fully masked for
@@ -779,7 +782,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             issue_s(t);
             issue_pv(t - 1);
             pass_turn(true);
-            /* The softmax of tile t overlaps the P V of tile t - 1. */
+            /* The softmax of tile t, with the other warpgroup's GEMMs (see the head). */
             fp_wgmma_wait<1>();
             fp_wgmma_fence_operand(sacc);
             softmax(t, alpha);
