@@ -13,8 +13,8 @@
 #include "../kernel_list.h"
 #include "backward/f32_kernels.cuh"
 #include "backward/workspace.cuh"
-#include "common/smem_fits.h"
 #include "common/attention_args.cuh"
+#include "common/smem_fits.h"
 
 #define FP_BWD_F32_MAX_D 256
 

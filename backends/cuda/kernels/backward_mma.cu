@@ -19,8 +19,8 @@
 #include "backward/mma_kv_kernel.cuh"
 #include "backward/mma_q_kernel.cuh"
 #include "backward/workspace.cuh"
-#include "common/smem_fits.h"
 #include "common/attention_args.cuh"
+#include "common/smem_fits.h"
 
 static int chunk_strides(const flashport_strides *s) {
     return s->batch % 8 == 0 && s->head % 8 == 0 && s->seq % 8 == 0;
