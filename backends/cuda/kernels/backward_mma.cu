@@ -1,7 +1,7 @@
 /*
  * Variant backward_mma: FlashAttention-2 backward for f16 and bf16 on the tensor cores
- * (mma.sync m16n8k16, ldmatrix, cp.async), head dims 64 and 128, with every feature of the
- * forward but paged K/V and FP8.
+ * (mma.sync m16n8k16, ldmatrix, cp.async), head dims 64, 128 and 256, with every feature of
+ * the forward but paged K/V and FP8.
  *
  * Launches: preprocessing (backward/workspace.cuh: D, the LSE in the log2 domain, the f32 dQ
  * accumulator zeroed), then the key-tile kernel (backward/mma_kv_kernel.cuh: dK and dV, and in
@@ -37,13 +37,15 @@ template <int D> static int kv_rows(const fp_problem *p, const fp_gpu_device_pro
     return fp_bwd_mma_kv_smem<D, rows>::BYTES <= props->smem_per_block_optin ? rows : fewer;
 }
 
-/* Shared memory a block of p's key-tile kernel takes on this device. */
-template <int D>
-static size_t kv_smem_bytes(const fp_problem *p, const fp_gpu_device_props *props) {
+/* Shared memory a block of p's largest kernel takes on this device: the key-tile kernel's, or
+ * in deterministic mode the query-tile kernel's where that is more. */
+template <int D> static size_t smem_bytes(const fp_problem *p, const fp_gpu_device_props *props) {
     constexpr int fewer = fp_bwd_mma_kv_rows<D, true>();
-    return kv_rows<D>(p, props) == fewer
-               ? fp_bwd_mma_kv_smem<D, fewer>::BYTES
-               : fp_bwd_mma_kv_smem<D, fp_bwd_mma_kv_rows<D, false>()>::BYTES;
+    const size_t kv = kv_rows<D>(p, props) == fewer
+                          ? fp_bwd_mma_kv_smem<D, fewer>::BYTES
+                          : fp_bwd_mma_kv_smem<D, fp_bwd_mma_kv_rows<D, false>()>::BYTES;
+    constexpr size_t q = fp_bwd_mma_q_smem<D>::BYTES;
+    return p->deterministic && q > kv ? q : kv;
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
@@ -59,8 +61,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "tensor-core path takes f16 or bf16 inputs, not f32");
         return 0;
     }
-    if (p->head_dim != 64 && p->head_dim != 128) {
-        snprintf(why, why_len, "head_dim %lld: built for head dims 64 and 128 only",
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) {
+        snprintf(why, why_len, "head_dim %lld: built for head dims 64, 128 and 256 only",
                  (long long)p->head_dim);
         return 0;
     }
@@ -72,16 +74,17 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  "cp.async)");
         return 0;
     }
-    const size_t smem =
-        p->head_dim == 64 ? kv_smem_bytes<64>(p, props) : kv_smem_bytes<128>(p, props);
+    const size_t smem = p->head_dim == 64    ? smem_bytes<64>(p, props)
+                        : p->head_dim == 128 ? smem_bytes<128>(p, props)
+                                             : smem_bytes<256>(p, props);
     return fp_smem_fits(smem, props, why, why_len);
 }
 
 template <typename T, int D, int ROWS, bool MODS>
 static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &a) {
     const fp_problem *p = &L->p;
-    const dim3 kv_grid((unsigned)((p->seq_kv + FP_BWD_MMA_KV_KEYS - 1) / FP_BWD_MMA_KV_KEYS),
-                       (unsigned)(p->batch * p->heads_kv));
+    constexpr int keys = fp_bwd_mma_kv_keys<D>();
+    const dim3 kv_grid((unsigned)((p->seq_kv + keys - 1) / keys), (unsigned)(p->batch * p->heads_kv));
     const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
                       (unsigned)(p->batch * p->heads_q));
     constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D, ROWS>::BYTES;
@@ -110,7 +113,11 @@ template <typename T, int D> static gpuError_t launch_dim(const fp_gpu_launch *L
 }
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
-    return L->p.head_dim == 64 ? launch_dim<T, 64>(L) : launch_dim<T, 128>(L);
+    switch (L->p.head_dim) {
+    case 64: return launch_dim<T, 64>(L);
+    case 128: return launch_dim<T, 128>(L);
+    default: return launch_dim<T, 256>(L);
+    }
 }
 
 static gpuError_t launch(const fp_gpu_launch *L) {
@@ -127,7 +134,7 @@ extern const fp_gpu_kernel fp_kernel_backward_mma;
 const fp_gpu_kernel fp_kernel_backward_mma = {
     {"backward_mma",
      "FlashAttention-2 backward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), "
-     "f16/bf16, d = 64 or 128; varlen K/V, windows, softcap, ALiBi, bias, sinks; fast (dQ by "
+     "f16/bf16, d = 64, 128 or 256; varlen K/V, windows, softcap, ALiBi, bias, sinks; fast (dQ by "
      "f32 atomics) or deterministic",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
     supports,

@@ -11,28 +11,44 @@
 
 #include "tile_math.cuh"
 
-/* Key-tile kernel: FP_BWD_MMA_KV_WARPS warps in pairs of 32 keys (FP_BWD_MMA_KV_KEYS a block),
- * query tiles of fp_bwd_mma_kv_rows<D, MODS> rows. Eight warps share each Q and dO tile, which
- * halves against four the reads of Q and dO per key and the dQ atomics per key, at the same
- * warps per SM (one block of eight at ~240 registers a thread, where four-warp blocks fit two).
+/* Key-tile kernel: FP_BWD_MMA_KV_WARPS warps in pairs, each pair owning a share of the block's
+ * fp_bwd_mma_kv_keys<D> keys, query tiles of fp_bwd_mma_kv_rows<D, MODS> rows. Eight warps share
+ * each Q and dO tile, which halves against four the reads of Q and dO per key and the dQ atomics
+ * per key, at the same warps per SM (one block of eight at ~240 registers a thread, where
+ * four-warp blocks fit two).
  * Query-tile kernel: FP_BWD_MMA_Q_WARPS warps of 16 rows (FP_BWD_MMA_ROWS a block), key tiles
- * of FP_BWD_MMA_Q_KEYS keys. */
+ * of fp_bwd_mma_q_keys<D> keys. */
 #define FP_BWD_MMA_KV_WARPS   8
 #define FP_BWD_MMA_KV_THREADS (32 * FP_BWD_MMA_KV_WARPS)
-#define FP_BWD_MMA_KV_KEYS    (16 * FP_BWD_MMA_KV_WARPS)
+
+/* Keys a key-tile block owns: 32 a warp pair up to d = 128. At d = 256, dK and dV of 32 keys
+ * would take 256 f32 registers a thread (each warp of a pair holds half the head columns), so a
+ * pair owns 16 keys there (128 registers). */
+template <int D> __host__ __device__ constexpr int fp_bwd_mma_kv_keys() {
+    return (D > 128 ? 8 : 16) * FP_BWD_MMA_KV_WARPS;
+}
+
 /* Query tiles in flight in the key-tile kernel's cp.async ring: two loads ahead of the one in
- * use, to cover L2 latency with its few warps an SM. */
-#define FP_BWD_MMA_KV_STAGES 3
+ * use, to cover L2 latency with its few warps an SM. At d = 256 a stage of 64 rows of Q and dO
+ * takes 64 KB, and only two fit beside K and V. */
+template <int D> __host__ __device__ constexpr int fp_bwd_mma_kv_stages() {
+    return D > 128 ? 2 : 3;
+}
+
 #define FP_BWD_MMA_Q_WARPS   4
 #define FP_BWD_MMA_Q_THREADS (32 * FP_BWD_MMA_Q_WARPS)
 #define FP_BWD_MMA_ROWS      (16 * FP_BWD_MMA_Q_WARPS)
-#define FP_BWD_MMA_Q_KEYS    64
+
+/* Keys a query-tile block loads a step: 64, or 32 at d = 256, where dQ of a warp's 16 rows
+ * already takes 128 f32 registers a thread and two stages of 64 keys would take 128 KB. */
+template <int D> __host__ __device__ constexpr int fp_bwd_mma_q_keys() { return D > 128 ? 32 : 64; }
 
 /* Query rows a key-tile step covers. Shared-memory reads are the step's busiest unit, and more
  * rows read each warp's K and V fragments once for more MMAs. S^T and dP^T of BR rows take BR f32
  * registers a thread and dK and dV take D, so the rows are sized to what the head dim leaves, as
  * FlashAttention-2 sizes them (64 rows at d = 128, 128 at d = 64, for 128 keys): both take 192
- * accumulator registers and 0.475 ldmatrix.x4 an MMA (64 rows at d = 64: 0.55). Score
+ * accumulator registers and 0.475 ldmatrix.x4 an MMA (64 rows at d = 64: 0.55). d = 256 takes 64
+ * rows for its 64 keys (160 registers). Score
  * modifiers keep more values live (the exact per-element score) and take half the rows (with
  * the full rows they spill at d = 128). The larger tiles need about 199 KB of shared memory a block
  * (fp_bwd_mma_kv_smem); where the device has less, backward_mma.cu takes the modifiers' rows

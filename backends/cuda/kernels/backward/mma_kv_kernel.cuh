@@ -1,12 +1,12 @@
 /*
  * FlashAttention-2 backward on the tensor cores, key-tile kernel (variant backward_mma): one
- * block per (key tile of FP_BWD_MMA_KV_KEYS keys, batch, kv head), eight warps in four pairs of
- * 32 keys each. K and V of the tile stay in shared memory; the block walks every query tile of
- * BR rows (fp_bwd_mma_kv_rows) that sees one of its keys, for each query head of the kv head's
- * group in order, through a FP_BWD_MMA_KV_STAGES-deep cp.async ring (Q, dO, and the rows' LSE and
- * D from the preprocessing). dK and dV stay in f32 registers for the whole walk (each warp of a
- * pair holds its 32 keys' half of the head columns), so GQA sums its group's heads in a fixed
- * order.
+ * block per (key tile of fp_bwd_mma_kv_keys keys, batch, kv head), eight warps in four pairs of
+ * 32 keys each (16 at d = 256). K and V of the tile stay in shared memory; the block walks every
+ * query tile of BR rows (fp_bwd_mma_kv_rows) that sees one of its keys, for each query head of
+ * the kv head's group in order, through a cp.async ring of fp_bwd_mma_kv_stages (Q, dO, and the
+ * rows' LSE and D from the preprocessing). dK and dV stay in f32 registers for the whole walk
+ * (each warp of a pair holds its keys' half of the head columns), so GQA sums its group's heads
+ * in a fixed order.
  *
  * Per query tile, with keys as the rows (M) of mma.sync m16n8k16, each warp of a pair computes
  *   S^T = K Q^T and dP^T = V dO^T for its pair's keys and half of the queries
@@ -43,9 +43,9 @@
 #include "mma_common.cuh"
 
 template <int D, int BR> struct fp_bwd_mma_kv_smem {
-    static constexpr int BC = FP_BWD_MMA_KV_KEYS;
+    static constexpr int BC = fp_bwd_mma_kv_keys<D>();
     static constexpr int DS_LD = BR + 8; /* elements a row of dS^T and of P^T */
-    static constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
+    static constexpr int STAGES = fp_bwd_mma_kv_stages<D>();
     /* K, V; the stages of Q, dO; dS^T, P^T; the stages of LSE and D (f32). */
     static constexpr size_t BYTES =
         (size_t)2 * (2 * BC * D + STAGES * 2 * BR * D + 2 * BC * DS_LD) +
@@ -56,9 +56,9 @@ template <typename T, int D, int BR, bool MODS, bool DQ_ATOMIC>
 __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BC = FP_BWD_MMA_KV_KEYS;
+    constexpr int BC = fp_bwd_mma_kv_keys<D>();
     constexpr int THREADS = FP_BWD_MMA_KV_THREADS, WARPS = FP_BWD_MMA_KV_WARPS;
-    constexpr int STAGES = FP_BWD_MMA_KV_STAGES;
+    constexpr int STAGES = fp_bwd_mma_kv_stages<D>();
     static_assert(STAGES >= 2, "the ring needs a stage to compute and one to fill");
     constexpr int CPR = D / 8; /* 16-byte chunks a row of K, V, Q, dO */
     constexpr int DS_LD = fp_bwd_mma_kv_smem<D, BR>::DS_LD;

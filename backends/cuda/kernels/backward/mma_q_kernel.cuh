@@ -22,7 +22,7 @@
 #include "mma_common.cuh"
 
 template <int D> struct fp_bwd_mma_q_smem {
-    static constexpr int BR = FP_BWD_MMA_ROWS, BC = FP_BWD_MMA_Q_KEYS;
+    static constexpr int BR = FP_BWD_MMA_ROWS, BC = fp_bwd_mma_q_keys<D>();
     /* Q, dO; two stages of K, V. */
     static constexpr size_t BYTES = (size_t)2 * (2 * BR * D + 2 * 2 * BC * D);
 };
@@ -31,7 +31,8 @@ template <typename T, int D, bool MODS>
 __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
     fp_bwd_mma_q_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BR = FP_BWD_MMA_ROWS, BC = FP_BWD_MMA_Q_KEYS, THREADS = FP_BWD_MMA_Q_THREADS;
+    constexpr int BR = FP_BWD_MMA_ROWS, BC = fp_bwd_mma_q_keys<D>();
+    constexpr int THREADS = FP_BWD_MMA_Q_THREADS;
     constexpr int CPR = D / 8;
     constexpr int KEY_TILES = BC / 8; /* n-tiles of S and dP */
     constexpr int QK_STEPS = D / 16;

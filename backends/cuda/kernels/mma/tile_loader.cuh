@@ -28,16 +28,24 @@ template <typename T, int ROWS, int D, int THREADS> struct fp_tile_loader {
     static_assert(THREADS % CHUNKS_PER_ROW == 0, "a pass covers whole rows");
     static_assert(ROWS % ROWS_PER_PASS == 0, "the tile is whole passes");
 
+    /* Element offset of this thread's chunk in pass k, from `first`, its offset in pass 0.
+     * Passes that step by a multiple of 8 rows keep the row's swizzle phase, so every unrolled
+     * pass adds a constant; fewer rows a pass (4 at d = 256 with 128 threads) swizzle their own. */
+    static __device__ __forceinline__ int pass_offset(int first, int row0, int chunk, int k) {
+        if constexpr (ROWS_PER_PASS % 8 == 0)
+            return first + k * ROWS_PER_PASS * D;
+        else
+            return fp_mma_swizzle(row0 + k * ROWS_PER_PASS, chunk, CHUNKS_PER_ROW);
+    }
+
     template <int N, typename Src>
     static __device__ __forceinline__ void load_async(T *smem, const Src &src, int n_rows, int d) {
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const int valid_cols = d - chunk * 8;
         const int row_bytes = valid_cols <= 0 ? 0 : (valid_cols >= 8 ? 16 : valid_cols * 2);
         const int row0 = fp_mma_load_row(threadIdx.x, 0, CHUNKS_PER_ROW, THREADS);
-        /* Passes step by a multiple of 8 rows, so the swizzle of every pass is the first
-         * pass's plus a constant. */
-        static_assert(ROWS_PER_PASS % 8 == 0, "passes keep the row's swizzle phase");
-        const uint32_t dst = fp_smem_addr(smem) + 2u * fp_mma_swizzle(row0, chunk, CHUNKS_PER_ROW);
+        const int first = fp_mma_swizzle(row0, chunk, CHUNKS_PER_ROW);
+        const uint32_t base = fp_smem_addr(smem);
         const fp_tile_rows<T, N> origin = src.origin();
         /* A strided source's rows are walked a pass at a time by one add: asking at() for every
          * pass multiplied each row by its 64-bit stride, about 20 integer instructions a copy,
@@ -58,7 +66,7 @@ template <typename T, int ROWS, int D, int THREADS> struct fp_tile_loader {
 #pragma unroll
             for (int i = 0; i < N; ++i)
                 /* A zero-size copy still names a source: the tensor's origin, always mapped. */
-                fp_cp_async_16(dst + 2u * (k * ROWS_PER_PASS * D + i * ROWS * D),
+                fp_cp_async_16(base + 2u * (pass_offset(first, row0, chunk, k) + i * ROWS * D),
                                in ? from.p[i] + chunk * 8 : origin.p[i], in ? row_bytes : 0);
         }
     }
@@ -70,16 +78,16 @@ template <typename T, int ROWS, int D, int THREADS> struct fp_tile_loader {
     template <int N, typename Src>
     static __device__ __forceinline__ void load_async_whole(T *smem, const Src &src) {
         static_assert(Src::WALKS, "whole tiles are walked row by row");
-        static_assert(ROWS_PER_PASS % 8 == 0, "passes keep the row's swizzle phase");
         const int chunk = fp_mma_load_chunk(threadIdx.x, CHUNKS_PER_ROW);
         const int row0 = fp_mma_load_row(threadIdx.x, 0, CHUNKS_PER_ROW, THREADS);
-        const uint32_t dst = fp_smem_addr(smem) + 2u * fp_mma_swizzle(row0, chunk, CHUNKS_PER_ROW);
+        const int first = fp_mma_swizzle(row0, chunk, CHUNKS_PER_ROW);
+        const uint32_t base = fp_smem_addr(smem);
         fp_tile_rows<T, N> walk = src.at(row0);
 #pragma unroll
         for (int k = 0; k < PASSES; ++k) {
 #pragma unroll
             for (int i = 0; i < N; ++i)
-                fp_cp_async_16(dst + 2u * (k * ROWS_PER_PASS * D + i * ROWS * D),
+                fp_cp_async_16(base + 2u * (pass_offset(first, row0, chunk, k) + i * ROWS * D),
                                walk.p[i] + chunk * 8, 16);
             if (k + 1 < PASSES) walk = src.step(walk, ROWS_PER_PASS);
         }
