@@ -127,10 +127,10 @@ static void planner(flashport_context *gpu) {
         flashport_dtype dtype;
         int64_t d;
         const char *kernel;
-    } want[] = {{FLASHPORT_BF16, 128, "backward_mma"},  {FLASHPORT_F16, 64, "backward_mma"},
-                {FLASHPORT_BF16, 256, "backward_mma"},  {FLASHPORT_BF16, 96, "backward_f32"},
-                {FLASHPORT_F32, 128, "backward_tf32x3"},
-                {FLASHPORT_F32, 64, "backward_tf32x3"}, {FLASHPORT_F32, 96, "backward_f32"}};
+    } want[] = {{FLASHPORT_BF16, 128, "backward_mma"},   {FLASHPORT_F16, 64, "backward_mma"},
+                {FLASHPORT_BF16, 256, "backward_mma"},   {FLASHPORT_BF16, 96, "backward_f32"},
+                {FLASHPORT_F32, 128, "backward_tf32x3"}, {FLASHPORT_F32, 64, "backward_tf32x3"},
+                {FLASHPORT_F32, 96, "backward_f32"}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         flashport_attention_desc d;
         flashport_attention_desc_init(&d, want[i].dtype, 2, 8, 2, 1024, 1024, want[i].d,

@@ -84,7 +84,8 @@ template <typename T, int D, int ROWS, bool MODS>
 static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &a) {
     const fp_problem *p = &L->p;
     constexpr int keys = fp_bwd_mma_kv_keys<D>();
-    const dim3 kv_grid((unsigned)((p->seq_kv + keys - 1) / keys), (unsigned)(p->batch * p->heads_kv));
+    const dim3 kv_grid((unsigned)((p->seq_kv + keys - 1) / keys),
+                       (unsigned)(p->batch * p->heads_kv));
     const dim3 q_grid((unsigned)((p->seq_q + FP_BWD_MMA_ROWS - 1) / FP_BWD_MMA_ROWS),
                       (unsigned)(p->batch * p->heads_q));
     constexpr size_t kv_smem = fp_bwd_mma_kv_smem<D, ROWS>::BYTES;

@@ -48,11 +48,12 @@ template <int D> __host__ __device__ constexpr int fp_bwd_mma_q_keys() { return 
  * registers a thread and dK and dV take D, so the rows are sized to what the head dim leaves, as
  * FlashAttention-2 sizes them (64 rows at d = 128, 128 at d = 64, for 128 keys): both take 192
  * accumulator registers and 0.475 ldmatrix.x4 an MMA (64 rows at d = 64: 0.55). d = 256 takes 64
- * rows for its 64 keys (160 registers). Score
- * modifiers keep more values live (the exact per-element score) and take half the rows (with
- * the full rows they spill at d = 128). The larger tiles need about 199 KB of shared memory a block
- * (fp_bwd_mma_kv_smem); where the device has less, backward_mma.cu takes the modifiers' rows
- * without them. */
+ * rows for its 64 keys (160 registers, 0.75 ldmatrix.x4 an MMA in S^T and dP^T: a pair's 16 keys
+ * are one m-tile, so each Q and dO fragment feeds one m-tile). Score modifiers keep more
+ * values live (the exact per-element score) and take half the rows (with the full rows they
+ * spill at d = 128). The larger tiles need about 199 KB of shared memory a block, and 211 KB at
+ * d = 256 (fp_bwd_mma_kv_smem); where the device has less, backward_mma.cu takes the modifiers'
+ * rows without them. */
 template <int D, bool MODS> __host__ __device__ constexpr int fp_bwd_mma_kv_rows() {
     return (D > 64 ? 64 : 128) / (MODS ? 2 : 1);
 }
