@@ -7,9 +7,10 @@
  * L2 error within the conformance tolerances (f32: 1e-4, which backward_tf32x3 meets as
  * backward_f32 does: each 3xTF32 product carries about 2^-20 of relative error, below the f32
  * softmax around it), and packed rows of no sequence must keep their sentinel. The deterministic
- * mode must give the same bits run after run; the planner must pick backward_mma for f16/bf16 at d
- * = 64, 128 and 256, backward_tf32x3 for f32 at d = 64 and 128 and backward_f32 for other head
- * dims, and no backward variant may plan a forward pass.
+ * mode must give the same bits run after run; the planner must pick backward_mma for f16/bf16 at
+ * head dims in multiples of 8 up to 256 (those between 64, 128 and 256 run on the next instance
+ * up, drawn here with the built ones), backward_tf32x3 for f32 at d = 64 and 128 and backward_f32
+ * for other head dims, and no backward variant may plan a forward pass.
  *
  * Without a usable GPU it exits 77 (ctest: skipped) with the runtime's reason.
  */
@@ -63,6 +64,7 @@ static const char *const variant_names[N_VARIANTS] = {"backward_mma", "backward_
 /* A random problem with features f for variant v; big: several key and query tiles. */
 static bwd_spec random_spec(unsigned f, int v, int big) {
     static const int64_t dims[] = {8, 13, 40, 64, 72, 128, 200};
+    static const int64_t mma_dims[] = {16, 40, 64, 80, 96, 128, 192, 256};
     static const flashport_dtype dts[] = {FLASHPORT_F32, FLASHPORT_F16, FLASHPORT_BF16};
     bwd_spec s;
     memset(&s, 0, sizeof s);
@@ -72,7 +74,9 @@ static bwd_spec random_spec(unsigned f, int v, int big) {
     s.batch = bwd_pick(1, 3);
     s.heads_kv = bwd_pick(1, 2);
     s.heads_q = s.heads_kv * bwd_pick(1, 3);
-    s.head_dim = v == V_F32 ? dims[bwd_pick(0, 6)] : 64 << bwd_pick(0, v == V_MMA ? 2 : 1);
+    s.head_dim = v == V_F32   ? dims[bwd_pick(0, 6)]
+                 : v == V_MMA ? mma_dims[bwd_pick(0, 7)]
+                              : 64 << bwd_pick(0, 1);
     s.seq_q = big ? bwd_pick(60, 200) : bwd_pick(1, 30);
     s.seq_kv = big ? bwd_pick(70, 260) : bwd_pick(1, 60);
     s.layout = bwd_pick(0, 1) ? FLASHPORT_LAYOUT_BNHD : FLASHPORT_LAYOUT_BHND;
@@ -128,7 +132,8 @@ static void planner(flashport_context *gpu) {
         int64_t d;
         const char *kernel;
     } want[] = {{FLASHPORT_BF16, 128, "backward_mma"},   {FLASHPORT_F16, 64, "backward_mma"},
-                {FLASHPORT_BF16, 256, "backward_mma"},   {FLASHPORT_BF16, 96, "backward_f32"},
+                {FLASHPORT_BF16, 256, "backward_mma"},   {FLASHPORT_BF16, 96, "backward_mma"},
+                {FLASHPORT_F16, 40, "backward_mma"},     {FLASHPORT_BF16, 100, "backward_f32"},
                 {FLASHPORT_F32, 128, "backward_tf32x3"}, {FLASHPORT_F32, 64, "backward_tf32x3"},
                 {FLASHPORT_F32, 96, "backward_f32"}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {

@@ -1,7 +1,9 @@
 /*
  * Variant backward_mma: FlashAttention-2 backward for f16 and bf16 on the tensor cores
- * (mma.sync m16n8k16, ldmatrix, cp.async), head dims 64, 128 and 256, with every feature of
- * the forward but paged K/V and FP8.
+ * (mma.sync m16n8k16, ldmatrix, cp.async), with every feature of the forward but paged K/V and
+ * FP8. Head dims are multiples of 8 up to 256 (rows of whole 16-byte chunks): the instances are
+ * built for 64, 128 and 256, and a head dim between runs on the next one up, its columns past d
+ * zero in shared memory (so they add nothing to S or dP) and never stored.
  *
  * Launches: preprocessing (backward/workspace.cuh: D, the LSE in the log2 domain, the f32 dQ
  * accumulator zeroed), then the key-tile kernel (backward/mma_kv_kernel.cuh: dK and dV, and in
@@ -27,6 +29,9 @@ static int chunk_strides(const flashport_strides *s) {
 }
 
 static int aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
+
+/* The instance's head dim for a problem's: the next of 64, 128 and 256. */
+static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 /* Query rows of p's key-tile step on this device (head dim D): its instance's
  * (fp_bwd_mma_kv_rows), or the fewer rows of the score modifiers' instance where those rows'
@@ -61,8 +66,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         snprintf(why, why_len, "tensor-core path takes f16 or bf16 inputs, not f32");
         return 0;
     }
-    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) {
-        snprintf(why, why_len, "head_dim %lld: built for head dims 64, 128 and 256 only",
+    if (p->head_dim % 8 != 0 || p->head_dim > 256) {
+        snprintf(why, why_len,
+                 "head_dim %lld: takes multiples of 8 up to 256 (rows of whole 16-byte chunks)",
                  (long long)p->head_dim);
         return 0;
     }
@@ -74,9 +80,10 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  "cp.async)");
         return 0;
     }
-    const size_t smem = p->head_dim == 64    ? smem_bytes<64>(p, props)
-                        : p->head_dim == 128 ? smem_bytes<128>(p, props)
-                                             : smem_bytes<256>(p, props);
+    const int d = padded_head_dim(p->head_dim);
+    const size_t smem = d == 64    ? smem_bytes<64>(p, props)
+                        : d == 128 ? smem_bytes<128>(p, props)
+                                   : smem_bytes<256>(p, props);
     return fp_smem_fits(smem, props, why, why_len);
 }
 
@@ -114,7 +121,7 @@ template <typename T, int D> static gpuError_t launch_dim(const fp_gpu_launch *L
 }
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
-    switch (L->p.head_dim) {
+    switch (padded_head_dim(L->p.head_dim)) {
     case 64: return launch_dim<T, 64>(L);
     case 128: return launch_dim<T, 128>(L);
     default: return launch_dim<T, 256>(L);
@@ -135,7 +142,8 @@ extern const fp_gpu_kernel fp_kernel_backward_mma;
 const fp_gpu_kernel fp_kernel_backward_mma = {
     {"backward_mma",
      "FlashAttention-2 backward on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async), "
-     "f16/bf16, d = 64, 128 or 256; varlen K/V, windows, softcap, ALiBi, bias, sinks; fast (dQ by "
+     "f16/bf16, d <= 256 in multiples of 8; varlen K/V, windows, softcap, ALiBi, bias, sinks; fast "
+     "(dQ by "
      "f32 atomics) or deterministic",
      FP_PRECISION_NATIVE, FP_GPU_FEATURES_BACKWARD},
     supports,

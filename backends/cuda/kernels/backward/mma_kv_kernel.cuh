@@ -121,8 +121,9 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             {static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
              static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
             {a.qs.seq, a.os.seq}};
-        /* supports() admits only d == D, so a tile is whole unless it runs past the sequence. */
-        if (q0 + BR <= s.nq)
+        /* A tile is whole unless it runs past the sequence or has columns past d (a head dim
+         * run on the next instance up). */
+        if (q0 + BR <= s.nq && a.d == D)
             QLoader::template load_async_whole<2>(sQ, q_rows);
         else
             QLoader::template load<true, 2>(sQ, q_rows, s.nq - q0, a.d);
@@ -305,19 +306,22 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                     }
                 }
             }
-            /* Rows of an m-tile past the sequence add their dS = 0 to padding rows. */
+            /* Rows of an m-tile past the sequence add their dS = 0 to padding rows; columns past
+             * d have no tiles. */
 #pragma unroll
             for (int mt = 0; mt < DQ_MT; ++mt)
                 if (acc_tile[mt])
 #pragma unroll
                     for (int dt = 0; dt < DQ_TILES; ++dt)
-                        fp_bwd_dq_tile_add(acc_tile[mt] + FP_BWD_DQ_TILE * dt, lane, dq[mt][dt]);
+                        if (dq_col0 + 8 * dt < a.d)
+                            fp_bwd_dq_tile_add(acc_tile[mt] + FP_BWD_DQ_TILE * dt, lane,
+                                               dq[mt][dt]);
         }
     }
     fp_cp_async_wait<0>();
 
-    /* dK = scale dS^T Q and dV, two adjacent columns per 4-byte store (the strides are
-     * multiples of 8 elements and d = D). */
+    /* dK = scale dS^T Q and dV, two adjacent columns per 4-byte store (the strides and d are
+     * multiples of 8 elements), columns past d left out. */
 #pragma unroll
     for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
@@ -329,6 +333,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             T *const gdv = static_cast<T *>(a.d_v) + out.v + half * DH;
 #pragma unroll
             for (int dt = 0; dt < DH_TILES; ++dt) {
+                if (half * DH + 8 * dt >= a.d) break;
                 const int col = 8 * dt + 2 * c;
                 *reinterpret_cast<uint32_t *>(gdk + col) = Ops::pack(
                     dk[mt][dt][2 * i] * a.mods.scale, dk[mt][dt][2 * i + 1] * a.mods.scale);

@@ -68,8 +68,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
         const int kb = span.lo + t * BC;
         const fp_strided_rows<T, 2> kv_rows{
             {gK + (int64_t)kb * a.ks.seq, gV + (int64_t)kb * a.vs.seq}, {a.ks.seq, a.vs.seq}};
-        /* d == D (supports()): a tile is whole unless it runs past the sequence. */
-        if (kb + BC <= s.nkv)
+        /* A tile is whole unless it runs past the sequence or has columns past d. */
+        if (kb + BC <= s.nkv && a.d == D)
             KVLoader::template load_async_whole<2>(sKV + (t & 1) * 2 * BC * D, kv_rows);
         else
             KVLoader::template load<true, 2>(sKV + (t & 1) * 2 * BC * D, kv_rows, s.nkv - kb, a.d);
@@ -173,8 +173,9 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
         T *const gdq = static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, row0 + 8 * i);
 #pragma unroll
         for (int dt = 0; dt < D_TILES; ++dt)
-            *reinterpret_cast<uint32_t *>(gdq + 8 * dt + 2 * c) =
-                Ops::pack(dq[0][dt][2 * i] * a.mods.scale, dq[0][dt][2 * i + 1] * a.mods.scale);
+            if (8 * dt < a.d)
+                *reinterpret_cast<uint32_t *>(gdq + 8 * dt + 2 * c) =
+                    Ops::pack(dq[0][dt][2 * i] * a.mods.scale, dq[0][dt][2 * i + 1] * a.mods.scale);
     }
 #endif
 }

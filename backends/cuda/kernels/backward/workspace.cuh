@@ -116,7 +116,9 @@ template <typename T> __global__ void fp_bwd_convert_dq_kernel(const fp_bwd_para
  * Preprocessing takes D / EPC lanes a row, so that a warp reads whole rows by 16-byte accesses,
  * 32 / (D / EPC) of them at once, where the kernels above move 2 or 4 bytes a lane per access;
  * it zeroes the block's tiles whole, padding rows included. D is summed in any order: the
- * tensor-core kernels' dP comes from products of their own order. */
+ * tensor-core kernels' dP comes from products of their own order. A head dim d below D (a
+ * multiple of 8, run on the next instance up) leaves the chunks past d out: their lanes add 0
+ * and own no tiles. */
 template <typename T, int D> struct fp_bwd_row_chunks {
     static constexpr int EPC = 16 / (int)sizeof(T);
     static_assert((sizeof(T) == 2 || sizeof(T) == 4) && D % 8 == 0 && 32 % (D / EPC) == 0,
@@ -131,6 +133,7 @@ template <typename T, int D>
 __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
     using R = fp_bwd_row_chunks<T, D>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, chunk = lane % R::CPR;
+    const bool chunk_in = R::EPC * chunk < a.d;
     const int b = blockIdx.y / a.seq.heads_q, h = blockIdx.y % a.seq.heads_q;
     const fp_seq s = fp_sequence(a.seq, b);
     const int first = blockIdx.x * FP_BWD_ROWS;
@@ -142,7 +145,7 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
          i0 += FP_BWD_ROW_WARPS * R::AT_ONCE) {
         const int i = i0 + lane / R::CPR;
         float dot = 0.0f;
-        if (i < end) {
+        if (i < end && chunk_in) {
             const int64_t at = fp_q_offset(a.os, s, h, i) + R::EPC * chunk;
             const uint4 o = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.o) + at);
             const uint4 d_o = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.d_o) + at);
@@ -151,7 +154,7 @@ __global__ void fp_bwd_preprocess_chunks_kernel(const fp_bwd_params a) {
             for (int k = 0; k < R::EPC; ++k) dot = fmaf(fp_to_f32(de[k]), fp_to_f32(oe[k]), dot);
         }
         dot = fp_group_sum<R::CPR>(dot);
-        if (a.dq_acc) {
+        if (a.dq_acc && chunk_in) {
             /* Row r's 8 floats of each tile: both float4 of tile `chunk` (16-bit rows), or
              * float4 chunk % 2 of tile chunk / 2 (f32 rows). */
             const int r = i - first;
@@ -184,6 +187,7 @@ __global__ void fp_bwd_convert_dq_chunks_kernel(const fp_bwd_params a) {
     if (first >= s.nq) return;
     for (int u = threadIdx.x; u < 8 * TILES; u += blockDim.x) {
         const int col8 = u % TILES, g = u / TILES;
+        if (8 * col8 >= a.d) continue; /* columns past a head dim below D */
         const float *tile = fp_bwd_dq_tile(a, s, h, blockIdx.x, col8);
         /* x[c]: columns 2c, 2c + 1 of row g, then of row g + 8 (contiguous in c). */
         float4 x[4];
