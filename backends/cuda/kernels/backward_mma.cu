@@ -2,19 +2,20 @@
  * Variant backward_mma: FlashAttention-2 backward for f16 and bf16 on the tensor cores
  * (mma.sync m16n8k16, ldmatrix, cp.async), with every feature of the forward but paged K/V and
  * FP8. Head dims are multiples of 8 up to 256 (rows of whole 16-byte chunks): the instances are
- * built for 64, 128 and 256, and a head dim between runs on the next one up, its columns past d
- * zero in shared memory (so they add nothing to S or dP) and never stored.
+ * built for 64, 128 and 256, and a head dim between runs on the next one up in instances of
+ * their own (PAD), its columns past d zero in shared memory (so they add nothing to S or dP),
+ * the products' k-steps and column tiles past d skipped, and nothing past d stored.
  *
  * Launches: preprocessing (backward/workspace.cuh: D, the LSE in the log2 domain, the f32 dQ
  * accumulator zeroed), then the key-tile kernel (backward/mma_kv_kernel.cuh: dK and dV, and in
  * fast mode dQ by f32 atomics) and the dQ conversion; in deterministic mode the key-tile kernel
  * leaves dQ to the query-tile kernel (backward/mma_q_kernel.cuh), which recomputes P and dS.
  *
- * Instances per input type and head dim: with or without score modifiers (softcap, ALiBi, bias:
- * exact per-element scores), and for the key-tile kernel with or without the dQ atomics and with
- * the query rows a step that fit the device (backward/mma_common.cuh). Masks,
- * windows, varlen and GQA are run-time values of every instance. Rows move by cp.async only, so
- * Q, K, V, O and the gradients need strides in whole 16-byte chunks.
+ * Instances per input type and head dim (and for head dims below it): with or without score
+ * modifiers (softcap, ALiBi, bias: exact per-element scores), and for the key-tile kernel with or
+ * without the dQ atomics and with the query rows a step that fit the device
+ * (backward/mma_common.cuh). Masks, windows, varlen and GQA are run-time values of every instance.
+ * Rows move by cp.async only, so Q, K, V, O and the gradients need strides in whole 16-byte chunks.
  */
 #include <stdio.h>
 
@@ -87,7 +88,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
     return fp_smem_fits(smem, props, why, why_len);
 }
 
-template <typename T, int D, int ROWS, bool MODS>
+template <typename T, int D, int ROWS, bool MODS, bool PAD>
 static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &a) {
     const fp_problem *p = &L->p;
     constexpr int keys = fp_bwd_mma_kv_keys<D>();
@@ -100,31 +101,36 @@ static gpuError_t launch_instances(const fp_gpu_launch *L, const fp_bwd_params &
     gpuError_t e = fp_bwd_rows_launch<fp_bwd_preprocess_chunks_kernel<T, D>>(L, a);
     if (e != gpuSuccess) return e;
     if (!p->deterministic) {
-        e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, true>, kv_smem>(
+        e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, true, PAD>, kv_smem>(
             kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
         return e != gpuSuccess ? e
                                : fp_bwd_rows_launch<fp_bwd_convert_dq_chunks_kernel<T, D>>(L, a);
     }
-    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, false>, kv_smem>(
+    e = fp_bwd_launch<fp_bwd_mma_kv_kernel<T, D, ROWS, MODS, false, PAD>, kv_smem>(
         kv_grid, FP_BWD_MMA_KV_THREADS, L->stream, a);
     if (e != gpuSuccess) return e;
-    return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS>, q_smem>(q_grid, FP_BWD_MMA_Q_THREADS,
-                                                                  L->stream, a);
+    return fp_bwd_launch<fp_bwd_mma_q_kernel<T, D, MODS, PAD>, q_smem>(q_grid, FP_BWD_MMA_Q_THREADS,
+                                                                       L->stream, a);
 }
 
-template <typename T, int D> static gpuError_t launch_dim(const fp_gpu_launch *L) {
+template <typename T, int D, bool PAD> static gpuError_t launch_dim(const fp_gpu_launch *L) {
     const fp_bwd_params a = fp_bwd_params_make(L);
     constexpr int rows = fp_bwd_mma_kv_rows<D, false>(), fewer = fp_bwd_mma_kv_rows<D, true>();
-    if (fp_bwd_has_score_mods(&L->p)) return launch_instances<T, D, fewer, true>(L, a);
-    return kv_rows<D>(&L->p, L->props) == fewer ? launch_instances<T, D, fewer, false>(L, a)
-                                                : launch_instances<T, D, rows, false>(L, a);
+    if (fp_bwd_has_score_mods(&L->p)) return launch_instances<T, D, fewer, true, PAD>(L, a);
+    return kv_rows<D>(&L->p, L->props) == fewer ? launch_instances<T, D, fewer, false, PAD>(L, a)
+                                                : launch_instances<T, D, rows, false, PAD>(L, a);
+}
+
+/* The instances of head dim D, or of a head dim below it (PAD). */
+template <typename T, int D> static gpuError_t launch_padded(const fp_gpu_launch *L) {
+    return L->p.head_dim == D ? launch_dim<T, D, false>(L) : launch_dim<T, D, true>(L);
 }
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
     switch (padded_head_dim(L->p.head_dim)) {
-    case 64: return launch_dim<T, 64>(L);
-    case 128: return launch_dim<T, 128>(L);
-    default: return launch_dim<T, 256>(L);
+    case 64: return launch_padded<T, 64>(L);
+    case 128: return launch_padded<T, 128>(L);
+    default: return launch_padded<T, 256>(L);
     }
 }
 

@@ -29,6 +29,10 @@
  *
  * Every layout and mask goes through the forward's shared headers (kv_addressing.cuh,
  * score_mods.cuh); tiles that every row sees whole skip the mask.
+ *
+ * PAD: the head dim d is below D (a multiple of 8, run on this instance): columns past d are
+ * zero in shared memory, the products skip the k-steps of S^T and dP^T and the column tiles of
+ * dV, dK and dQ that lie wholly past d, and nothing past d is stored.
  */
 #ifndef FP_BACKWARD_MMA_KV_KERNEL_CUH
 #define FP_BACKWARD_MMA_KV_KERNEL_CUH
@@ -52,7 +56,7 @@ template <int D, int BR> struct fp_bwd_mma_kv_smem {
         (size_t)4 * STAGES * 2 * BR;
 };
 
-template <typename T, int D, int BR, bool MODS, bool DQ_ATOMIC>
+template <typename T, int D, int BR, bool MODS, bool DQ_ATOMIC, bool PAD>
 __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
     fp_bwd_mma_kv_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -121,9 +125,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             {static_cast<const T *>(a.q) + fp_q_offset(a.qs, s, h, q0),
              static_cast<const T *>(a.d_o) + fp_q_offset(a.os, s, h, q0)},
             {a.qs.seq, a.os.seq}};
-        /* A tile is whole unless it runs past the sequence or has columns past d (a head dim
-         * run on the next instance up). */
-        if (q0 + BR <= s.nq && a.d == D)
+        /* Without PAD a tile is whole unless it runs past the sequence. */
+        if (!PAD && q0 + BR <= s.nq)
             QLoader::template load_async_whole<2>(sQ, q_rows);
         else
             QLoader::template load<true, 2>(sQ, q_rows, s.nq - q0, a.d);
@@ -181,6 +184,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         fp_mma_zero(dpt);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
+            if (PAD && 16 * kk >= a.d) break;
             uint32_t ak[M_TILES][4], av[M_TILES][4];
 #pragma unroll
             for (int mt = 0; mt < M_TILES; ++mt) {
@@ -259,6 +263,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             }
 #pragma unroll
             for (int dp = 0; dp < DH_TILES / 2; ++dp) {
+                if (PAD && half * DH + 16 * dp >= a.d) break;
                 uint32_t bo[4], bq[4];
                 const int off = fp_mma_swizzle_step(tr_lane_h, 16 * ks, 2 * dp, CPR);
                 fp_ldmatrix_x4_trans(bo, sO_addr + 2u * off);
@@ -295,6 +300,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                         ads[mt], sDS_addr + 2u * (ds_lane + 16 * ks * DS_LD + dq_row0 + 16 * mt));
 #pragma unroll
                 for (int dp = 0; dp < DQ_TILES / 2; ++dp) {
+                    if (PAD && dq_col0 + 16 * dp >= a.d) break;
                     uint32_t bk[4];
                     fp_ldmatrix_x4_trans(
                         bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,
@@ -313,7 +319,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                 if (acc_tile[mt])
 #pragma unroll
                     for (int dt = 0; dt < DQ_TILES; ++dt)
-                        if (dq_col0 + 8 * dt < a.d)
+                        if (!PAD || dq_col0 + 8 * dt < a.d)
                             fp_bwd_dq_tile_add(acc_tile[mt] + FP_BWD_DQ_TILE * dt, lane,
                                                dq[mt][dt]);
         }
@@ -333,7 +339,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             T *const gdv = static_cast<T *>(a.d_v) + out.v + half * DH;
 #pragma unroll
             for (int dt = 0; dt < DH_TILES; ++dt) {
-                if (half * DH + 8 * dt >= a.d) break;
+                if (PAD && half * DH + 8 * dt >= a.d) break;
                 const int col = 8 * dt + 2 * c;
                 *reinterpret_cast<uint32_t *>(gdk + col) = Ops::pack(
                     dk[mt][dt][2 * i] * a.mods.scale, dk[mt][dt][2 * i + 1] * a.mods.scale);

@@ -8,7 +8,7 @@
  *   P, dS elementwise (backward/tile_math.cuh), with the rows' LSE and D in registers,
  *   dQ += dS K                          (A: dS from the accumulators; B: K by ldmatrix.trans),
  * dQ staying in f32 registers until the block writes scale * dQ. No atomics: every sum runs in
- * the same order on every run.
+ * the same order on every run. PAD as in mma_kv_kernel.cuh: a head dim below D.
  */
 #ifndef FP_BACKWARD_MMA_Q_KERNEL_CUH
 #define FP_BACKWARD_MMA_Q_KERNEL_CUH
@@ -27,7 +27,7 @@ template <int D> struct fp_bwd_mma_q_smem {
     static constexpr size_t BYTES = (size_t)2 * (2 * BR * D + 2 * 2 * BC * D);
 };
 
-template <typename T, int D, bool MODS>
+template <typename T, int D, bool MODS, bool PAD>
 __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
     fp_bwd_mma_q_kernel(const fp_bwd_params a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -68,8 +68,8 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
         const int kb = span.lo + t * BC;
         const fp_strided_rows<T, 2> kv_rows{
             {gK + (int64_t)kb * a.ks.seq, gV + (int64_t)kb * a.vs.seq}, {a.ks.seq, a.vs.seq}};
-        /* A tile is whole unless it runs past the sequence or has columns past d. */
-        if (kb + BC <= s.nkv && a.d == D)
+        /* Without PAD a tile is whole unless it runs past the sequence. */
+        if (!PAD && kb + BC <= s.nkv)
             KVLoader::template load_async_whole<2>(sKV + (t & 1) * 2 * BC * D, kv_rows);
         else
             KVLoader::template load<true, 2>(sKV + (t & 1) * 2 * BC * D, kv_rows, s.nkv - kb, a.d);
@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
         fp_mma_zero(dp);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
+            if (PAD && 16 * kk >= a.d) break;
             uint32_t aq[4], ao[4];
             fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
             fp_ldmatrix_x4(ao, sO_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
@@ -157,6 +158,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
             }
 #pragma unroll
             for (int dt = 0; dt < D_TILES / 2; ++dt) {
+                if (PAD && 16 * dt >= a.d) break;
                 uint32_t bk[4];
                 fp_ldmatrix_x4_trans(
                     bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks, 2 * dt, CPR));
@@ -173,7 +175,7 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
         T *const gdq = static_cast<T *>(a.d_q) + fp_q_offset(a.qs, s, h, row0 + 8 * i);
 #pragma unroll
         for (int dt = 0; dt < D_TILES; ++dt)
-            if (8 * dt < a.d)
+            if (!PAD || 8 * dt < a.d)
                 *reinterpret_cast<uint32_t *>(gdq + 8 * dt + 2 * c) =
                     Ops::pack(dq[0][dt][2 * i] * a.mods.scale, dq[0][dt][2 * i + 1] * a.mods.scale);
     }
