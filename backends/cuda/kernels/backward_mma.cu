@@ -3,8 +3,8 @@
  * (mma.sync m16n8k16, ldmatrix, cp.async), with every feature of the forward but paged K/V and
  * FP8. Head dims are multiples of 8 up to 256 (rows of whole 16-byte chunks): the instances are
  * built for 64, 128 and 256, and a head dim between runs on the next one up in instances of
- * their own (PAD), its columns past d zero in shared memory (so they add nothing to S or dP),
- * the products' k-steps and column tiles past d skipped, and nothing past d stored.
+ * their own (PAD), its columns past d zero in shared memory (so they add nothing to S or dP) and
+ * never stored.
  *
  * Launches: preprocessing (backward/workspace.cuh: D, the LSE in the log2 domain, the f32 dQ
  * accumulator zeroed), then the key-tile kernel (backward/mma_kv_kernel.cuh: dK and dV, and in

@@ -30,9 +30,11 @@
  * Every layout and mask goes through the forward's shared headers (kv_addressing.cuh,
  * score_mods.cuh); tiles that every row sees whole skip the mask.
  *
- * PAD: the head dim d is below D (a multiple of 8, run on this instance): columns past d are
- * zero in shared memory, the products skip the k-steps of S^T and dP^T and the column tiles of
- * dV, dK and dQ that lie wholly past d, and nothing past d is stored.
+ * PAD: the head dim d is below D (a multiple of 8, run on this instance): every tile is loaded
+ * with its columns past d zero, so they add nothing to S^T or dP^T, and nothing past d is stored.
+ * The products still run over all D columns: breaking their unrolled loops at d measured slower
+ * than the zeros they skip (bench/results/2026-12-06_h100_backward-mma-padded-head-dims.md). The
+ * instances without PAD are the same code as before head dims below D were taken.
  */
 #ifndef FP_BACKWARD_MMA_KV_KERNEL_CUH
 #define FP_BACKWARD_MMA_KV_KERNEL_CUH
@@ -184,7 +186,6 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
         fp_mma_zero(dpt);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
-            if (PAD && 16 * kk >= a.d) break;
             uint32_t ak[M_TILES][4], av[M_TILES][4];
 #pragma unroll
             for (int mt = 0; mt < M_TILES; ++mt) {
@@ -263,7 +264,6 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
             }
 #pragma unroll
             for (int dp = 0; dp < DH_TILES / 2; ++dp) {
-                if (PAD && half * DH + 16 * dp >= a.d) break;
                 uint32_t bo[4], bq[4];
                 const int off = fp_mma_swizzle_step(tr_lane_h, 16 * ks, 2 * dp, CPR);
                 fp_ldmatrix_x4_trans(bo, sO_addr + 2u * off);
@@ -300,7 +300,6 @@ __global__ void __launch_bounds__(FP_BWD_MMA_KV_THREADS, 1)
                         ads[mt], sDS_addr + 2u * (ds_lane + 16 * ks * DS_LD + dq_row0 + 16 * mt));
 #pragma unroll
                 for (int dp = 0; dp < DQ_TILES / 2; ++dp) {
-                    if (PAD && dq_col0 + 16 * dp >= a.d) break;
                     uint32_t bk[4];
                     fp_ldmatrix_x4_trans(
                         bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks,

@@ -111,7 +111,6 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
         fp_mma_zero(dp);
 #pragma unroll
         for (int kk = 0; kk < QK_STEPS; ++kk) {
-            if (PAD && 16 * kk >= a.d) break;
             uint32_t aq[4], ao[4];
             fp_ldmatrix_x4(aq, sQ_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
             fp_ldmatrix_x4(ao, sO_addr + 2u * fp_mma_swizzle_step(q_lane, 0, 2 * kk, CPR));
@@ -158,7 +157,6 @@ __global__ void __launch_bounds__(FP_BWD_MMA_Q_THREADS, 2)
             }
 #pragma unroll
             for (int dt = 0; dt < D_TILES / 2; ++dt) {
-                if (PAD && 16 * dt >= a.d) break;
                 uint32_t bk[4];
                 fp_ldmatrix_x4_trans(
                     bk, sK_addr + 2u * fp_mma_swizzle_step(tr_lane, 16 * ks, 2 * dt, CPR));
