@@ -14,16 +14,15 @@
 #include "backward/f32_kernels.cuh"
 #include "backward/workspace.cuh"
 #include "common/attention_args.cuh"
+#include "common/instance_head_dim.h"
 #include "common/smem_fits.h"
 
 #define FP_BWD_F32_MAX_D 256
 
-static int padded_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
-
 template <int DMAX> static size_t smem_bytes() { return fp_bwd_f32_tile<DMAX>::SMEM_BYTES; }
 
 static size_t smem_for(int64_t d) {
-    switch (padded_dim(d)) {
+    switch (fp_instance_head_dim(d)) {
     case 64: return smem_bytes<64>();
     case 128: return smem_bytes<128>();
     default: return smem_bytes<256>();
@@ -66,7 +65,7 @@ static gpuError_t launch_dim(const fp_gpu_launch *L, const fp_bwd_params &a) {
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
     const fp_bwd_params a = fp_bwd_params_make(L);
-    switch (padded_dim(L->p.head_dim)) {
+    switch (fp_instance_head_dim(L->p.head_dim)) {
     case 64: return launch_dim<T, 64>(L, a);
     case 128: return launch_dim<T, 128>(L, a);
     default: return launch_dim<T, 256>(L, a);

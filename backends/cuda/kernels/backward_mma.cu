@@ -23,6 +23,7 @@
 #include "backward/mma_q_kernel.cuh"
 #include "backward/workspace.cuh"
 #include "common/attention_args.cuh"
+#include "common/instance_head_dim.h"
 #include "common/smem_fits.h"
 
 static int chunk_strides(const flashport_strides *s) {
@@ -30,9 +31,6 @@ static int chunk_strides(const flashport_strides *s) {
 }
 
 static int aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
-
-/* The instance's head dim for a problem's: the next of 64, 128 and 256. */
-static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 /* Query rows of p's key-tile step on this device (head dim D): its instance's
  * (fp_bwd_mma_kv_rows), or the fewer rows of the score modifiers' instance where those rows'
@@ -81,7 +79,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                  "cp.async)");
         return 0;
     }
-    const int d = padded_head_dim(p->head_dim);
+    const int d = fp_instance_head_dim(p->head_dim);
     const size_t smem = d == 64    ? smem_bytes<64>(p, props)
                         : d == 128 ? smem_bytes<128>(p, props)
                                    : smem_bytes<256>(p, props);
@@ -127,7 +125,7 @@ template <typename T, int D> static gpuError_t launch_padded(const fp_gpu_launch
 }
 
 template <typename T> static gpuError_t launch_type(const fp_gpu_launch *L) {
-    switch (padded_head_dim(L->p.head_dim)) {
+    switch (fp_instance_head_dim(L->p.head_dim)) {
     case 64: return launch_padded<T, 64>(L);
     case 128: return launch_padded<T, 128>(L);
     default: return launch_padded<T, 256>(L);

@@ -27,12 +27,11 @@
 
 #include "common/attention_args.cuh"
 #include "common/config_env.h"
+#include "common/instance_head_dim.h"
 #include "common/smem_limit.cuh"
 #include "mma/flash_forward.h"
 #include "mma/flash_forward_kernel.cuh"
 #include "split_kv.h"
-
-static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 /* Whether p's visible keys lie in a band of at most FP_TC_NARROW_WINDOW_KEYS a query row. */
 static int narrow_window(const fp_problem *p) {
@@ -144,7 +143,7 @@ static int chunk_aligned(const void *base, const flashport_strides *s) {
 }
 
 int fp_tc_block_keys(int64_t head_dim, int config) {
-    const tc_instance *in = find_instance(padded_head_dim(head_dim), config);
+    const tc_instance *in = find_instance(fp_instance_head_dim(head_dim), config);
     return in ? in->block_keys : 0;
 }
 
@@ -166,7 +165,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
     if (!fp_attn_general_strides_fit(p, 8, why, why_len)) return 0;
-    const int padded_d = padded_head_dim(p->head_dim);
+    const int padded_d = fp_instance_head_dim(p->head_dim);
     int named = 0;
     *config = choose_config(padded_d, p, &named, why, why_len);
     if (*config < 0) return 0;
@@ -192,7 +191,7 @@ int fp_tc_forward_support(const fp_problem *p, const fp_gpu_device_props *props,
 gpuError_t fp_tc_forward_launch(const fp_gpu_launch *L, int config, int splits, int keys_per_split,
                                 float *part_o, float *part_ml) {
     const fp_problem *p = &L->p;
-    const tc_instance *in = find_instance(padded_head_dim(p->head_dim), config);
+    const tc_instance *in = find_instance(fp_instance_head_dim(p->head_dim), config);
     if (!in) return cudaErrorInvalidValue;
     fp_tc_params prm;
     prm.q = L->q;

@@ -19,6 +19,7 @@
 
 #include "../kernel_table.h"
 #include "common/config_env.h"
+#include "common/instance_head_dim.h"
 #include "common/smem_limit.cuh"
 #include "tf32x3/flash_forward_kernel.cuh"
 #include "tf32x3/host_params.h"
@@ -26,8 +27,6 @@
 /* Environment variable that picks the tile configuration by its index within the padded head
  * dim, for tuning; unset or empty: each head dim's default. */
 #define FP_TF32X3_CONFIG_ENV "FLASHPORT_CUDA_TF32X3_CONFIG"
-
-static int padded_head_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 typedef gpuError_t (*instance_launcher)(const fp_tf32x3_params &prm, unsigned row_blocks,
                                         unsigned heads, gpuStream_t stream);
@@ -105,7 +104,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     if (!fp_attn_general_strides_fit(p, 4, why, why_len)) return 0;
-    const int padded_d = padded_head_dim(p->head_dim);
+    const int padded_d = fp_instance_head_dim(p->head_dim);
     const int config = choose_config(padded_d, why, why_len);
     if (config < 0) return 0;
     const tf32x3_instance *in = find_instance(padded_d, config);
@@ -126,7 +125,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
 
 static gpuError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
-    const tf32x3_instance *in = find_instance(padded_head_dim(p->head_dim), L->params->tile.config);
+    const tf32x3_instance *in =
+        find_instance(fp_instance_head_dim(p->head_dim), L->params->tile.config);
     if (!in) return cudaErrorInvalidValue;
     fp_tf32x3_params prm;
     const int async = fp_tf32x3_fill_params(&prm, L);
