@@ -32,15 +32,16 @@ typedef struct bench_shape {
     flashport_layout layout; /* of dense Q/K/V/O, and of the pages of a paged cache */
     int window;              /* 1: window_left and window_right apply (-1: that side unbounded) */
     int64_t window_left, window_right;
-    float softcap;     /* > 0: logit softcap */
-    int alibi;         /* 1: per-head ALiBi slopes 2^(-8(h+1)/Hq) */
-    int bias;          /* an f32 bias (zero strides broadcast): BENCH_BIAS_KEYS [B, 1, 1, Nkv],
-                        * a key-padding mask's shape; BENCH_BIAS_QUERIES [B, 1, Nq, Nkv] */
-    int sinks;         /* 1: per-head f32 sink logits */
-    int64_t page_size; /* > 0: K and V in a paged cache of pages this size */
-    int varlen;        /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
-                        * Lkv = Lq + seq_kv - seq_q keys */
-    int kv_mixed;      /* 1: sequence b has Lkv drawn from 1..seq_kv (paged or varlen only) */
+    float softcap;      /* > 0: logit softcap */
+    int alibi;          /* 1: per-head ALiBi slopes 2^(-8(h+1)/Hq) */
+    int bias;           /* an f32 bias (zero strides broadcast): BENCH_BIAS_KEYS [B, 1, 1, Nkv],
+                         * a key-padding mask's shape; BENCH_BIAS_QUERIES [B, 1, Nq, Nkv] */
+    int sinks;          /* 1: per-head f32 sink logits */
+    int64_t page_size;  /* > 0: K and V in a paged cache of pages this size */
+    int pages_in_order; /* 1: the paged cache's pages in table order (else shuffled) */
+    int varlen;         /* 1: a packed batch; sequence b has Lq drawn from 1..seq_q and
+                         * Lkv = Lq + seq_kv - seq_q keys */
+    int kv_mixed;       /* 1: sequence b has Lkv drawn from 1..seq_kv (paged or varlen only) */
 } bench_shape;
 
 /* A shape made concrete: its descriptor and the host tables the descriptor needs, with the

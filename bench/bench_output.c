@@ -127,6 +127,8 @@ static void json_shape(cli_json *j, const bench_shape *s) {
     cli_json_key(j, "sinks");
     cli_json_bool(j, s->sinks);
     json_int(j, "page_size", s->page_size);
+    cli_json_key(j, "pages_in_order");
+    cli_json_bool(j, s->pages_in_order);
     cli_json_key(j, "varlen");
     cli_json_bool(j, s->varlen);
     cli_json_key(j, "kv_mixed");

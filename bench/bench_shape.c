@@ -26,6 +26,7 @@ void bench_shape_text(const bench_shape *s, char *buf, size_t len) {
     if (s->sinks && n < len) n += (size_t)snprintf(buf + n, len - n, " sinks");
     if (s->page_size > 0 && n < len)
         n += (size_t)snprintf(buf + n, len - n, " page=%lld", (long long)s->page_size);
+    if (s->pages_in_order && n < len) n += (size_t)snprintf(buf + n, len - n, " inorder");
     if (s->varlen && n < len) n += (size_t)snprintf(buf + n, len - n, " varlen");
     if (s->kv_mixed && n < len) snprintf(buf + n, len - n, " kvmix");
 }
@@ -35,7 +36,7 @@ void bench_shape_help(FILE *out) {
             "Shapes (--list-shapes prints them; --shape reads one back; sizes left out take the\n"
             "shape flags' defaults):\n"
             "  DTYPE B=n Hq=n Hkv=n Nq=n Nkv=n d=n [causal] [bhnd|bnhd] [window=L,R] [softcap=C]\n"
-            "  [alibi] [bias|qbias] [sinks] [page=P] [varlen] [kvmix]\n"
+            "  [alibi] [bias|qbias] [sinks] [page=P [inorder]] [varlen] [kvmix]\n"
             "  window=L,R  key j visible to query i when i+a-L <= j <= i+a+R (a = Nkv - Nq;\n"
             "              -1: unbounded), so window=4095,0 is a causal 4096-key window\n"
             "  softcap=C   s = C tanh(s / C)\n"
@@ -47,6 +48,8 @@ void bench_shape_help(FILE *out) {
             "  sinks       per-head f32 sink logits, drawn from [0, 1] (--seed)\n"
             "  page=P      K and V in a paged cache of P-row pages, handed out in a shuffled\n"
             "              order (--seed); the pages follow the layout\n"
+            "  inorder     with page=P, the pages in table order, as a fresh cache hands them\n"
+            "              out (separates the cost of paging from that of scattered pages)\n"
             "  varlen      a packed batch: sequence b has Lq drawn uniformly from 1..Nq (--seed)\n"
             "              and Lkv = Lq + Nkv - Nq keys (needs Nkv >= Nq); with page=P the keys\n"
             "              are paged and Q is packed\n"
@@ -122,6 +125,8 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
                 r.varlen = 1;
             else if (strcmp(tok, "kvmix") == 0)
                 r.kv_mixed = 1;
+            else if (strcmp(tok, "inorder") == 0)
+                r.pages_in_order = 1;
             else
                 known = 0;
         } else if (strcmp(tok, "B") == 0)
@@ -175,6 +180,10 @@ int bench_shape_parse(const char *text, bench_shape *s, char *why, size_t why_le
     }
     if (r.kv_mixed && !r.varlen && r.page_size == 0) {
         snprintf(why, why_len, "kvmix needs page=P or varlen (dense K/V has one length)");
+        return 0;
+    }
+    if (r.pages_in_order && r.page_size == 0) {
+        snprintf(why, why_len, "inorder needs page=P (it orders a paged cache's pages)");
         return 0;
     }
     if (r.varlen && r.seq_kv < r.seq_q) {
@@ -308,7 +317,8 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
     }
     if (paged) {
         /* Pages handed out in a shuffled order, as a cache that has served other requests
-         * would; table entries past a sequence's pages stay 0 (never read). */
+         * would, or in order with inorder; table entries past a sequence's pages stay 0
+         * (never read). */
         const int64_t ps = s->page_size, max_pages = (max_kv + ps - 1) / ps;
         int64_t num_pages = 0;
         for (int64_t i = 0; i < b; i++) num_pages += (p->len_kv[i] + ps - 1) / ps;
@@ -320,7 +330,7 @@ int bench_problem_create(const bench_shape *s, uint64_t seed, bench_problem *p, 
             goto oom;
         }
         for (int64_t i = 0; i < num_pages; i++) order[i] = (int32_t)i;
-        for (int64_t i = num_pages - 1; i > 0; i--) {
+        for (int64_t i = num_pages - 1; i > 0 && !s->pages_in_order; i--) {
             const int64_t j = (int64_t)(splitmix64(&state) % (uint64_t)(i + 1));
             const int32_t t = order[i];
             order[i] = order[j];

@@ -149,6 +149,14 @@ static void problems(void) {
            flashport_last_error());
     bench_problem_destroy(&p);
 
+    /* inorder: the same cache with page j of sequence b at b * 4 + j. */
+    p = problem("f16 B=3 Hq=2 Hkv=1 Nq=1 Nkv=50 d=8 page=16 inorder");
+    int in_order = 1;
+    for (int b = 0; b < 3; b++)
+        for (int j = 0; j < 4; j++) in_order &= p.block_table[b * 4 + j] == b * 4 + j;
+    EXPECT(in_order && p.desc.num_pages == pages, "inorder pages in table order");
+    bench_problem_destroy(&p);
+
     /* A window counts its visible pairs exactly; ALiBi slopes are 2^(-8(h+1)/Hq). */
     p = problem("f32 B=1 Hq=4 Hkv=4 Nq=10 Nkv=10 d=2 causal window=3,0 alibi");
     double pairs = 0;
@@ -173,7 +181,8 @@ static void shape_text(void) {
                            "f16 B=2 Hq=4 Hkv=2 Nq=40 Nkv=56 d=24 causal bnhd",
                            "f32 B=1 Hq=32 Hkv=8 Nq=8192 Nkv=8192 d=128 causal window=4095,0",
                            "fp8_e4m3 B=16 Hq=16 Hkv=8 Nq=1024 Nkv=1024 d=256 causal softcap=50 "
-                           "alibi page=16 varlen"};
+                           "alibi page=16 varlen",
+                           "bf16 B=8 Hq=32 Hkv=8 Nq=4096 Nkv=4096 d=128 causal page=16 inorder"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         bench_shape s;
         char why[256] = "", back[256] = "";
@@ -187,7 +196,8 @@ static void shape_text(void) {
                s.heads_kv == 1 && s.seq_kv == 64 && s.head_dim == 128 && s.dtype == FLASHPORT_F32,
            "defaults of the shape flags");
     const char *bad[] = {"f32 B=0", "Hq=3 Hkv=2",         "window=4", "window=-2,0", "softcap=0",
-                         "page=0",  "Nq=10 Nkv=5 varlen", "f64",      "B=x",         "colour=red"};
+                         "page=0",  "Nq=10 Nkv=5 varlen", "f64",      "B=x",         "colour=red",
+                         "inorder"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         EXPECT(!bench_shape_parse(bad[i], &s, why, sizeof why), "'%s' is refused", bad[i]);
 }
