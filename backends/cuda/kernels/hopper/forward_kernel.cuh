@@ -116,9 +116,9 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
     return prm;
 }
 
-/* Per head dim: the ring's depth and the key tiles (BC) that instances are built with, each
- * fitting beside Q in the 227 KB a block may use and beside O's accumulators in a consumer's 240
- * registers (ptxas: no spills in the dense instances).
+/* Per head dim: the key tiles (BC) that instances are built with, each fitting beside Q and a
+ * ring of two stages or more in the 227 KB a block may use, and beside O's accumulators in a
+ * consumer's 240 registers (ptxas: no spills in the dense instances).
  *   BC: problems without softcap, ALiBi or bias. At d = 128 and 256 the largest tile that fits
  *     (176 and 80 keys, FlashAttention-3's choice there): fewer tiles a row, so less of the
  *     per-tile softmax, barrier and rescale work a key, and at d = 256 a wider S product
@@ -126,20 +126,21 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
  *   BC_MODS: with those modifiers; at d = 128 their registers spill at 176 keys, which ran
  *     slower, so they keep 128;
  *   BC_POW2: a power of two, for paged caches whose pages neither divide BC nor are a multiple
- *     of it (a tile is copied a page at a time, and no copy may straddle a page), and for
+ *     of it (a tile is copied a page at a time, and no copy may straddle a page) or are smaller
+ *     than BC where this tile's ring is deeper (hopper_wgmma.cu's find_instance), and for
  *     causal problems of fewer than BC_CAUSAL_ROWS query rows: there the diagonal's part-masked
  *     tiles are a large share of the work, and at d = 128 the 176-key tile wastes more of them
  *     than it saves (8-12% slower at 512 and 1024 rows, level at 2048, faster from 4096).
  * The measurements behind the choice are in bench/results (2026-12-03_h200_hopper-key-tiles). */
 template <int D> struct fp_hopper_tile;
 template <> struct fp_hopper_tile<64> {
-    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 0, STAGES = 3;
+    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 0;
 };
 template <> struct fp_hopper_tile<128> {
-    static constexpr int BC = 176, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 2048, STAGES = 2;
+    static constexpr int BC = 176, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 2048;
 };
 template <> struct fp_hopper_tile<256> {
-    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64, BC_CAUSAL_ROWS = 0, STAGES = 2;
+    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64, BC_CAUSAL_ROWS = 0;
 };
 
 /* What the element type T changes. 16-bit: 64 columns a 128-byte panel, k-steps of 16. FP8
@@ -179,15 +180,23 @@ template <typename T, int D> struct fp_hopper_softmax_policy {
  * dynamic window's base is only guaranteed 16-byte aligned). */
 template <typename T, int D, int BC> struct fp_hopper_smem {
     static constexpr int ELEM = fp_hopper_input<T>::BYTES;
-    static constexpr int STAGES = fp_hopper_input<T>::FP8 ? 4 : fp_hopper_tile<D>::STAGES;
     static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * ELEM;
     static constexpr uint32_t KV_BYTES = BC * D * ELEM; /* one K or V tile */
+    /* The ring's depth: FP8 four stages (a tile is half the bytes); 16 bits as many as fit,
+     * up to three. Two stages leave the producer's latency from a released stage to the next
+     * copy on the consumers' critical path, a third hides it; at d = 128 only the 128-key tile
+     * (modifiers, paged caches, short causal problems) has room for it. */
+    static constexpr size_t LIMIT = 227 * 1024,
+                            FIXED = Q_BYTES + 8 * (1 + 3 * 3) + FP_HOPPER_ATOM_BYTES;
+    static constexpr int FIT = (int)((LIMIT - FIXED) / (2 * KV_BYTES));
+    static constexpr int STAGES = fp_hopper_input<T>::FP8 ? 4 : FIT < 3 ? FIT : 3;
     static constexpr uint32_t K_OFF = Q_BYTES;
     static constexpr uint32_t V_OFF = K_OFF + STAGES * KV_BYTES;
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
     /* q_full, then k_full, v_full and empty per stage */
     static constexpr uint32_t BARS = 1 + 3 * STAGES;
     static constexpr size_t BYTES = (size_t)BAR_OFF + 8 * BARS + FP_HOPPER_ATOM_BYTES;
+    static_assert(STAGES >= 2 && BYTES <= LIMIT, "a ring of two stages or more beside Q");
     static_assert(Q_BYTES % FP_HOPPER_ATOM_BYTES == 0 && KV_BYTES % FP_HOPPER_ATOM_BYTES == 0,
                   "every panel starts on a swizzle atom");
 };
@@ -702,10 +711,10 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
      * per tensor, folded into it), the scale joins the softmax's subtraction
      * (fp_hopper_softmax); otherwise the scores are formed first. */
     using Policy = fp_hopper_softmax_policy<T, D>;
-    const float fused_scale = Policy::FUSED_SCALE && !MODS && (!In::FP8 || ds.block == 0) &&
-                                      mods.scale > 0.0f
-                                  ? mods.scale * FP_LOG2E
-                                  : 0.0f;
+    const float fused_scale =
+        Policy::FUSED_SCALE && !MODS && (!In::FP8 || ds.block == 0) && mods.scale > 0.0f
+            ? mods.scale * FP_LOG2E
+            : 0.0f;
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
         float v_ratio = 1.0f;
