@@ -18,7 +18,7 @@ TOP_FIELDS = ["schema", "tool", "flashport_version", "git_commit", "date", "pres
 DEVICE_FIELDS = ["name", "vendor", "kind", "memory_bytes", "compute_units", "details"]
 SHAPE_FIELDS = ["batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
                 "layout", "out_dtype", "window_left", "window_right", "softcap", "alibi",
-                "bias", "bias_per_query", "sinks", "page_size", "varlen"]
+                "bias", "bias_per_query", "sinks", "page_size", "pages_in_order", "varlen"]
 RECORD_FIELDS = ["shape", "implementation", "backend", "kernel_requested", "kernel", "precision",
                  "description", "status", "message", "flops", "tokens_q", "tokens_kv"]
 FEATURE_PRESETS = ["window", "softcap", "alibi", "paged", "varlen", "decode-paged", "fp8"]
@@ -126,8 +126,11 @@ def check_features(bench, workdir):
         ("f32 B=3 Hq=2 Hkv=1 Nq=20 Nkv=30 d=8 causal qbias varlen", "0.00001",
          dict(bias=True, bias_per_query=True, varlen=True), None),
         ("bf16 B=3 Hq=4 Hkv=2 Nq=1 Nkv=70 d=16 page=16 bnhd", "8",
-         dict(page_size=16, layout="bnhd", window_left=-1, window_right=-1),
+         dict(page_size=16, layout="bnhd", window_left=-1, window_right=-1,
+              pages_in_order=False),
          4 * 3 * 4 * 16 * 70),
+        ("bf16 B=3 Hq=4 Hkv=2 Nq=20 Nkv=70 d=16 causal page=16 inorder", "8",
+         dict(page_size=16, pages_in_order=True), None),
         ("f16 B=5 Hq=2 Hkv=1 Nq=48 Nkv=60 d=8 causal varlen", "0.00001", dict(varlen=True), None),
         ("f32 B=3 Hq=2 Hkv=2 Nq=33 Nkv=40 d=8 causal page=16 varlen", "8",
          dict(varlen=True, page_size=16), None),
