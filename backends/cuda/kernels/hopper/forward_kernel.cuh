@@ -185,7 +185,8 @@ template <typename T, int D, int BC> struct fp_hopper_smem {
     /* The ring's depth: FP8 four stages (a tile is half the bytes); 16 bits as many as fit,
      * up to three. Two stages leave the producer's latency from a released stage to the next
      * copy on the consumers' critical path, a third hides it; at d = 128 only the 128-key tile
-     * (modifiers, paged caches, short causal problems) has room for it. */
+     * (modifiers, paged caches, short causal problems) has room for it. FIXED: Q, the
+     * barriers of a three-stage ring and the alignment slack. */
     static constexpr size_t LIMIT = 227 * 1024,
                             FIXED = Q_BYTES + 8 * (1 + 3 * 3) + FP_HOPPER_ATOM_BYTES;
     static constexpr int FIT = (int)((LIMIT - FIXED) / (2 * KV_BYTES));
