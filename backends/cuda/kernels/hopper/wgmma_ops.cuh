@@ -4,7 +4,7 @@
  * f16 or bf16 operands with f32 accumulation (fp_wgmma<T, N>, N the product's columns):
  *
  *   - ss: m64nNk16 with A and B from shared memory (S = Q K^T: both K-major, no transpose),
- *     N = the key tile (64, 80, 128 or 176);
+ *     N = the key tile (64, 80 or 128);
  *   - rs: m64nNk16 with A from registers and B from shared memory transposed (O += P V: P from
  *     the S accumulators, V stored key-major, i.e. N-major for the product), N = the head dim
  *     (64, 128 or 256).
@@ -88,7 +88,6 @@ template <> struct fp_wgmma_type<__nv_bfloat16> { static constexpr bool BF16 = t
         "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), \
         "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), \
         "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
-#define FP_WGMMA_ACC88 "{" FP_WGMMA_NUMS88 "}"
 #define FP_WGMMA_NUMS128                                                                           \
     FP_WGMMA_NUMS88                                                                                \
         ", %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, "   \
@@ -152,9 +151,6 @@ template <typename T> struct fp_wgmma<T, 80> {
 template <typename T> struct fp_wgmma<T, 128> {
     FP_WGMMA_SS(128, FP_WGMMA_ACC64, FP_WGMMA_OUT64, "%64", "%65", "%66")
     FP_WGMMA_RS(128, FP_WGMMA_ACC64, FP_WGMMA_OUT64, "%64", "%65", "%66", "%67", "%68", "%69")
-};
-template <typename T> struct fp_wgmma<T, 176> {
-    FP_WGMMA_SS(176, FP_WGMMA_ACC88, FP_WGMMA_OUT88, "%88", "%89", "%90")
 };
 template <typename T> struct fp_wgmma<T, 256> {
     FP_WGMMA_RS(256, FP_WGMMA_ACC128, FP_WGMMA_OUT128, "%128", "%129", "%130", "%131", "%132",
