@@ -119,28 +119,26 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
 /* Per head dim: the key tiles (BC) that instances are built with, each fitting beside Q and a
  * ring of two stages or more in the 227 KB a block may use, and beside O's accumulators in a
  * consumer's 240 registers (ptxas: no spills in the dense instances).
- *   BC: problems without softcap, ALiBi or bias. At d = 128 the 128-key tile, whose ring has
+ *   BC: problems without softcap, ALiBi or bias. At d = 64 the 128-key tile (192 keys ran up
+ *     to 16% slower below 8192 keys and level above). At d = 128 the 128-key tile, whose ring has
  *     three stages: the widest that fits (176 keys) has room for two only, and the third
  *     stage gains more than the wider tile's smaller per-key share of the softmax, barrier and
- *     rescale work (3-13% on the dense grid). At d = 256 the widest that fits (80 keys): a
+ *     rescale work (2-13% on the dense grid). At d = 256 the widest that fits (80 keys): a
  *     wider S product against the shared-memory reads of Q that every tile repeats;
  *   BC_MODS: with those modifiers;
  *   BC_POW2: a power of two, for paged caches whose pages neither divide BC nor are a multiple
- *     of it (a tile is copied a page at a time, and no copy may straddle a page) or are smaller
- *     than BC where this tile's ring is deeper (hopper_wgmma.cu's find_instance), and for
- *     causal problems of fewer than BC_CAUSAL_ROWS query rows, where the diagonal's part-masked
- *     tiles are a large share of the work and a wide tile wastes more of them than it saves.
+ *     of it (a tile is copied a page at a time, and no copy may straddle a page).
  * The measurements behind the choice are in bench/results (2026-12-03_h200_hopper-key-tiles,
  * 2026-12-06_h100_hopper-d128-tile). */
 template <int D> struct fp_hopper_tile;
 template <> struct fp_hopper_tile<64> {
-    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 0;
+    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128;
 };
 template <> struct fp_hopper_tile<128> {
-    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, BC_CAUSAL_ROWS = 0;
+    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128;
 };
 template <> struct fp_hopper_tile<256> {
-    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64, BC_CAUSAL_ROWS = 0;
+    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64;
 };
 
 /* What the element type T changes. 16-bit: 64 columns a 128-byte panel, k-steps of 16. FP8
@@ -184,8 +182,9 @@ template <typename T, int D, int BC> struct fp_hopper_smem {
     static constexpr uint32_t KV_BYTES = BC * D * ELEM; /* one K or V tile */
     /* The ring's depth: FP8 four stages (a tile is half the bytes); 16 bits as many as fit,
      * up to three. Two stages leave the producer's latency from a released stage to the next
-     * copy on the consumers' critical path, a third hides it; at d = 256 no tile has room for
-     * it. FIXED: Q, the barriers of a three-stage ring and the alignment slack. */
+     * copy on the consumers' critical path, a third hides it (at d = 256 no tile has room for
+     * it); a fourth, where it fits, ran 2-3% slower. FIXED: Q, the barriers of a three-stage
+     * ring and the alignment slack. */
     static constexpr size_t LIMIT = 227 * 1024,
                             FIXED = Q_BYTES + 8 * (1 + 3 * 3) + FP_HOPPER_ATOM_BYTES;
     static constexpr int FIT = (int)((LIMIT - FIXED) / (2 * KV_BYTES));

@@ -52,34 +52,30 @@ typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap 
                                          const CUtensorMap &, const fp_hopper_params &, dim3,
                                          cudaStream_t);
 
-/* One built instance: head dim, key tile, whether it takes the modifiers (FP_HOPPER_MODS), the
- * fewest query rows of a causal problem it runs (fp_hopper_tile's BC_CAUSAL_ROWS), its K/V
- * ring's stages and shared memory, and its entry points by input type (0 f16, 1 bf16). */
+/* One built instance: head dim, key tile, whether it takes the modifiers (FP_HOPPER_MODS), its
+ * shared memory, and its entry points by input type (0 f16, 1 bf16). */
 struct hopper_instance {
     int d, key_tile;
     bool mods;
-    int64_t causal_rows;
-    int stages;
     size_t smem;
     const void *(*kernel[2])();
     instance_launcher launch[2];
 };
-#define FP_HOPPER_INSTANCE(D, BC, MODS, CAUSAL_ROWS)                                               \
+#define FP_HOPPER_INSTANCE(D, BC, MODS)                                                            \
     {                                                                                              \
-        D, BC, MODS, CAUSAL_ROWS, fp_hopper_smem<__half, D, BC>::STAGES,                           \
-            fp_hopper_smem<__half, D, BC>::BYTES,                                                  \
+        D, BC, MODS, fp_hopper_smem<__half, D, BC>::BYTES,                                         \
             {kernel_of<__half, D, BC, MODS>, kernel_of<__nv_bfloat16, D, BC, MODS>}, {             \
             launch_instance<__half, D, BC, MODS>, launch_instance<__nv_bfloat16, D, BC, MODS>      \
         }                                                                                          \
     }
 /* Per head dim, the tiles of fp_hopper_tile: the preferred ones first, then the power-of-two
- * tile for pages that do not fit them and for causal problems shorter than BC_CAUSAL_ROWS
- * (where it is the same tile, the entry repeats one above and is never reached). */
+ * tile for pages that do not fit them (where it is the same tile, the entry repeats one above
+ * and is never reached). */
 #define FP_HOPPER_HEAD_DIM(D)                                                                      \
-    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false, fp_hopper_tile<D>::BC_CAUSAL_ROWS),        \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true, 0),                                \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, false, 0),                               \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, true, 0)
+    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false),                                           \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true),                                   \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, false),                                  \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, true)
 static const hopper_instance instances[] = {FP_HOPPER_HEAD_DIM(64), FP_HOPPER_HEAD_DIM(128),
                                             FP_HOPPER_HEAD_DIM(256)};
 #undef FP_HOPPER_HEAD_DIM
@@ -113,23 +109,12 @@ static bool pages_fit(const fp_problem *p, int key_tile) {
 }
 
 /* The instance that runs p: its head dim, with the modifiers if p has any, and the first key
- * tile that its pages fit and, if causal, its length; NULL when none is built. A paged cache of
- * pages smaller than that tile takes a later fitting tile whose ring is deeper: its tiles are
- * copied a page at a time, and the deeper ring hides those copies' latency, which gains more
- * than the wider tile (bench/results). */
+ * tile that its pages fit; NULL when none is built. */
 static const hopper_instance *find_instance(const fp_problem *p) {
     const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
-    const hopper_instance *best = NULL;
     for (const hopper_instance &in : instances)
-        if (in.d == p->head_dim && in.mods == mods && pages_fit(p, in.key_tile) &&
-            (!p->causal || p->seq_q >= in.causal_rows)) {
-            if (!best)
-                best = &in;
-            else if (p->kv_layout == FLASHPORT_KV_PAGED && p->page_size < best->key_tile &&
-                     in.stages > best->stages)
-                best = &in;
-        }
-    return best;
+        if (in.d == p->head_dim && in.mods == mods && pages_fit(p, in.key_tile)) return &in;
+    return NULL;
 }
 
 /* The batches and rows a tensor map spans: the problem's, one batch of the packed rows, or a
