@@ -119,11 +119,11 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
 /* Per head dim: the key tiles (BC) that instances are built with, each fitting beside Q and a
  * ring of two stages or more in the 227 KB a block may use, and beside O's accumulators in a
  * consumer's 240 registers (ptxas: no spills in the dense instances).
- *   BC: problems without softcap, ALiBi or bias. At d = 64 the 128-key tile (192 keys ran up
- *     to 16% slower below 8192 keys and level above). At d = 128 the 128-key tile, whose ring has
- *     three stages: the widest that fits (176 keys) has room for two only, and the third
- *     stage gains more than the wider tile's smaller per-key share of the softmax, barrier and
- *     rescale work (2-13% on the dense grid). At d = 256 the widest that fits (80 keys): a
+ *   BC: problems without softcap, ALiBi or bias. At d = 64 the 128-key tile (a 192-key one
+ *     ran slower on short sequences and level on long ones). At d = 128 the 128-key tile, whose
+ *     ring has three stages: the widest that fits (176 keys) has room for two only, and the
+ *     third stage gains more than the wider tile's smaller per-key share of the softmax,
+ *     barrier and rescale work. At d = 256 the widest that fits (80 keys): a
  *     wider S product against the shared-memory reads of Q that every tile repeats;
  *   BC_MODS: with those modifiers;
  *   BC_POW2: a power of two, for paged caches whose pages neither divide BC nor are a multiple
@@ -183,7 +183,7 @@ template <typename T, int D, int BC> struct fp_hopper_smem {
     /* The ring's depth: FP8 four stages (a tile is half the bytes); 16 bits as many as fit,
      * up to three. Two stages leave the producer's latency from a released stage to the next
      * copy on the consumers' critical path, a third hides it (at d = 256 no tile has room for
-     * it); a fourth, where it fits, ran 2-3% slower. FIXED: Q, the barriers of a three-stage
+     * it); a fourth, where it fits, ran slower. FIXED: Q, the barriers of a three-stage
      * ring and the alignment slack. */
     static constexpr size_t LIMIT = 227 * 1024,
                             FIXED = Q_BYTES + 8 * (1 + 3 * 3) + FP_HOPPER_ATOM_BYTES;
