@@ -14,11 +14,11 @@
  *
  * Overlap, as FlashAttention-3 does it:
  *   - within a warpgroup, S of tile t is issued together with P V of tile t - 1, in one turn;
- *     O is rescaled for tile t only after the P V of tile t - 1 has landed. ptxas moves the
- *     wait for that P V to the start of its basic block, ahead of the softmax of tile t, so
- *     the two do not overlap in the compiled code. A loop rotated to keep the wait after the
- *     softmax was slower: holding the P V in flight lengthens the warpgroup's turn, and the
- *     other warpgroup waits for it;
+ *     O is rescaled for tile t only after the P V of tile t - 1 has landed. ptxas hoists a
+ *     wgmma wait to the earliest point of its basic block, so a wait written after the
+ *     softmax of tile t runs before it. Where the policy takes the overlap (OVERLAP_PV), the
+ *     loop is rotated: the wait for the P V of tile t - 1 opens the next turn, across the
+ *     loop's back edge from the softmax, and the two overlap in the compiled code;
  *   - between the two warpgroups (ping-pong), named barriers 1 and 2 hand the right to issue
  *     GEMMs back and forth, so one warpgroup's softmax runs while the other's GEMMs do.
  *     Both warpgroups walk the same tiles (a tile one of them does not see is fully masked for
@@ -167,10 +167,16 @@ template <> struct fp_hopper_input<__nv_fp8_e5m2> : fp_hopper_input_fp8<__nv_fp8
  *   gains; at d = 128 and 256 it lost.
  * SKIP_UNIT_RESCALE: a warp whose rows' maxima did not move (alpha exactly 1, the common case
  *   once a row has seen its largest scores) skips O's rescale; taken for FP8, where the
- *   softmax is the bottleneck, and at d = 256, where O is largest; at d = 64 it lost. */
+ *   softmax is the bottleneck, and at d = 256, where O is largest; at d = 64 it lost.
+ * OVERLAP_PV: the loop is rotated so that the softmax of tile t runs while the P V of tile
+ *   t - 1 does (see the head); taken at d = 128 in 16 bits, where it gains. At d = 64 and
+ *   for FP8, where a tile's GEMMs are shorter beside its softmax, the P V held in flight
+ *   lengthens the warpgroup's turn and the other warpgroup waits for it; at d = 256 and in
+ *   the modifier instances ptxas spills (bench/results/2026-12-06_h100_hopper-pv-overlap). */
 template <typename T, int D> struct fp_hopper_softmax_policy {
     static constexpr bool FUSED_SCALE = !fp_hopper_input<T>::FP8 && D == 64;
     static constexpr bool SKIP_UNIT_RESCALE = fp_hopper_input<T>::FP8 || D == 256;
+    static constexpr bool OVERLAP_PV = !fp_hopper_input<T>::FP8 && D == 128;
 };
 
 /* Shared-memory plan of one instance (key tiles of BC keys): Q, the K and V rings, the
@@ -775,8 +781,8 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         fp_wgmma_wait<0>();
         fp_wgmma_fence_operand(sacc);
         softmax(0, alpha); /* O is still zero: no rescale */
-        for (int t = 1; t < n_tiles; ++t) {
-            /* S of tile t and P V of tile t - 1 in one turn. */
+        /* S of tile t and P V of tile t - 1 in one turn, then the softmax of tile t. */
+        auto step = [&](int t) {
             to_operand();
             start_s(t);
             /* Both waits come before the fence: a wait loop between the fence and a wgmma
@@ -790,20 +796,32 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             issue_s(t);
             issue_pv(t - 1);
             pass_turn(true);
-            /* The softmax of tile t, with the other warpgroup's GEMMs (see the head). */
             fp_wgmma_wait<1>();
             fp_wgmma_fence_operand(sacc);
             softmax(t, alpha);
+        };
+        /* Waits for the P V of tile t, releases its stage and rescales O for the next tile. */
+        auto retire = [&](int t) {
             fp_wgmma_wait<0>();
             fp_wgmma_fence_operand(r.o);
             fp_hopper_fence_words(pa); /* the P V read pa until here */
-            fp_mbarrier_arrive(empty((t - 1) % STAGES));
+            fp_mbarrier_arrive(empty(t % STAGES));
             if (!Policy::SKIP_UNIT_RESCALE ||
                 __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
                 for (int i = 0; i < D / 2; ++i) r.o[i] *= alpha[(i / 2) % 2];
             }
+        };
+        /* The loop, rotated where the instance overlaps the softmax with the P V (see the
+         * head): the P V of tile t - 1 is retired at the top of the next turn. */
+        constexpr bool OVERLAP = Policy::OVERLAP_PV && !MODS;
+        if (OVERLAP && n_tiles > 1) step(1);
+        for (int t = OVERLAP ? 2 : 1; t < n_tiles; ++t) {
+            if (OVERLAP) retire(t - 2);
+            step(t);
+            if (!OVERLAP) retire(t - 1);
         }
+        if (OVERLAP && n_tiles > 1) retire(n_tiles - 2);
         /* P V of the last tile; consumer 1 keeps its last hand-over (see above). */
         to_operand();
         wait_full(v_full((n_tiles - 1) % STAGES), n_tiles - 1);
