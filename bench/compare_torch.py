@@ -209,7 +209,10 @@ def parse_args(argv):
     ap.add_argument("--flashport-args", default="",
                     help="more flashport-bench arguments, one string (e.g. '--no-peaks' or "
                          "'--threads 2')")
-    ap.add_argument("--json", metavar="FILE", help="write every record as JSON")
+    ap.add_argument("--json", metavar="FILE",
+                    help="write every record as JSON (rewritten after each shape, with "
+                         "\"complete\": false until the last, so a run cut short keeps what it "
+                         "measured)")
     ap.add_argument("--backward", action="store_true",
                     help="time the backward pass (dQ, dK, dV), here and in flashport-bench")
     ap.add_argument("--list-shapes", action="store_true",
@@ -688,6 +691,7 @@ def main(argv=None):
     if a.flashport_bench:
         fp_doc, fp_rc = run_flashport(a)
     tch = Torch(a)
+    device = tch.device_info()
     for n, s in enumerate(shapes, 1):
         sets = tch.inputs(s, tch.sets_for(s), a.seed)
         if fp_doc:
@@ -699,33 +703,41 @@ def main(argv=None):
         del sets
         if a.device == "cuda":
             tch.torch.cuda.empty_cache()
+        if a.json and n < len(shapes):
+            # A run cut short keeps the shapes it finished.
+            write_json(a, tch, fp_doc, device, records, complete=False)
 
-    device = tch.device_info()
     if fp_doc:
         add_ceilings(records, fp_doc.get("ceilings"), device["kind"],
                      fp_doc.get("settings", {}).get("cpu_threads_for_ceiling") or 1)
     print_table(records)
     if a.json:
-        doc = dict(schema=SCHEMA, tool="compare_torch.py",
-                   flashport_version=fp_doc["flashport_version"] if fp_doc else "",
-                   git_commit=fp_doc["git_commit"] if fp_doc else "",
-                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                   preset=a.preset or "", backend=fp_doc["backend"] if fp_doc else "",
-                   device=device,
-                   settings=dict(warmup=a.warmup, repeat=a.repeat, queue=a.queue,
-                                 threads=a.threads, seed=a.seed,
-                                 **{"pass": "backward" if a.backward else "forward"},
-                                 torch_version=tch.torch.__version__, torch_device=a.device,
-                                 cache_bytes=tch.cache_bytes),
-                   ceilings=fp_doc.get("ceilings") if fp_doc else None,
-                   flashport=({k: v for k, v in fp_doc.items() if k != "results"}
-                              if fp_doc else None),
-                   results=records)
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        write_json(a, tch, fp_doc, device, records, complete=True)
     failed = fp_rc != 0 or any(r["status"] == "failed" for r in records)
     return 1 if failed else 0
+
+
+def write_json(a, tch, fp_doc, device, records, complete):
+    """The run's document: flashport-bench's schema, every record so far; complete says whether
+    every shape of the run is in it."""
+    doc = dict(schema=SCHEMA, tool="compare_torch.py",
+               flashport_version=fp_doc["flashport_version"] if fp_doc else "",
+               git_commit=fp_doc["git_commit"] if fp_doc else "",
+               date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               preset=a.preset or "", backend=fp_doc["backend"] if fp_doc else "",
+               device=device,
+               settings=dict(warmup=a.warmup, repeat=a.repeat, queue=a.queue,
+                             threads=a.threads, seed=a.seed,
+                             **{"pass": "backward" if a.backward else "forward"},
+                             torch_version=tch.torch.__version__, torch_device=a.device,
+                             cache_bytes=tch.cache_bytes),
+               ceilings=fp_doc.get("ceilings") if fp_doc else None,
+               flashport=({k: v for k, v in fp_doc.items() if k != "results"}
+                          if fp_doc else None),
+               complete=complete, results=records)
+    with open(a.json, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":
