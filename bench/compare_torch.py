@@ -735,9 +735,12 @@ def write_json(a, tch, fp_doc, device, records, complete):
                flashport=({k: v for k, v in fp_doc.items() if k != "results"}
                           if fp_doc else None),
                complete=complete, results=records)
-    with open(a.json, "w") as f:
+    # Written beside and renamed over, so that a run killed mid-write leaves the last whole file.
+    tmp = a.json + ".partial"
+    with open(tmp, "w") as f:
         json.dump(doc, f, indent=2)
         f.write("\n")
+    os.replace(tmp, a.json)
 
 
 if __name__ == "__main__":
