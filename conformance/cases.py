@@ -444,6 +444,11 @@ CASES = [
            heads_q=2, heads_kv=1, head_dim=128, causal=True, window_left=1200, sinks=True),
     _varlen("prefill_split_varlen_softcap_alibi_f16_d64", [40, 90], [1800, 2500], dtype="f16",
             heads_q=2, heads_kv=2, head_dim=64, softcap=10.0, alibi="batch_head", sinks=True),
+    # A long causal query at d = 64: many blocks of query rows, walked heaviest first, and many
+    # key tiles, so that a K/V ring wraps its phases often; 2100 rows leave a partial last
+    # block for 128-, 192- and 64-row blocks alike.
+    _case("prefill_long_f16_d64_gqa_causal", 2100, dtype="f16", heads_q=2, heads_kv=1,
+          head_dim=64, causal=True),
     _paged("prefill_combo_bf16_d128_page16", [100, 0, 150], [180, 30, 260], 16, dtype="bf16",
            heads_q=4, heads_kv=2, head_dim=128, causal=True, window_left=90, softcap=20.0,
            alibi="head", bias=dict(dtype="f16", dims="b.qk", kind="sparse_mask"), sinks=True,

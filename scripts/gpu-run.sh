@@ -8,7 +8,8 @@
 #   conf-tc       conformance of the tensor-core variants under every tile configuration
 #                 (FLASHPORT_CUDA_TC_CONFIG = 0 .. TC_CONFIGS-1, default 3;
 #                 FLASHPORT_CUDA_TF32X3_CONFIG = 0 .. TF32X3_CONFIGS-1, default 4;
-#                 FLASHPORT_CUDA_TF32X3_WIDE_CONFIG = 0 .. WIDE_CONFIGS-1, default 3)
+#                 FLASHPORT_CUDA_TF32X3_WIDE_CONFIG = 0 .. WIDE_CONFIGS-1, default 3;
+#                 FLASHPORT_CUDA_HOPPER_CONFIG = 0 .. HOPPER_CONFIGS-1, default 2)
 #   ctest         the unit tests, which also run every CUDA variant when a GPU is present, and
 #                 those labelled long
 #   streams       contexts on the caller's own queue: test_cuda_stream (a CUDA stream of the
@@ -18,8 +19,9 @@
 #                 compute-sanitizer with that tool over small conformance cases (SANITIZE_CASES)
 #                 on every CUDA variant at its default tile configuration (SANITIZE_KERNELS
 #                 narrows), then on each tensor-core variant forced under each of its tile
-#                 configurations (TC_CONFIGS, TF32X3_CONFIGS, WIDE_CONFIGS as for conf-tc), then
-#                 over test_guard_zones on cuda (every variant, outputs between canaries).
+#                 configurations (TC_CONFIGS, TF32X3_CONFIGS, WIDE_CONFIGS, HOPPER_CONFIGS as for
+#                 conf-tc), then over test_guard_zones on cuda (every variant, outputs between
+#                 canaries).
 #                 Sanitizer stages named one after another run as one pool, SANITIZE_JOBS
 #                 processes at a time (default 8): a sanitized kernel is bound by the tool's
 #                 host-side bookkeeping, so one process leaves the GPU mostly idle
@@ -94,6 +96,7 @@ tile_configs() {
   echo "tc ${TC_CONFIGS:-3} FLASHPORT_CUDA_TC_CONFIG tensor_core_mma,tensor_core_mma_split_kv"
   echo "tf32x3 ${TF32X3_CONFIGS:-4} FLASHPORT_CUDA_TF32X3_CONFIG tensor_core_tf32x3"
   echo "wide ${WIDE_CONFIGS:-3} FLASHPORT_CUDA_TF32X3_WIDE_CONFIG tensor_core_tf32x3_wide"
+  echo "hopper ${HOPPER_CONFIGS:-2} FLASHPORT_CUDA_HOPPER_CONFIG hopper_wgmma"
 }
 
 # Stages queued to run side by side: a name and its command line (quoted for eval) each.

@@ -31,7 +31,7 @@ typedef struct fp_gpu_device_props {
 
 /* A tensor-core kernel's tile configuration: its index among the configurations compiled for
  * the problem's padded head dim (mma/tile_configs.h, tf32x3/tile_configs.h and
- * tf32x3/wide_tile_configs.h). */
+ * tf32x3/wide_tile_configs.h), or among hopper_wgmma's instances. */
 typedef struct fp_gpu_tile_params {
     int config;
 } fp_gpu_tile_params;
@@ -55,7 +55,7 @@ typedef struct fp_decode_params {
 /* What a kernel's supports() chooses for its workspace() and launch(), in the member of its
  * family; supports() gets it zeroed. The plan carries it (fp_plan's kernel_params). */
 typedef union fp_gpu_kernel_params {
-    fp_gpu_tile_params tile;     /* tensor_core_mma, tensor_core_tf32x3 */
+    fp_gpu_tile_params tile;     /* tensor_core_mma, tensor_core_tf32x3, hopper_wgmma */
     fp_split_kv_params split_kv; /* the *_split_kv kernels and tensor_core_tf32x3_wide */
     fp_decode_params decode;     /* decode */
 } fp_gpu_kernel_params;

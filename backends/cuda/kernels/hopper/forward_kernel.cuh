@@ -2,12 +2,13 @@
  * FlashAttention-3 style forward for f16 and bf16 on sm_90a: warp-specialised, TMA-fed,
  * wgmma-computed.
  *
- * One block = BR = 128 query rows of one (batch, query head), 3 warpgroups:
+ * One block = BR = 64 x CONSUMERS query rows of one (batch, query head), CONSUMERS + 1
+ * warpgroups (fp_hopper_block; two consumers, or three in the d = 64 instance of long queries):
  *   - warpgroup 0, the producer: gives its registers back (setmaxnreg) and one thread (a
  *     warp for a paged cache) issues every TMA copy: the Q tile once, then K and V tiles of
  *     BC keys into a ring of STAGES stages, each stage with a "K full", a "V full" and an
  *     "empty" mbarrier;
- *   - warpgroups 1 and 2, the consumers: take the registers, own 64 query rows each and walk
+ *   - warpgroups 1 to CONSUMERS, the consumers: take the registers, own 64 query rows each and walk
  *     the block's key tiles: S = Q K^T by wgmma from shared memory, online softmax on the S
  *     accumulators, P converted in registers to wgmma's A operand, O += P V by wgmma with P from
  *     registers and V read transposed, then release the stage.
@@ -19,11 +20,12 @@
  *     softmax of tile t runs before it. Where the policy takes the overlap (OVERLAP_PV), the
  *     loop is rotated: the wait for the P V of tile t - 1 opens the next turn, across the
  *     loop's back edge from the softmax, and the two overlap in the compiled code;
- *   - between the two warpgroups (ping-pong), named barriers 1 and 2 hand the right to issue
- *     GEMMs back and forth, so one warpgroup's softmax runs while the other's GEMMs do.
- *     Both warpgroups walk the same tiles (a tile one of them does not see is fully masked for
- *     it), so their turns pair up exactly; warpgroup 1 opens with a hand-over to warpgroup 0
- *     and skips its last one, which leaves both barriers balanced at exit.
+ *   - between the consumers (ping-pong for two, round robin for three), named barriers 1 to
+ *     CONSUMERS hand the right to issue GEMMs from one to the next, so that the others'
+ *     softmaxes run while one warpgroup's GEMMs do. All consumers walk the same tiles (a tile
+ *     one of them does not see is fully masked for it), so their turns pair up exactly; the last
+ *     consumer opens with a hand-over to the first and skips its last one, which leaves every
+ *     barrier balanced at exit.
  *
  * Every tile copy lands in the 128-byte swizzled panels of fragment_layout.h; only TMA writes
  * shared memory and only wgmma reads it (both in the async proxy), and every read waits on the
@@ -53,7 +55,7 @@
  * descales scale the f32 scores and O (dense K/V, no modifiers).
  *
  * Stage ordering of the ring: a consumer releases stage s for tile t only after it has waited
- * on the "full" barriers of tile t, which the producer signals only after both consumers
+ * on the "full" barriers of tile t, which the producer signals only after all consumers
  * released tile t - STAGES; so no consumer's release can count towards an earlier phase of the
  * "empty" barrier.
  */
@@ -70,9 +72,17 @@
 #include "tma_mbarrier.cuh"
 #include "wgmma_ops.cuh"
 
-#define FP_HOPPER_BR               128 /* query rows of a block: 64 per consumer warpgroup */
-#define FP_HOPPER_THREADS          384 /* producer + 2 consumer warpgroups */
-#define FP_HOPPER_CONSUMER_THREADS 256
+/* A block of CONSUMERS consumer warpgroups of 64 query rows each beside the producer. The
+ * consumers take the registers the producer's 24 leave of the 64K register file (setmaxnreg
+ * counts in multiples of 8): 240 each for two, 160 for three. */
+template <int CONSUMERS> struct fp_hopper_block {
+    static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
+    static constexpr int BR = 64 * CONSUMERS; /* query rows */
+    static constexpr int CONSUMER_THREADS = 128 * CONSUMERS;
+    static constexpr int THREADS = 128 + CONSUMER_THREADS;
+    static constexpr int PRODUCER_REGS = 24;
+    static constexpr int CONSUMER_REGS = (65536 / 128 - PRODUCER_REGS) / CONSUMERS / 8 * 8;
+};
 
 /* FP8 descale factors (flashport_descale): per tensor (block = 0, one factor each) or per
  * (batch, head, block of `block` positions), q_blocks and kv_blocks of them per (batch, head).
@@ -128,17 +138,23 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
  *   BC_MODS: with those modifiers;
  *   BC_POW2: a power of two, for paged caches whose pages neither divide BC nor are a multiple
  *     of it (a tile is copied a page at a time, and no copy may straddle a page).
+ *   CONSUMERS_LONG: the consumer warpgroups of a further dense instance (BC, no modifiers)
+ *     that long queries take (hopper_wgmma.cu chooses), where it differs from two. At d = 64
+ *     three: a warpgroup's GEMMs are short beside its softmax, and with three in turn two
+ *     softmaxes run under each one's GEMMs; its 192-row blocks fill fewer waves on short
+ *     grids, which is why short queries keep two. At d = 128 and 256 O alone takes D / 2
+ *     registers, and three would leave each 160.
  * The measurements behind the choice are in bench/results (2026-12-03_h200_hopper-key-tiles,
  * 2026-12-06_h100_hopper-d128-tile). */
 template <int D> struct fp_hopper_tile;
 template <> struct fp_hopper_tile<64> {
-    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128;
+    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, CONSUMERS_LONG = 3;
 };
 template <> struct fp_hopper_tile<128> {
-    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128;
+    static constexpr int BC = 128, BC_MODS = 128, BC_POW2 = 128, CONSUMERS_LONG = 2;
 };
 template <> struct fp_hopper_tile<256> {
-    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64;
+    static constexpr int BC = 80, BC_MODS = 80, BC_POW2 = 64, CONSUMERS_LONG = 2;
 };
 
 /* What the element type T changes. 16-bit: 64 columns a 128-byte panel, k-steps of 16. FP8
@@ -179,12 +195,12 @@ template <typename T, int D> struct fp_hopper_softmax_policy {
     static constexpr bool OVERLAP_PV = !fp_hopper_input<T>::FP8 && D == 128;
 };
 
-/* Shared-memory plan of one instance (key tiles of BC keys): Q, the K and V rings, the
- * barriers, and the slack that lets the kernel align the tiles to 1024 bytes itself (the
- * dynamic window's base is only guaranteed 16-byte aligned). */
-template <typename T, int D, int BC> struct fp_hopper_smem {
+/* Shared-memory plan of one instance (key tiles of BC keys, blocks of BR query rows): Q, the K
+ * and V rings, the barriers, and the slack that lets the kernel align the tiles to 1024 bytes
+ * itself (the dynamic window's base is only guaranteed 16-byte aligned). */
+template <typename T, int D, int BC, int BR> struct fp_hopper_smem {
     static constexpr int ELEM = fp_hopper_input<T>::BYTES;
-    static constexpr uint32_t Q_BYTES = FP_HOPPER_BR * D * ELEM;
+    static constexpr uint32_t Q_BYTES = BR * D * ELEM;
     static constexpr uint32_t KV_BYTES = BC * D * ELEM; /* one K or V tile */
     /* The ring's depth: FP8 four stages (a tile is half the bytes); 16 bits as many as fit,
      * up to three. Two stages leave the producer's latency from a released stage to the next
@@ -420,13 +436,14 @@ fp_hopper_scores(float (&s)[BC / 2], const fp_score_mods &m, int b, int h, int n
 }
 
 /* Zeroes rows [from, BC) of a K or V tile in every panel (a row's 128 bytes of a panel stay
- * together under the swizzle, fragment_layout.h), the consumers' `thread`-th share of it, and
- * fences the writes for wgmma. Run by all consumer threads after the tile's copy has landed. */
-template <int D, int BC>
+ * together under the swizzle, fragment_layout.h), the `thread`-th share of it of THREADS
+ * threads, and fences the writes for wgmma. Run by all consumer threads after the tile's copy
+ * has landed. */
+template <int D, int BC, int THREADS>
 static __device__ __forceinline__ void fp_hopper_zero_rows(uint32_t tile, int from, int thread) {
     constexpr int PANELS = D / FP_HOPPER_PANEL_COLS, CHUNKS = 128 / 16;
     const int per_panel = (BC - from) * CHUNKS;
-    for (int c = thread; c < PANELS * per_panel; c += FP_HOPPER_CONSUMER_THREADS)
+    for (int c = thread; c < PANELS * per_panel; c += THREADS)
         fp_st_shared_zero16(tile + (c / per_panel) * BC * 128 + from * 128 + (c % per_panel) * 16);
     fp_fence_proxy_async_shared();
 }
@@ -485,9 +502,9 @@ static __device__ __forceinline__ void fp_hopper_store2(OT *at, float v0, float 
 /* BC: keys of a tile (fp_hopper_tile). MODS: the problem has softcap, ALiBi or bias. Without,
  * those fields are folded away and the instance keeps its registers for the dense path; with,
  * every tile takes the modifiers' passes of fp_hopper_scores. Sinks join the final division in
- * both. */
-template <typename T, int D, int BC, bool MODS>
-__global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
+ * both. CONSUMERS: consumer warpgroups (fp_hopper_block). */
+template <typename T, int D, int BC, bool MODS, int CONSUMERS>
+__global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
                              const __grid_constant__ CUtensorMap k_map,
                              const __grid_constant__ CUtensorMap v_map, const fp_hopper_params a) {
@@ -497,9 +514,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #elif defined(__CUDA_ARCH__)
-    using Smem = fp_hopper_smem<T, D, BC>;
+    using Block = fp_hopper_block<CONSUMERS>;
+    constexpr int BR = Block::BR;
+    using Smem = fp_hopper_smem<T, D, BC, BR>;
     using In = fp_hopper_input<T>;
-    constexpr int BR = FP_HOPPER_BR, STAGES = Smem::STAGES;
+    constexpr int STAGES = Smem::STAGES;
     constexpr int PANEL_COLS = 128 / In::BYTES, PANELS = D / PANEL_COLS;
     static_assert(D % PANEL_COLS == 0, "head dim in whole 128-byte panels");
     static_assert(!In::FP8 || (BC == 128 && D == 128 && !MODS),
@@ -520,7 +539,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         for (int s = 0; s < STAGES; ++s) {
             fp_mbarrier_init(k_full(s), 1);
             fp_mbarrier_init(v_full(s), 1);
-            fp_mbarrier_init(empty(s), FP_HOPPER_CONSUMER_THREADS);
+            fp_mbarrier_init(empty(s), Block::CONSUMER_THREADS);
         }
         fp_mbarrier_init_fence();
     }
@@ -555,7 +574,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
 
     if (warpgroup == 0) {
-        fp_setmaxnreg_dec<24>();
+        fp_setmaxnreg_dec<Block::PRODUCER_REGS>();
         /* One thread issues the copies, or for a paged cache the first warp: lane j copies the
          * j-th box (page) of each tile, so that a tile's table reads and copies are in flight
          * together. Dense and packed tiles keep the single thread's short path: with two ring
@@ -574,7 +593,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             }
             for (int t = 0; t < n_tiles; ++t) {
                 const int st = t % STAGES;
-                /* Stage st last held tile t - STAGES: wait until both consumers let it go. */
+                /* Stage st last held tile t - STAGES: wait until every consumer lets it go. */
                 if (t >= STAGES) fp_mbarrier_wait(empty(st), ((t / STAGES) - 1) & 1);
                 const int key0 = k_begin + t * BC;
                 const uint32_t sk = sK + st * Smem::KV_BYTES, sv = sV + st * Smem::KV_BYTES;
@@ -618,18 +637,22 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
         return;
     }
 
-    fp_setmaxnreg_inc<240>();
-    const int wg = warpgroup - 1;                  /* consumer 0 or 1 */
+    fp_setmaxnreg_inc<Block::CONSUMER_REGS>();
+    constexpr int LAST = CONSUMERS - 1;
+    const int wg = warpgroup - 1;                  /* consumer 0 .. LAST */
     const int tid = threadIdx.x - 128 * warpgroup; /* thread within the warpgroup */
     const int row0 = q0 + 64 * wg;                 /* first query row of the warpgroup */
     const fp_key_band band = fp_visible_band(mods, s.nq, s.nkv);
     const uint32_t sQ_wg = sQ + wg * 64 * 128; /* this warpgroup's 64 rows */
-    /* Ping-pong: wait for this warpgroup's turn to issue GEMMs, hand it to the other (when
-     * `pass` holds; predicated rather than branched on, for the same reason as above). Rows
-     * past Nq (zeros from TMA) still run every tile, so that the turns pair up. */
-    auto take_turn = [&] { fp_named_barrier_sync(1 + wg, FP_HOPPER_CONSUMER_THREADS); };
+    /* Turns, round robin: wait for this warpgroup's turn to issue GEMMs (named barrier 1 + wg,
+     * met by this warpgroup and the one before it), hand it to the next (when `pass` holds;
+     * predicated rather than branched on, for the same reason as above). Rows past Nq (zeros
+     * from TMA) still run every tile, so that the turns pair up. The next warpgroup's barrier
+     * is formed at each hand-over and without a remainder: ptxas then schedules the
+     * two-consumer instances as it did before the third existed. */
+    auto take_turn = [&] { fp_named_barrier_sync(1 + wg, 256); };
     auto pass_turn = [&](bool pass) {
-        fp_named_barrier_arrive_if(pass, 2 - wg, FP_HOPPER_CONSUMER_THREADS);
+        fp_named_barrier_arrive_if(pass, CONSUMERS == 2 ? 2 - wg : (wg == LAST ? 1 : wg + 2), 256);
     };
 
     fp_hopper_rows<D> r;
@@ -768,7 +791,7 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
 
     fp_mbarrier_wait(q_full, 0);
     if (n_tiles > 0) {
-        pass_turn(wg == 1); /* consumer 0 issues first */
+        pass_turn(wg == LAST); /* consumer 0 issues first */
         float alpha[2];
         /* Tile 0: S alone. */
         start_s(0);
@@ -822,22 +845,22 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
             if (!OVERLAP) retire(t - 1);
         }
         if (OVERLAP && n_tiles > 1) retire(n_tiles - 2);
-        /* P V of the last tile; consumer 1 keeps its last hand-over (see above). */
+        /* P V of the last tile; the last consumer keeps its last hand-over (see above). */
         to_operand();
         wait_full(v_full((n_tiles - 1) % STAGES), n_tiles - 1);
         /* The last tile's rows that lie in the sequence. */
         const int v_end = s.nkv - (k_begin + (n_tiles - 1) * BC);
         if (!In::FP8 && a.seq.kv != FLASHPORT_KV_DENSE && v_end < BC) {
-            fp_hopper_zero_rows<D, BC>(sV + ((n_tiles - 1) % STAGES) * Smem::KV_BYTES, v_end,
-                                       threadIdx.x - 128);
-            /* Both warpgroups' zeros are written (and fenced) before either's P V reads them. */
-            fp_named_barrier_sync(3, FP_HOPPER_CONSUMER_THREADS);
+            fp_hopper_zero_rows<D, BC, Block::CONSUMER_THREADS>(
+                sV + ((n_tiles - 1) % STAGES) * Smem::KV_BYTES, v_end, threadIdx.x - 128);
+            /* Every warpgroup's zeros are written (and fenced) before any's P V reads them. */
+            fp_named_barrier_sync(1 + CONSUMERS, Block::CONSUMER_THREADS);
         }
         take_turn();
         fp_wgmma_fence_operand(r.o);
         fp_wgmma_fence();
         issue_pv(n_tiles - 1);
-        pass_turn(wg == 0);
+        pass_turn(CONSUMERS == 2 ? wg == 0 : wg != LAST);
         fp_wgmma_wait<0>();
         fp_wgmma_fence_operand(r.o);
         fp_hopper_fence_words(pa);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "../common/attention_args.cuh"
+#include "../common/config_env.h"
 #include "../common/smem_limit.cuh"
 #include "forward_kernel.cuh"
 #include "tensor_map.h"
@@ -32,19 +33,30 @@
  * them (ptxas -v: no spills either way). */
 #define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS)
 
-template <typename T, int D, int BC, bool MODS> static const void *kernel_of() {
-    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, BC, MODS>);
+/* Environment variable that picks the consumer warpgroups for tuning: 0 two, 1 three (where an
+ * instance has them); unset or empty: the choice of choose_instance. */
+#define FP_HOPPER_CONFIG_ENV "FLASHPORT_CUDA_HOPPER_CONFIG"
+/* The long queries that take an instance of three consumers where the head dim has one
+ * (fp_hopper_tile::CONSUMERS_LONG): at least LONG_QUERY rows, and at least LONG_WAVES blocks of
+ * its 192 rows per SM, so that the last partial wave weighs little. Shorter queries and smaller
+ * grids ran faster with two (bench/results/2026-12-06_h100_hopper-d64-three-consumers). */
+#define FP_HOPPER_LONG_QUERY 2048
+#define FP_HOPPER_LONG_WAVES 4
+
+template <typename T, int D, int BC, bool MODS, int C> static const void *kernel_of() {
+    return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, BC, MODS, C>);
 }
 
-template <typename T, int D, int BC, bool MODS>
+template <typename T, int D, int BC, bool MODS, int C>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr size_t smem = fp_hopper_smem<T, D, BC>::BYTES;
-    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, BC, MODS>, smem>();
+    using Block = fp_hopper_block<C>;
+    constexpr size_t smem = fp_hopper_smem<T, D, BC, Block::BR>::BYTES;
+    cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, BC, MODS, C>, smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, D, BC, MODS>
-        <<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
+    fp_hopper_forward_kernel<T, D, BC, MODS, C>
+        <<<grid, Block::THREADS, smem, stream>>>(qm, km, vm, prm);
     return cudaGetLastError();
 }
 
@@ -53,31 +65,40 @@ typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap 
                                          cudaStream_t);
 
 /* One built instance: head dim, key tile, whether it takes the modifiers (FP_HOPPER_MODS), its
- * shared memory, and its entry points by input type (0 f16, 1 bf16). */
+ * consumer warpgroups and query rows a block, its shared memory, and its entry points by input
+ * type (0 f16, 1 bf16). */
 struct hopper_instance {
     int d, key_tile;
     bool mods;
+    int consumers, block_rows;
     size_t smem;
     const void *(*kernel[2])();
     instance_launcher launch[2];
 };
-#define FP_HOPPER_INSTANCE(D, BC, MODS)                                                            \
+#define FP_HOPPER_INSTANCE(D, BC, MODS, C)                                                         \
     {                                                                                              \
-        D, BC, MODS, fp_hopper_smem<__half, D, BC>::BYTES,                                         \
-            {kernel_of<__half, D, BC, MODS>, kernel_of<__nv_bfloat16, D, BC, MODS>}, {             \
-            launch_instance<__half, D, BC, MODS>, launch_instance<__nv_bfloat16, D, BC, MODS>      \
+        D, BC, MODS, C, fp_hopper_block<C>::BR,                                                    \
+            fp_hopper_smem<__half, D, BC, fp_hopper_block<C>::BR>::BYTES,                          \
+            {kernel_of<__half, D, BC, MODS, C>, kernel_of<__nv_bfloat16, D, BC, MODS, C>}, {       \
+            launch_instance<__half, D, BC, MODS, C>,                                               \
+                launch_instance<__nv_bfloat16, D, BC, MODS, C>                                     \
         }                                                                                          \
     }
-/* Per head dim, the tiles of fp_hopper_tile: the preferred ones first, then the power-of-two
- * tile for pages that do not fit them (where it is the same tile, the entry repeats one above
- * and is never reached). */
+/* Per head dim, the tiles of fp_hopper_tile with two consumers: the preferred ones first, then
+ * the power-of-two tile for pages that do not fit them (where it is the same tile, the entry
+ * repeats one above and is never reached); then the dense tile with the consumers of long
+ * queries, where they are not two. */
 #define FP_HOPPER_HEAD_DIM(D)                                                                      \
-    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false),                                           \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true),                                   \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, false),                                  \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, true)
-static const hopper_instance instances[] = {FP_HOPPER_HEAD_DIM(64), FP_HOPPER_HEAD_DIM(128),
-                                            FP_HOPPER_HEAD_DIM(256)};
+    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false, 2),                                        \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true, 2),                                \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, false, 2),                               \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, true, 2)
+static const hopper_instance instances[] = {
+    FP_HOPPER_HEAD_DIM(64),
+    FP_HOPPER_INSTANCE(64, fp_hopper_tile<64>::BC, false, fp_hopper_tile<64>::CONSUMERS_LONG),
+    FP_HOPPER_HEAD_DIM(128), FP_HOPPER_HEAD_DIM(256)};
+static_assert(fp_hopper_tile<128>::CONSUMERS_LONG == 2 && fp_hopper_tile<256>::CONSUMERS_LONG == 2,
+              "the table holds a long-query instance at d = 64 alone");
 #undef FP_HOPPER_HEAD_DIM
 #undef FP_HOPPER_INSTANCE
 
@@ -108,13 +129,52 @@ static bool pages_fit(const fp_problem *p, int key_tile) {
             (key_tile % p->page_size == 0 || p->page_size % key_tile == 0));
 }
 
-/* The instance that runs p: its head dim, with the modifiers if p has any, and the first key
- * tile that its pages fit; NULL when none is built. */
-static const hopper_instance *find_instance(const fp_problem *p) {
+/* The index of the instance that runs p with `consumers` consumer warpgroups: its head dim,
+ * with the modifiers if p has any, and the first key tile that its pages fit; -1 when none is
+ * built. */
+static int find_instance(const fp_problem *p, int consumers) {
     const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
-    for (const hopper_instance &in : instances)
-        if (in.d == p->head_dim && in.mods == mods && pages_fit(p, in.key_tile)) return &in;
-    return NULL;
+    for (int i = 0; i < (int)(sizeof instances / sizeof instances[0]); ++i) {
+        const hopper_instance &in = instances[i];
+        if (in.d == p->head_dim && in.mods == mods && in.consumers == consumers &&
+            pages_fit(p, in.key_tile))
+            return i;
+    }
+    return -1;
+}
+
+/* Whether p is a long query (FP_HOPPER_LONG_QUERY, FP_HOPPER_LONG_WAVES) for blocks of
+ * block_rows rows on the device's SMs. */
+static bool long_query(const fp_problem *p, const fp_gpu_device_props *props, int block_rows) {
+    const int64_t blocks = (p->seq_q + block_rows - 1) / block_rows * p->batch * p->heads_q;
+    return p->seq_q >= FP_HOPPER_LONG_QUERY &&
+           blocks >= (int64_t)FP_HOPPER_LONG_WAVES * props->sm_count;
+}
+
+/* The instance index for p: FP_HOPPER_CONFIG_ENV's choice when set, else three consumers for a
+ * long query where an instance has them, else two; -1 and the reason in why when none fits. */
+static int choose_instance(const fp_problem *p, const fp_gpu_device_props *props, char *why,
+                           size_t why_len) {
+    const int config = fp_config_from_env(FP_HOPPER_CONFIG_ENV, (int)p->head_dim, 2, why, why_len);
+    if (config == -1) return -1;
+    const int three = find_instance(p, 3);
+    if (config == 1 && three == -1) {
+        snprintf(why, why_len,
+                 "%s=1: no instance of three consumer warpgroups for this problem (d = 64 without "
+                 "softcap, ALiBi or bias only)",
+                 FP_HOPPER_CONFIG_ENV);
+        return -1;
+    }
+    if (config == 1 || (config == FP_CONFIG_ENV_UNSET && three != -1 &&
+                        long_query(p, props, instances[three].block_rows)))
+        return three;
+    const int two = find_instance(p, 2);
+    if (two == -1)
+        snprintf(why, why_len,
+                 "paged KV cache with %lld-row pages: TMA copies whole pages of a multiple of 8 "
+                 "rows that divide a key tile of d = %lld or are a multiple of it",
+                 (long long)p->page_size, (long long)p->head_dim);
+    return two;
 }
 
 /* The batches and rows a tensor map spans: the problem's, one batch of the packed rows, or a
@@ -141,7 +201,6 @@ static int kv_box_rows(const fp_problem *p, int key_tile) {
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
                     fp_gpu_kernel_params *params, char *why, size_t why_len) {
-    (void)params;
     if (p->dtype != FLASHPORT_F16 && p->dtype != FLASHPORT_BF16) {
         snprintf(why, why_len, "takes f16 or bf16 inputs only");
         return 0;
@@ -151,14 +210,9 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         return 0;
     }
     if (!fp_attn_sizes_fit(p, why, why_len)) return 0;
-    const hopper_instance *in = find_instance(p);
-    if (!in) {
-        snprintf(why, why_len,
-                 "paged KV cache with %lld-row pages: TMA copies whole pages of a multiple of 8 "
-                 "rows that divide a key tile of d = %lld or are a multiple of it",
-                 (long long)p->page_size, (long long)p->head_dim);
-        return 0;
-    }
+    const int index = choose_instance(p, props, why, why_len);
+    if (index == -1) return 0;
+    const hopper_instance *in = &instances[index];
     const map_shape qs = q_shape(p), kvs = kv_shape(p);
     if (qs.rows < 1 || kvs.rows < 1) {
         snprintf(why, why_len,
@@ -171,18 +225,24 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("V", &p->v, kvs.batch, p->heads_kv, kvs.rows, 2, why, why_len))
         return 0;
     /* The module holds sm_90a code for this kernel or none: ask whether the device loads it. */
-    return fp_hopper_device_fits(props, in->smem, in->kernel[p->dtype == FLASHPORT_BF16](), why,
-                                 why_len);
+    if (!fp_hopper_device_fits(props, in->smem, in->kernel[p->dtype == FLASHPORT_BF16](), why,
+                               why_len))
+        return 0;
+    params->tile.config = index;
+    return 1;
 }
 
 static cudaError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
-    const hopper_instance *in = find_instance(p);
-    if (!in) return cudaErrorInvalidValue;
+    const int index = L->params->tile.config;
+    if (index < 0 || index >= (int)(sizeof instances / sizeof instances[0]) ||
+        instances[index].d != p->head_dim)
+        return cudaErrorInvalidValue;
+    const hopper_instance *in = &instances[index];
     CUtensorMap qm, km, vm;
     const map_shape qs = q_shape(p), kvs = kv_shape(p);
     cudaError_t err = fp_hopper_encode(&qm, L->q, p->dtype, &p->q, qs.batch, p->heads_q, qs.rows,
-                                       p->head_dim, FP_HOPPER_BR);
+                                       p->head_dim, in->block_rows);
     if (err == cudaSuccess)
         err = fp_hopper_encode(&km, L->k, p->dtype, &p->k, kvs.batch, p->heads_kv, kvs.rows,
                                p->head_dim, kv_box_rows(p, in->key_tile));
@@ -192,7 +252,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     if (err != cudaSuccess) return err;
 
     const fp_hopper_params prm = fp_hopper_params_make(L, kv_box_rows(p, in->key_tile));
-    const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
+    const dim3 grid((unsigned)((p->seq_q + in->block_rows - 1) / in->block_rows),
                     (unsigned)(p->batch * p->heads_q));
     return in->launch[p->dtype == FLASHPORT_BF16](qm, km, vm, prm, grid, L->stream);
 }

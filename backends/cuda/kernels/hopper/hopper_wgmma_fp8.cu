@@ -24,30 +24,38 @@
 #include "tensor_map.h"
 #include "v_transpose.cuh"
 
-#define FP_HOPPER_FP8_D  128                                /* the one head dim built */
-#define FP_HOPPER_FP8_BC fp_hopper_input<__nv_fp8_e4m3>::BC /* keys of a tile */
+#define FP_HOPPER_FP8_D         128                                /* the one head dim built */
+#define FP_HOPPER_FP8_BC        fp_hopper_input<__nv_fp8_e4m3>::BC /* keys of a tile */
+#define FP_HOPPER_FP8_CONSUMERS 2 /* at d = 128 O leaves no registers for a third */
+#define FP_HOPPER_FP8_BR        fp_hopper_block<FP_HOPPER_FP8_CONSUMERS>::BR
+
+template <typename T>
+using fp8_smem = fp_hopper_smem<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, FP_HOPPER_FP8_BR>;
 
 template <typename T>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
-    constexpr size_t smem = fp_hopper_smem<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC>::BYTES;
+    constexpr size_t smem = fp8_smem<T>::BYTES;
     cudaError_t err =
-        fp_raise_smem_limit<fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false>,
+        fp_raise_smem_limit<fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false,
+                                                     FP_HOPPER_FP8_CONSUMERS>,
                             smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false>
-        <<<grid, FP_HOPPER_THREADS, smem, stream>>>(qm, km, vm, prm);
+    fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false, FP_HOPPER_FP8_CONSUMERS>
+        <<<grid, fp_hopper_block<FP_HOPPER_FP8_CONSUMERS>::THREADS, smem, stream>>>(qm, km, vm,
+                                                                                    prm);
     return cudaGetLastError();
 }
 
 static const void *kernel_of(flashport_dtype dt) {
-    return dt == FLASHPORT_FP8_E5M2 ? reinterpret_cast<const void *>(
-                                          fp_hopper_forward_kernel<__nv_fp8_e5m2, FP_HOPPER_FP8_D,
-                                                                   FP_HOPPER_FP8_BC, false>)
-                                    : reinterpret_cast<const void *>(
-                                          fp_hopper_forward_kernel<__nv_fp8_e4m3, FP_HOPPER_FP8_D,
-                                                                   FP_HOPPER_FP8_BC, false>);
+    return dt == FLASHPORT_FP8_E5M2
+               ? reinterpret_cast<const void *>(
+                     fp_hopper_forward_kernel<__nv_fp8_e5m2, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC,
+                                              false, FP_HOPPER_FP8_CONSUMERS>)
+               : reinterpret_cast<const void *>(
+                     fp_hopper_forward_kernel<__nv_fp8_e4m3, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC,
+                                              false, FP_HOPPER_FP8_CONSUMERS>);
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
@@ -81,9 +89,8 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
         !fp_hopper_strides_fit("K", &p->k, p->batch, p->heads_kv, p->seq_kv, 1, why, why_len) ||
         !fp_hopper_strides_fit("V", &p->v, p->batch, p->heads_kv, p->seq_kv, 1, why, why_len))
         return 0;
-    return fp_hopper_device_fits(
-        props, fp_hopper_smem<__nv_fp8_e4m3, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC>::BYTES,
-        kernel_of(p->dtype), why, why_len);
+    return fp_hopper_device_fits(props, fp8_smem<__nv_fp8_e4m3>::BYTES, kernel_of(p->dtype), why,
+                                 why_len);
 }
 
 /* V^T: [batch][heads_kv][D][keys_pad] bytes. */
@@ -108,7 +115,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
 
     CUtensorMap qm, km, vm;
     err = fp_hopper_encode(&qm, L->q, p->dtype, &p->q, p->batch, p->heads_q, p->seq_q, p->head_dim,
-                           FP_HOPPER_BR);
+                           FP_HOPPER_FP8_BR);
     if (err == cudaSuccess)
         err = fp_hopper_encode(&km, L->k, p->dtype, &p->k, p->batch, p->heads_kv, p->seq_kv,
                                p->head_dim, FP_HOPPER_FP8_BC);
@@ -131,7 +138,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
         per_block ? (int)((p->seq_q + p->descale_block - 1) / p->descale_block) : 0;
     prm.descale.kv_blocks =
         per_block ? (int)((p->seq_kv + p->descale_block - 1) / p->descale_block) : 0;
-    const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
+    const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_FP8_BR - 1) / FP_HOPPER_FP8_BR),
                     (unsigned)(p->batch * p->heads_q));
     return p->dtype == FLASHPORT_FP8_E5M2
                ? launch_instance<__nv_fp8_e5m2>(qm, km, vm, prm, grid, L->stream)

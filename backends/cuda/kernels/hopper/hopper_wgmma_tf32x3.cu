@@ -25,7 +25,7 @@ static cudaError_t launch_instance(const fp_hopper_tf32x3_params &prm, dim3 grid
     constexpr size_t smem = fp_hopper_tf32x3_smem<D>::BYTES;
     cudaError_t err = fp_raise_smem_limit<fp_hopper_tf32x3_forward_kernel<D>, smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_tf32x3_forward_kernel<D><<<grid, FP_HOPPER_THREADS, smem, stream>>>(prm);
+    fp_hopper_tf32x3_forward_kernel<D><<<grid, fp_hopper_block<2>::THREADS, smem, stream>>>(prm);
     return cudaGetLastError();
 }
 
@@ -130,7 +130,7 @@ static cudaError_t launch(const fp_gpu_launch *L) {
     prm.seq = fp_seq_layout_make(p, L->args);
     prm.mods = fp_score_mods_make(p, L->args);
     prm.group = (int)(p->heads_q / p->heads_kv);
-    const dim3 grid((unsigned)((p->seq_q + FP_HOPPER_BR - 1) / FP_HOPPER_BR),
+    const dim3 grid((unsigned)((p->seq_q + fp_hopper_block<2>::BR - 1) / fp_hopper_block<2>::BR),
                     (unsigned)(p->batch * p->heads_q));
     return in->launch(prm, grid, L->stream);
 }

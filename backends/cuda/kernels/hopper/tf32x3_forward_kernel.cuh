@@ -5,7 +5,7 @@
  * small*small term, below 2^-20 of the product, is dropped as in kernels/tf32x3/). S starts
  * fresh each tile; a tile's P V too, added to O in f32 registers (see o_tile below).
  *
- * One block = FP_HOPPER_BR = 128 query rows of one (batch, query head), 3 warpgroups:
+ * One block = 128 query rows of one (batch, query head), 3 warpgroups (fp_hopper_block<2>):
  *   - warpgroup 0, the producer: all 128 threads load each K and V tile of BC keys from global
  *     memory, split it (tf32x3_split.cuh) into the big and small tiles of a ring stage, fence
  *     the writes for the async proxy and arrive on the stage's "full" barrier. K and V have
@@ -101,14 +101,14 @@ fp_hopper_tf32x3_ss(float (&d)[N / 2], int term, uint64_t a_big, uint64_t a_smal
 }
 
 template <int D>
-__global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
+__global__ void __launch_bounds__(fp_hopper_block<2>::THREADS, 1)
     fp_hopper_tf32x3_forward_kernel(const fp_hopper_tf32x3_params a) {
     /* As forward_kernel.cuh: wgmma and setmaxnreg exist only in sm_90a code. */
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #elif defined(__CUDA_ARCH__)
     using Smem = fp_hopper_tf32x3_smem<D>;
-    constexpr int BR = FP_HOPPER_BR, BC = Smem::BC;
+    constexpr int BR = fp_hopper_block<2>::BR, BC = Smem::BC;
     constexpr int K_STAGES = Smem::K_STAGES, V_STAGES = Smem::V_STAGES;
 
     extern __shared__ unsigned char fp_hopper_tf32x3_smem_raw[];
@@ -131,11 +131,11 @@ __global__ void __launch_bounds__(FP_HOPPER_THREADS, 1)
     if (threadIdx.x == 0) {
         for (int st = 0; st < K_STAGES; ++st) {
             fp_mbarrier_init(k_full(st), 128);
-            fp_mbarrier_init(k_empty(st), FP_HOPPER_CONSUMER_THREADS);
+            fp_mbarrier_init(k_empty(st), fp_hopper_block<2>::CONSUMER_THREADS);
         }
         for (int st = 0; st < V_STAGES; ++st) {
             fp_mbarrier_init(v_full(st), 128);
-            fp_mbarrier_init(v_empty(st), FP_HOPPER_CONSUMER_THREADS);
+            fp_mbarrier_init(v_empty(st), fp_hopper_block<2>::CONSUMER_THREADS);
         }
         fp_mbarrier_init_fence();
     }
