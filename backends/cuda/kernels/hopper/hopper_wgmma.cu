@@ -151,6 +151,32 @@ static bool long_query(const fp_problem *p, const fp_gpu_device_props *props, in
            blocks >= (int64_t)FP_HOPPER_LONG_WAVES * props->sm_count;
 }
 
+/* Why p has no instance of three consumers, naming only what p has (conformance holds a reason
+ * to the features of the problem): its head dim, its modifiers (fp_feature_name's names), or
+ * its pages. */
+static void three_declined(const fp_problem *p, char *why, size_t why_len) {
+    const unsigned mods = fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS;
+    size_t used = (size_t)snprintf(why, why_len, "%s=1: three consumer warpgroups are built ",
+                                   FP_HOPPER_CONFIG_ENV);
+    if (used >= why_len) return;
+    if (p->head_dim != 64) {
+        snprintf(why + used, why_len - used, "at d = 64 only, not %lld", (long long)p->head_dim);
+        return;
+    }
+    if (!mods) {
+        snprintf(why + used, why_len - used,
+                 "for the 128-key tile, which a %s of %lld-row pages "
+                 "does not fit",
+                 fp_feature_name(FP_FEATURE_PAGED), (long long)p->page_size);
+        return;
+    }
+    used += (size_t)snprintf(why + used, why_len - used, "without");
+    for (unsigned bit = 1; bit <= mods && used < why_len; bit <<= 1)
+        if (mods & bit)
+            used += (size_t)snprintf(why + used, why_len - used, "%s %s",
+                                     bit == (mods & -mods) ? "" : " +", fp_feature_name(bit));
+}
+
 /* The instance index for p: FP_HOPPER_CONFIG_ENV's choice when set, else three consumers for a
  * long query where an instance has them, else two; -1 and the reason in why when none fits. */
 static int choose_instance(const fp_problem *p, const fp_gpu_device_props *props, char *why,
@@ -159,10 +185,7 @@ static int choose_instance(const fp_problem *p, const fp_gpu_device_props *props
     if (config == -1) return -1;
     const int three = find_instance(p, 3);
     if (config == 1 && three == -1) {
-        snprintf(why, why_len,
-                 "%s=1: no instance of three consumer warpgroups for this problem (d = 64 without "
-                 "softcap, ALiBi or bias only)",
-                 FP_HOPPER_CONFIG_ENV);
+        three_declined(p, why, why_len);
         return -1;
     }
     if (config == 1 || (config == FP_CONFIG_ENV_UNSET && three != -1 &&
