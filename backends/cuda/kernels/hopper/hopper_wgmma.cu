@@ -39,7 +39,8 @@
 /* The long queries that take an instance of three consumers where the head dim has one
  * (fp_hopper_tile::CONSUMERS_LONG): at least LONG_QUERY rows, and at least LONG_WAVES blocks of
  * its 192 rows per SM, so that the last partial wave weighs little. Shorter queries and smaller
- * grids ran faster with two (bench/results/2026-12-06_h100_hopper-d64-three-consumers). */
+ * grids ran faster with two, and grids near the bound level (bench/results,
+ * 2026-12-06_h100_hopper-d64-three-consumers and 2026-12-07_h100_hopper-d64-three-consumers). */
 #define FP_HOPPER_LONG_QUERY 2048
 #define FP_HOPPER_LONG_WAVES 4
 
