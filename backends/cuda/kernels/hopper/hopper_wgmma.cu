@@ -102,6 +102,7 @@ static_assert(fp_hopper_tile<128>::CONSUMERS_LONG == 2 && fp_hopper_tile<256>::C
               "the table holds a long-query instance at d = 64 alone");
 #undef FP_HOPPER_HEAD_DIM
 #undef FP_HOPPER_INSTANCE
+static constexpr int instance_count = (int)(sizeof instances / sizeof instances[0]);
 
 /* Whether the instance table holds head dim d. */
 static bool head_dim_built(int64_t d) {
@@ -135,7 +136,7 @@ static bool pages_fit(const fp_problem *p, int key_tile) {
  * built. */
 static int find_instance(const fp_problem *p, int consumers) {
     const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
-    for (int i = 0; i < (int)(sizeof instances / sizeof instances[0]); ++i) {
+    for (int i = 0; i < instance_count; ++i) {
         const hopper_instance &in = instances[i];
         if (in.d == p->head_dim && in.mods == mods && in.consumers == consumers &&
             pages_fit(p, in.key_tile))
@@ -166,8 +167,7 @@ static void three_declined(const fp_problem *p, char *why, size_t why_len) {
     }
     if (!mods) {
         snprintf(why + used, why_len - used,
-                 "for the 128-key tile, which a %s of %lld-row pages "
-                 "does not fit",
+                 "for the 128-key tile, which a %s of %lld-row pages does not fit",
                  fp_feature_name(FP_FEATURE_PAGED), (long long)p->page_size);
         return;
     }
@@ -259,8 +259,7 @@ static int supports(const fp_problem *p, const fp_gpu_device_props *props,
 static cudaError_t launch(const fp_gpu_launch *L) {
     const fp_problem *p = &L->p;
     const int index = L->params->tile.config;
-    if (index < 0 || index >= (int)(sizeof instances / sizeof instances[0]) ||
-        instances[index].d != p->head_dim)
+    if (index < 0 || index >= instance_count || instances[index].d != p->head_dim)
         return cudaErrorInvalidValue;
     const hopper_instance *in = &instances[index];
     CUtensorMap qm, km, vm;
