@@ -38,7 +38,8 @@
 #                 timed, default all); the N = 131072 memory shape
 #   bench-decode  the decode preset beside PyTorch
 #   bench-tc      the fa-grid in bf16 and f16 beside PyTorch's flash, cuDNN and efficient
-#                 (TC_RUNS narrows it: "bf16:flash,cudnn f16:flash" = dtype:implementations)
+#                 (TC_RUNS narrows it: "bf16:flash,cudnn f16:flash" = dtype:implementations;
+#                 "bf16:flash,cudnn,fa3" adds FlashAttention-3, whose wheels WHEELS installs)
 #   bench-opencl  opencl beside cuda's exact f32 kernel (fa2_f32) and its planner's f32 choice on
 #                 the same shapes (OPENCL_SEQS, default "1024 4096 16384"), f16/bf16 at
 #                 N = 4096, then the opencl-sweep stage
@@ -56,6 +57,9 @@
 #   cpu           cpu_simd on the host CPU beside PyTorch's CPU attention, for each thread
 #                 count of CPU_THREADS (default "1 2") and each path of CPU_KERNELS (default:
 #                 the planner's choice; e.g. "avx512 avx2")
+# WHEELS=DIR installs every wheel in DIR first (python3 -m pip, offline, no dependencies), into
+# the interpreter that runs compare_torch.py: the machine reaches no registry, so wheels such as
+# fa3-fwd and einops are fetched elsewhere and carried.
 # Stages after a failed one still run; the exit status says whether any failed.
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -82,6 +86,10 @@ stage() { # stage NAME COMMAND...: runs, logs to $logs/NAME.log, records failure
   [ $rc -eq 0 ] || failed+=("$name($rc)")
   mkdir -p "$out" && tar -czf "$out/gpu-results.tar.gz" -C "$logs" .
 }
+
+if [ -n "${WHEELS:-}" ]; then
+  stage wheels python3 -m pip install --no-deps --no-index "$WHEELS"/*.whl
+fi
 
 # FLASHPORT_OPENCL_TILE overrides timed by opencl-sweep, per head dim, unless OPENCL_TILES is set.
 opencl_tiles() {
