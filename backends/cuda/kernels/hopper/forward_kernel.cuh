@@ -7,7 +7,8 @@
  *   - warpgroup 0, the producer: gives its registers back (setmaxnreg) and one thread (a
  *     warp for a paged cache) issues every TMA copy: the Q tile once, then K and V tiles of
  *     BC keys into a ring of STAGES stages, each stage with a "K full", a "V full" and an
- *     "empty" mbarrier;
+ *     "empty" mbarrier; with a bias that does not vary with the query, its other three warps
+ *     write each tile's bias row into the stage beside it (fp_hopper_stage_bias);
  *   - warpgroups 1 to CONSUMERS, the consumers: take the registers, own 64 query rows each and walk
  *     the block's key tiles: S = Q K^T by wgmma from shared memory, online softmax on the S
  *     accumulators, P converted in registers to wgmma's A operand, O += P V by wgmma with P from
@@ -196,26 +197,31 @@ template <typename T, int D> struct fp_hopper_softmax_policy {
 };
 
 /* Shared-memory plan of one instance (key tiles of BC keys, blocks of BR query rows): Q, the K
- * and V rings, the barriers, and the slack that lets the kernel align the tiles to 1024 bytes
- * itself (the dynamic window's base is only guaranteed 16-byte aligned). */
-template <typename T, int D, int BC, int BR> struct fp_hopper_smem {
+ * and V rings, with BIAS (the modifier instances) a ring of one f32 row of BC bias values a
+ * stage (fp_hopper_stage_bias), the barriers, and the slack that lets the kernel align the tiles
+ * to 1024 bytes itself (the dynamic window's base is only guaranteed 16-byte aligned). */
+template <typename T, int D, int BC, int BR, bool BIAS = false> struct fp_hopper_smem {
     static constexpr int ELEM = fp_hopper_input<T>::BYTES;
     static constexpr uint32_t Q_BYTES = BR * D * ELEM;
     static constexpr uint32_t KV_BYTES = BC * D * ELEM; /* one K or V tile */
     /* The ring's depth: FP8 four stages (a tile is half the bytes); 16 bits as many as fit,
      * up to three. Two stages leave the producer's latency from a released stage to the next
      * copy on the consumers' critical path, a third hides it (at d = 256 no tile has room for
-     * it); a fourth, where it fits, ran slower. FIXED: Q, the barriers of a three-stage
-     * ring and the alignment slack. */
+     * it); a fourth, where it fits, ran slower. FIXED: Q, the bias rows and barriers of a
+     * three-stage ring and the alignment slack. */
+    static constexpr uint32_t BIAS_BYTES = BIAS ? BC * 4 : 0; /* one stage's bias row */
+    static constexpr int BARS_A_STAGE = BIAS ? 4 : 3;
     static constexpr size_t LIMIT = 227 * 1024,
-                            FIXED = Q_BYTES + 8 * (1 + 3 * 3) + FP_HOPPER_ATOM_BYTES;
+                            FIXED = Q_BYTES + 3 * BIAS_BYTES + 8 * (1 + BARS_A_STAGE * 3) +
+                                    FP_HOPPER_ATOM_BYTES;
     static constexpr int FIT = (int)((LIMIT - FIXED) / (2 * KV_BYTES));
     static constexpr int STAGES = fp_hopper_input<T>::FP8 ? 4 : FIT < 3 ? FIT : 3;
     static constexpr uint32_t K_OFF = Q_BYTES;
     static constexpr uint32_t V_OFF = K_OFF + STAGES * KV_BYTES;
-    static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
-    /* q_full, then k_full, v_full and empty per stage */
-    static constexpr uint32_t BARS = 1 + 3 * STAGES;
+    static constexpr uint32_t BIAS_OFF = V_OFF + STAGES * KV_BYTES;
+    static constexpr uint32_t BAR_OFF = BIAS_OFF + STAGES * BIAS_BYTES;
+    /* q_full, then k_full, v_full, empty and with BIAS bias_full per stage */
+    static constexpr uint32_t BARS = 1 + BARS_A_STAGE * STAGES;
     static constexpr size_t BYTES = (size_t)BAR_OFF + 8 * BARS + FP_HOPPER_ATOM_BYTES;
     static_assert(STAGES >= 2 && BYTES <= LIMIT, "a ring of two stages or more beside Q");
     static_assert(Q_BYTES % FP_HOPPER_ATOM_BYTES == 0 && KV_BYTES % FP_HOPPER_ATOM_BYTES == 0,
@@ -324,10 +330,12 @@ static __device__ __forceinline__ void fp_hopper_bias_rows(float (&s)[BC / 2],
  * other tiles take fp_hopper_bias_rows in the form fp_bias_pairs allows. Rows past Nq read the
  * last row's.
  * Register i holds row fp_hopper_acc_row(tid, 0) + 8 ((i / 2) % 2) and key
- * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. Read from global memory just before the
- * tile's GEMMs: staging it a tile ahead in shared memory by cp.async was measured slower, and
- * so was dropping fp_bias_over_scale's clamp (ptxas then spilled the modifier instance, 124
- * bytes at d = 128, and ALiBi and softcap ran about 20% slower; bench/results). */
+ * fp_hopper_acc_col(tid, 0) + 8 (i / 4) + i % 2. A bias that varies with the query is read
+ * from global memory just before the tile's GEMMs: staging it a tile ahead in shared memory by
+ * the consumers' cp.async was measured slower, and so was dropping fp_bias_over_scale's clamp
+ * (ptxas then spilled the modifier instance, 124 bytes at d = 128, and ALiBi and softcap ran
+ * about 20% slower; bench/results). One that does not is staged by the producer
+ * (fp_hopper_stage_bias). */
 template <typename B, int BC>
 static __device__ __forceinline__ void
 fp_hopper_bias_start_as(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale, int b, int h,
@@ -368,6 +376,55 @@ fp_hopper_bias_start(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale
         break;
     default:
         fp_hopper_bias_start_as<float, BC>(s, m, inv_scale, b, h, nq, nkv, tid, row0, kb, edge);
+    }
+}
+
+/* A bias that does not vary with the query (bias_query = 0: a key-padding mask), staged: the
+ * producer's three spare warps (the 96 threads `worker` counts) write tile [key0, key0 + BC)'s
+ * row as bias / scale in f32 (fp_bias_over_scale; 0 past Nkv, where the mask sets -inf) into the
+ * stage's bias row, and the consumers start each tile's S from it with one shared-memory load a
+ * pair of keys (fp_hopper_bias_staged). Read by the consumers themselves, each of the 32 pairs of
+ * a thread's tile took a global load, the conversion and its clamp on their critical path
+ * (bench/results). */
+template <typename B, int BC>
+static __device__ __forceinline__ void fp_hopper_stage_bias_as(uint32_t row, const fp_score_mods &m,
+                                                               float inv_scale, int64_t at,
+                                                               int key0, int nkv, int worker) {
+    const B *const bias = static_cast<const B *>(m.bias) + at;
+    for (int k = worker; k < BC; k += 96) {
+        const int key = key0 + k;
+        fp_st_shared_f32(row + 4u * k,
+                         key < nkv ? fp_bias_over_scale(fp_to_f32(bias[(int64_t)key * m.bias_key]),
+                                                        inv_scale)
+                                   : 0.0f);
+    }
+}
+
+template <int BC>
+static __device__ __forceinline__ void fp_hopper_stage_bias(uint32_t row, const fp_score_mods &m,
+                                                            float inv_scale, int64_t at, int key0,
+                                                            int nkv, int worker) {
+    switch (m.bias_dtype) {
+    case FLASHPORT_F16:
+        fp_hopper_stage_bias_as<__half, BC>(row, m, inv_scale, at, key0, nkv, worker);
+        break;
+    case FLASHPORT_BF16:
+        fp_hopper_stage_bias_as<__nv_bfloat16, BC>(row, m, inv_scale, at, key0, nkv, worker);
+        break;
+    default: fp_hopper_stage_bias_as<float, BC>(row, m, inv_scale, at, key0, nkv, worker);
+    }
+}
+
+/* A tile's S started from its staged bias row: both of the thread's rows take the same keys. */
+template <int BC>
+static __device__ __forceinline__ void fp_hopper_bias_staged(float (&s)[BC / 2], uint32_t row,
+                                                             int tid) {
+    const uint32_t at = row + 4u * fp_hopper_acc_col(tid, 0);
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) {
+        fp_ld_shared_f32x2(at + 32u * n, &s[4 * n], &s[4 * n + 1]);
+        s[4 * n + 2] = s[4 * n];
+        s[4 * n + 3] = s[4 * n + 1];
     }
 }
 
@@ -516,7 +573,7 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
 #elif defined(__CUDA_ARCH__)
     using Block = fp_hopper_block<CONSUMERS>;
     constexpr int BR = Block::BR;
-    using Smem = fp_hopper_smem<T, D, BC, BR>;
+    using Smem = fp_hopper_smem<T, D, BC, BR, MODS>;
     using In = fp_hopper_input<T>;
     constexpr int STAGES = Smem::STAGES;
     constexpr int PANEL_COLS = 128 / In::BYTES, PANELS = D / PANEL_COLS;
@@ -532,6 +589,8 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
     auto k_full = [&](int s) { return q_full + 8u * (1 + s); };
     auto v_full = [&](int s) { return q_full + 8u * (1 + STAGES + s); };
     auto empty = [&](int s) { return q_full + 8u * (1 + 2 * STAGES + s); };
+    auto bias_full = [&](int s) { return q_full + 8u * (1 + 3 * STAGES + s); };
+    auto bias_row = [&](int s) { return base + Smem::BIAS_OFF + s * Smem::BIAS_BYTES; };
 
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -540,6 +599,7 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
             fp_mbarrier_init(k_full(s), 1);
             fp_mbarrier_init(v_full(s), 1);
             fp_mbarrier_init(empty(s), Block::CONSUMER_THREADS);
+            if (MODS) fp_mbarrier_init(bias_full(s), 96);
         }
         fp_mbarrier_init_fence();
     }
@@ -572,6 +632,11 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
      * columns are renumbered within aligned groups of 16). */
     const int k_begin = paged || In::FP8 ? span.lo - span.lo % BC : span.lo;
     const int n_tiles = span.hi > k_begin ? (span.hi - k_begin + BC - 1) / BC : 0;
+    /* 1 / scale when each tile's S starts from its bias (score_mods.cuh), else 0; the bias is
+     * staged (fp_hopper_stage_bias) when it does not vary with the query. */
+    const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
+    const bool bias_started = bias_inv_scale != 0.0f;
+    const bool bias_staged = MODS && bias_started && mods.bias_query == 0;
 
     if (warpgroup == 0) {
         fp_setmaxnreg_dec<Block::PRODUCER_REGS>();
@@ -633,6 +698,17 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
                                        at.row, hk, (int)at.outer);
                 }
             }
+        } else if (bias_staged && threadIdx.x >= 32) {
+            /* The other three warps stage the bias row of each tile in its stage, under the
+             * same "empty" barrier as the copies. */
+            const int64_t at = fp_bias_head_offset(mods, s.b, h);
+            for (int t = 0; t < n_tiles; ++t) {
+                const int st = t % STAGES;
+                if (t >= STAGES) fp_mbarrier_wait(empty(st), ((t / STAGES) - 1) & 1);
+                fp_hopper_stage_bias<BC>(bias_row(st), mods, bias_inv_scale, at, k_begin + t * BC,
+                                         s.nkv, threadIdx.x - 32);
+                fp_mbarrier_arrive(bias_full(st));
+            }
         }
         return;
     }
@@ -682,10 +758,6 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
             }
         }
     }
-    /* 1 / scale when each tile's S starts from its bias (score_mods.cuh), else 0. */
-    const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
-    const bool bias_started = bias_inv_scale != 0.0f;
-
     float sacc[BC / 2];              /* S of the newest tile, then its P in f32 */
     uint32_t pa[BC / In::K_STEP][4]; /* P of the previous tile as wgmma A operands */
     /* FP8 per block: tile t's K factor on its raw scores, its V factor on O's unit; returns the
@@ -762,6 +834,11 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
      * warpgroup waits for the tile and for its turn. */
     auto start_s = [&](int t) {
         if (!bias_started) return;
+        if (bias_staged) {
+            fp_mbarrier_wait(bias_full(t % STAGES), (t / STAGES) & 1);
+            fp_hopper_bias_staged<BC>(sacc, bias_row(t % STAGES), tid);
+            return;
+        }
         const int kb = k_begin + t * BC;
         fp_hopper_bias_start<BC>(sacc, mods, bias_inv_scale, s.b, h, s.nq, s.nkv, tid, row0, kb,
                                  edge_tile(kb));

@@ -53,7 +53,7 @@ static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
     using Block = fp_hopper_block<C>;
-    constexpr size_t smem = fp_hopper_smem<T, D, BC, Block::BR>::BYTES;
+    constexpr size_t smem = fp_hopper_smem<T, D, BC, Block::BR, MODS>::BYTES;
     cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, BC, MODS, C>, smem>();
     if (err != cudaSuccess) return err;
     fp_hopper_forward_kernel<T, D, BC, MODS, C>
@@ -79,7 +79,7 @@ struct hopper_instance {
 #define FP_HOPPER_INSTANCE(D, BC, MODS, C)                                                         \
     {                                                                                              \
         D, BC, MODS, C, fp_hopper_block<C>::BR,                                                    \
-            fp_hopper_smem<__half, D, BC, fp_hopper_block<C>::BR>::BYTES,                          \
+            fp_hopper_smem<__half, D, BC, fp_hopper_block<C>::BR, MODS>::BYTES,                    \
             {kernel_of<__half, D, BC, MODS, C>, kernel_of<__nv_bfloat16, D, BC, MODS, C>}, {       \
             launch_instance<__half, D, BC, MODS, C>,                                               \
                 launch_instance<__nv_bfloat16, D, BC, MODS, C>                                     \

@@ -71,6 +71,16 @@ static __device__ __forceinline__ void fp_st_shared_zero16(uint32_t addr) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
 }
 
+/* One f32 to shared memory, and two adjacent ones (8-byte aligned) from it, through the
+ * generic proxy; volatile, so that they stay on their side of the mbarrier arrive or wait that
+ * orders them. */
+static __device__ __forceinline__ void fp_st_shared_f32(uint32_t addr, float v) {
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+static __device__ __forceinline__ void fp_ld_shared_f32x2(uint32_t addr, float *a, float *b) {
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(*a), "=f"(*b) : "r"(addr) : "memory");
+}
+
 /* Orders this thread's earlier generic-proxy writes to shared memory before later async-proxy
  * accesses (wgmma, TMA) that a barrier orders after it. */
 static __device__ __forceinline__ void fp_fence_proxy_async_shared() {
