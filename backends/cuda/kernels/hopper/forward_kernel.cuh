@@ -211,9 +211,9 @@ template <typename T, int D, int BC, int BR, bool BIAS = false> struct fp_hopper
      * three-stage ring and the alignment slack. */
     static constexpr uint32_t BIAS_BYTES = BIAS ? BC * 4 : 0; /* one stage's bias row */
     static constexpr int BARS_A_STAGE = BIAS ? 4 : 3;
-    static constexpr size_t LIMIT = 227 * 1024,
-                            FIXED = Q_BYTES + 3 * BIAS_BYTES + 8 * (1 + BARS_A_STAGE * 3) +
-                                    FP_HOPPER_ATOM_BYTES;
+    static constexpr size_t LIMIT = 227 * 1024;
+    static constexpr size_t FIXED =
+        Q_BYTES + 3 * BIAS_BYTES + 8 * (1 + BARS_A_STAGE * 3) + FP_HOPPER_ATOM_BYTES;
     static constexpr int FIT = (int)((LIMIT - FIXED) / (2 * KV_BYTES));
     static constexpr int STAGES = fp_hopper_input<T>::FP8 ? 4 : FIT < 3 ? FIT : 3;
     static constexpr uint32_t K_OFF = Q_BYTES;
@@ -379,24 +379,28 @@ fp_hopper_bias_start(float (&s)[BC / 2], const fp_score_mods &m, float inv_scale
     }
 }
 
+/* The producer threads that stage a bias: warps 1 to 3 of its warpgroup (warp 0 copies). The
+ * stages' "bias full" barriers count their arrivals. */
+static constexpr int FP_HOPPER_BIAS_STAGERS = 96;
+
 /* A bias that does not vary with the query (bias_query = 0: a key-padding mask), staged: the
- * producer's three spare warps (the 96 threads `worker` counts) write tile [key0, key0 + BC)'s
- * row as bias / scale in f32 (fp_bias_over_scale; 0 past Nkv, where the mask sets -inf) into the
- * stage's bias row, and the consumers start each tile's S from it with one shared-memory load a
- * pair of keys (fp_hopper_bias_staged). Read by the consumers themselves, each of the 32 pairs of
- * a thread's tile took a global load, the conversion and its clamp on their critical path
- * (bench/results). */
+ * producer's three spare warps (the FP_HOPPER_BIAS_STAGERS threads `worker` counts) write tile
+ * [key0, key0 + BC)'s row as bias / scale in f32 (fp_bias_over_scale; 0 past Nkv, where the mask
+ * sets -inf) into the stage's bias row, and the consumers start each tile's S from it with one
+ * shared-memory load a pair of keys (fp_hopper_bias_staged). Read by the consumers themselves, each
+ * of the 32 pairs of a thread's tile took a global load, the conversion and its clamp on their
+ * critical path (bench/results). */
 template <typename B, int BC>
 static __device__ __forceinline__ void fp_hopper_stage_bias_as(uint32_t row, const fp_score_mods &m,
                                                                float inv_scale, int64_t at,
                                                                int key0, int nkv, int worker) {
     const B *const bias = static_cast<const B *>(m.bias) + at;
-    for (int k = worker; k < BC; k += 96) {
+    for (int k = worker; k < BC; k += FP_HOPPER_BIAS_STAGERS) {
         const int key = key0 + k;
-        fp_st_shared_f32(row + 4u * k,
-                         key < nkv ? fp_bias_over_scale(fp_to_f32(bias[(int64_t)key * m.bias_key]),
-                                                        inv_scale)
-                                   : 0.0f);
+        fp_st_shared_f32(
+            row + 4u * k,
+            key < nkv ? fp_bias_over_scale(fp_to_f32(bias[(int64_t)key * m.bias_key]), inv_scale)
+                      : 0.0f);
     }
 }
 
@@ -599,7 +603,7 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
             fp_mbarrier_init(k_full(s), 1);
             fp_mbarrier_init(v_full(s), 1);
             fp_mbarrier_init(empty(s), Block::CONSUMER_THREADS);
-            if (MODS) fp_mbarrier_init(bias_full(s), 96);
+            if (MODS) fp_mbarrier_init(bias_full(s), FP_HOPPER_BIAS_STAGERS);
         }
         fp_mbarrier_init_fence();
     }
