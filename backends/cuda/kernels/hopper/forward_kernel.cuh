@@ -139,12 +139,13 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
  *   BC_MODS: with those modifiers;
  *   BC_POW2: a power of two, for paged caches whose pages neither divide BC nor are a multiple
  *     of it (a tile is copied a page at a time, and no copy may straddle a page).
- *   CONSUMERS_LONG: the consumer warpgroups of a further dense instance (BC, no modifiers)
- *     that long queries take (hopper_wgmma.cu chooses), where it differs from two. At d = 64
- *     three: a warpgroup's GEMMs are short beside its softmax, and with three in turn two
- *     softmaxes run under each one's GEMMs; its 192-row blocks fill fewer waves on short
- *     grids, which is why short queries keep two. At d = 128 and 256 O alone takes D / 2
- *     registers, and three would leave each 160.
+ *   CONSUMERS_LONG: the consumer warpgroups of further instances (BC and BC_MODS) that long
+ *     queries take (hopper_wgmma.cu chooses), where it differs from two. At d = 64 three: a
+ *     warpgroup's GEMMs are short beside its softmax, and with three in turn two softmaxes run
+ *     under each one's GEMMs; its 192-row blocks fill fewer waves on short grids, which is why
+ *     short queries keep two. The modifier instance gains too, though ptxas spills it in 160
+ *     registers. At d = 128 and 256 O alone takes D / 2 registers, and three would leave
+ *     each 160.
  * The measurements behind the choice are in bench/results (2026-12-03_h200_hopper-key-tiles,
  * 2026-12-06_h100_hopper-d128-tile). */
 template <int D> struct fp_hopper_tile;

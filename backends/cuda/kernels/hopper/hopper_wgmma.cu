@@ -87,8 +87,8 @@ struct hopper_instance {
     }
 /* Per head dim, the tiles of fp_hopper_tile with two consumers: the preferred ones first, then
  * the power-of-two tile for pages that do not fit them (where it is the same tile, the entry
- * repeats one above and is never reached); then the dense tile with the consumers of long
- * queries, where they are not two. */
+ * repeats one above and is never reached); then, where long queries take more than two
+ * consumers, the dense and the modifier tiles with them. */
 #define FP_HOPPER_HEAD_DIM(D)                                                                      \
     FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false, 2),                                        \
         FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true, 2),                                \
@@ -97,6 +97,7 @@ struct hopper_instance {
 static const hopper_instance instances[] = {
     FP_HOPPER_HEAD_DIM(64),
     FP_HOPPER_INSTANCE(64, fp_hopper_tile<64>::BC, false, fp_hopper_tile<64>::CONSUMERS_LONG),
+    FP_HOPPER_INSTANCE(64, fp_hopper_tile<64>::BC_MODS, true, fp_hopper_tile<64>::CONSUMERS_LONG),
     FP_HOPPER_HEAD_DIM(128), FP_HOPPER_HEAD_DIM(256)};
 static_assert(fp_hopper_tile<128>::CONSUMERS_LONG == 2 && fp_hopper_tile<256>::CONSUMERS_LONG == 2,
               "the table holds a long-query instance at d = 64 alone");
@@ -153,29 +154,17 @@ static bool long_query(const fp_problem *p, const fp_gpu_device_props *props, in
            blocks >= (int64_t)FP_HOPPER_LONG_WAVES * props->sm_count;
 }
 
-/* Why p has no instance of three consumers, naming only what p has (conformance holds a reason
- * to the features of the problem): its head dim, its modifiers (fp_feature_name's names), or
- * its pages. */
+/* Why p has no instance of three consumers: its head dim, or its pages. */
 static void three_declined(const fp_problem *p, char *why, size_t why_len) {
-    const unsigned mods = fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS;
     size_t used = (size_t)snprintf(why, why_len, "%s=1: three consumer warpgroups are built ",
                                    FP_HOPPER_CONFIG_ENV);
     if (used >= why_len) return;
-    if (p->head_dim != 64) {
+    if (p->head_dim != 64)
         snprintf(why + used, why_len - used, "at d = 64 only, not %lld", (long long)p->head_dim);
-        return;
-    }
-    if (!mods) {
+    else
         snprintf(why + used, why_len - used,
                  "for the 128-key tile, which a %s of %lld-row pages does not fit",
                  fp_feature_name(FP_FEATURE_PAGED), (long long)p->page_size);
-        return;
-    }
-    used += (size_t)snprintf(why + used, why_len - used, "without");
-    for (unsigned bit = 1; bit <= mods && used < why_len; bit <<= 1)
-        if (mods & bit)
-            used += (size_t)snprintf(why + used, why_len - used, "%s %s",
-                                     bit == (mods & -mods) ? "" : " +", fp_feature_name(bit));
 }
 
 /* The instance index for p: FP_HOPPER_CONFIG_ENV's choice when set, else three consumers for a
