@@ -127,6 +127,15 @@ static inline fp_hopper_params fp_hopper_params_make(const fp_gpu_launch *L, int
     return prm;
 }
 
+/* The score modifiers an instance computes: none (the dense instances); SCORES, those formed
+ * from each dot product and its position alone (softcap, ALiBi); BIAS, those and an additive
+ * bias tensor. A problem runs on an instance of its own kind where one fits it, else on one of a
+ * wider kind. The bias's code (its staged rows, their barriers, the global reads that start S)
+ * stays out of the SCORES instances: ptxas schedules their tile loop differently with it, and
+ * softcap at d = 128 ran 6.5% slower in the instance that held the staged bias too
+ * (bench/results/2026-12-07_h100_hopper-d64-modifiers-three-consumers.md). */
+enum fp_hopper_mods { FP_HOPPER_MODS_NONE, FP_HOPPER_MODS_SCORES, FP_HOPPER_MODS_BIAS };
+
 /* Per head dim: the key tiles (BC) that instances are built with, each fitting beside Q and a
  * ring of two stages or more in the 227 KB a block may use, and beside O's accumulators in a
  * consumer's 240 registers (ptxas: no spills in the dense instances).
@@ -561,11 +570,12 @@ static __device__ __forceinline__ void fp_hopper_store2(OT *at, float v0, float 
     at[1] = OT(v1);
 }
 
-/* BC: keys of a tile (fp_hopper_tile). MODS: the problem has softcap, ALiBi or bias. Without,
- * those fields are folded away and the instance keeps its registers for the dense path; with,
- * every tile takes the modifiers' passes of fp_hopper_scores. Sinks join the final division in
- * both. CONSUMERS: consumer warpgroups (fp_hopper_block). */
-template <typename T, int D, int BC, bool MODS, int CONSUMERS>
+/* BC: keys of a tile (fp_hopper_tile). MODS: the modifiers the instance computes
+ * (fp_hopper_mods); the fields of the others are folded away, so that the dense instance keeps
+ * its registers for the dense path, and every tile of the others takes the modifiers' passes of
+ * fp_hopper_scores. Sinks join the final division in all. CONSUMERS: consumer warpgroups
+ * (fp_hopper_block). */
+template <typename T, int D, int BC, fp_hopper_mods MODS, int CONSUMERS>
 __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
     fp_hopper_forward_kernel(const __grid_constant__ CUtensorMap q_map,
                              const __grid_constant__ CUtensorMap k_map,
@@ -578,12 +588,13 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
 #elif defined(__CUDA_ARCH__)
     using Block = fp_hopper_block<CONSUMERS>;
     constexpr int BR = Block::BR;
-    using Smem = fp_hopper_smem<T, D, BC, BR, MODS>;
+    constexpr bool BIAS = MODS == FP_HOPPER_MODS_BIAS;
+    using Smem = fp_hopper_smem<T, D, BC, BR, BIAS>;
     using In = fp_hopper_input<T>;
     constexpr int STAGES = Smem::STAGES;
     constexpr int PANEL_COLS = 128 / In::BYTES, PANELS = D / PANEL_COLS;
     static_assert(D % PANEL_COLS == 0, "head dim in whole 128-byte panels");
-    static_assert(!In::FP8 || (BC == 128 && D == 128 && !MODS),
+    static_assert(!In::FP8 || (BC == 128 && D == 128 && MODS == FP_HOPPER_MODS_NONE),
                   "FP8: one 128-key V^T panel a tile, the k32 shapes of N = 128, no modifiers");
 
     extern __shared__ unsigned char fp_hopper_smem_raw[];
@@ -604,18 +615,18 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
             fp_mbarrier_init(k_full(s), 1);
             fp_mbarrier_init(v_full(s), 1);
             fp_mbarrier_init(empty(s), Block::CONSUMER_THREADS);
-            if (MODS) fp_mbarrier_init(bias_full(s), FP_HOPPER_BIAS_STAGERS);
+            if (BIAS) fp_mbarrier_init(bias_full(s), FP_HOPPER_BIAS_STAGERS);
         }
         fp_mbarrier_init_fence();
     }
     __syncthreads();
 
     fp_score_mods mods = a.mods;
-    if (!MODS) {
+    if (MODS == FP_HOPPER_MODS_NONE) {
         mods.softcap = 0.0f;
         mods.alibi = FLASHPORT_ALIBI_NONE;
-        mods.bias = NULL;
     }
+    if (!BIAS) mods.bias = NULL;
     /* A (batch, head)'s query blocks run together, causal ones heaviest first, packed batches
      * included: at this kernel's rate a block streams K/V near the memory's bandwidth, and
      * blocks of one head share them in L2. fp_grid_block_of's longest-first walk across all
@@ -641,7 +652,7 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
      * staged (fp_hopper_stage_bias) when it does not vary with the query. */
     const float bias_inv_scale = fp_bias_in_accumulators(mods) ? 1.0f / mods.scale : 0.0f;
     const bool bias_started = bias_inv_scale != 0.0f;
-    const bool bias_staged = MODS && bias_started && mods.bias_query == 0;
+    const bool bias_staged = BIAS && bias_started && mods.bias_query == 0;
 
     if (warpgroup == 0) {
         fp_setmaxnreg_dec<Block::PRODUCER_REGS>();
@@ -816,10 +827,10 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
      * per tensor, folded into it), the scale joins the softmax's subtraction
      * (fp_hopper_softmax); otherwise the scores are formed first. */
     using Policy = fp_hopper_softmax_policy<T, D>;
-    const float fused_scale =
-        Policy::FUSED_SCALE && !MODS && (!In::FP8 || ds.block == 0) && mods.scale > 0.0f
-            ? mods.scale * FP_LOG2E
-            : 0.0f;
+    const float fused_scale = Policy::FUSED_SCALE && MODS == FP_HOPPER_MODS_NONE &&
+                                      (!In::FP8 || ds.block == 0) && mods.scale > 0.0f
+                                  ? mods.scale * FP_LOG2E
+                                  : 0.0f;
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
         float v_ratio = 1.0f;
@@ -919,7 +930,7 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
         };
         /* The loop, rotated where the instance overlaps the softmax with the P V (see the
          * head): the P V of tile t - 1 is retired at the top of the next turn. */
-        constexpr bool OVERLAP = Policy::OVERLAP_PV && !MODS;
+        constexpr bool OVERLAP = Policy::OVERLAP_PV && MODS == FP_HOPPER_MODS_NONE;
         if (OVERLAP && n_tiles > 1) step(1);
         for (int t = OVERLAP ? 2 : 1; t < n_tiles; ++t) {
             if (OVERLAP) retire(t - 2);

@@ -28,9 +28,9 @@
 #include "forward_kernel.cuh"
 #include "tensor_map.h"
 
-/* The modifiers that the kernel takes in its MODS instances (forward_kernel.cuh). Sinks enter
- * only the final division and ride in both instances: the dense one keeps its registers with
- * them (ptxas -v: no spills either way). */
+/* The modifiers that the kernel takes in its SCORES and BIAS instances (forward_kernel.cuh,
+ * fp_hopper_mods). Sinks enter only the final division and ride in every instance: the dense
+ * one keeps its registers with them (ptxas -v: no spills either way). */
 #define FP_HOPPER_MODS (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI | FP_FEATURE_BIAS)
 
 /* Environment variable that picks the consumer warpgroups for tuning: 0 two, 1 three (where an
@@ -44,16 +44,16 @@
 #define FP_HOPPER_LONG_QUERY 2048
 #define FP_HOPPER_LONG_WAVES 4
 
-template <typename T, int D, int BC, bool MODS, int C> static const void *kernel_of() {
+template <typename T, int D, int BC, fp_hopper_mods MODS, int C> static const void *kernel_of() {
     return reinterpret_cast<const void *>(fp_hopper_forward_kernel<T, D, BC, MODS, C>);
 }
 
-template <typename T, int D, int BC, bool MODS, int C>
+template <typename T, int D, int BC, fp_hopper_mods MODS, int C>
 static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    const CUtensorMap &vm, const fp_hopper_params &prm, dim3 grid,
                                    cudaStream_t stream) {
     using Block = fp_hopper_block<C>;
-    constexpr size_t smem = fp_hopper_smem<T, D, BC, Block::BR, MODS>::BYTES;
+    constexpr size_t smem = fp_hopper_smem<T, D, BC, Block::BR, MODS == FP_HOPPER_MODS_BIAS>::BYTES;
     cudaError_t err = fp_raise_smem_limit<fp_hopper_forward_kernel<T, D, BC, MODS, C>, smem>();
     if (err != cudaSuccess) return err;
     fp_hopper_forward_kernel<T, D, BC, MODS, C>
@@ -65,12 +65,12 @@ typedef cudaError_t (*instance_launcher)(const CUtensorMap &, const CUtensorMap 
                                          const CUtensorMap &, const fp_hopper_params &, dim3,
                                          cudaStream_t);
 
-/* One built instance: head dim, key tile, whether it takes the modifiers (FP_HOPPER_MODS), its
- * consumer warpgroups and query rows a block, its shared memory, and its entry points by input
- * type (0 f16, 1 bf16). */
+/* One built instance: head dim, key tile, the modifiers it computes, its consumer warpgroups
+ * and query rows a block, its shared memory, and its entry points by input type (0 f16,
+ * 1 bf16). */
 struct hopper_instance {
     int d, key_tile;
-    bool mods;
+    fp_hopper_mods mods;
     int consumers, block_rows;
     size_t smem;
     const void *(*kernel[2])();
@@ -79,28 +79,37 @@ struct hopper_instance {
 #define FP_HOPPER_INSTANCE(D, BC, MODS, C)                                                         \
     {                                                                                              \
         D, BC, MODS, C, fp_hopper_block<C>::BR,                                                    \
-            fp_hopper_smem<__half, D, BC, fp_hopper_block<C>::BR, MODS>::BYTES,                    \
+            fp_hopper_smem<__half, D, BC, fp_hopper_block<C>::BR,                                  \
+                           MODS == FP_HOPPER_MODS_BIAS>::BYTES,                                    \
             {kernel_of<__half, D, BC, MODS, C>, kernel_of<__nv_bfloat16, D, BC, MODS, C>}, {       \
             launch_instance<__half, D, BC, MODS, C>,                                               \
                 launch_instance<__nv_bfloat16, D, BC, MODS, C>                                     \
         }                                                                                          \
     }
-/* Per head dim, the tiles of fp_hopper_tile with two consumers: the preferred ones first, then
- * the power-of-two tile for pages that do not fit them (where it is the same tile, the entry
- * repeats one above and is never reached); then, where long queries take more than two
- * consumers, the dense and the modifier tiles with them. */
+/* Per head dim, the tiles of fp_hopper_tile with two consumers: the preferred ones of each kind
+ * of modifiers first, then the power-of-two tile for pages that do not fit them (where it is
+ * the same tile, the entry repeats one above and is never reached; the BIAS instance serves
+ * softcap and ALiBi there too); then, where long queries take more than two consumers, the
+ * preferred tiles with them. */
 #define FP_HOPPER_HEAD_DIM(D)                                                                      \
-    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, false, 2),                                        \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, true, 2),                                \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, false, 2),                               \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, true, 2)
-static const hopper_instance instances[] = {
-    FP_HOPPER_HEAD_DIM(64),
-    FP_HOPPER_INSTANCE(64, fp_hopper_tile<64>::BC, false, fp_hopper_tile<64>::CONSUMERS_LONG),
-    FP_HOPPER_INSTANCE(64, fp_hopper_tile<64>::BC_MODS, true, fp_hopper_tile<64>::CONSUMERS_LONG),
-    FP_HOPPER_HEAD_DIM(128), FP_HOPPER_HEAD_DIM(256)};
+    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, FP_HOPPER_MODS_NONE, 2),                          \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, FP_HOPPER_MODS_SCORES, 2),               \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, FP_HOPPER_MODS_BIAS, 2),                 \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, FP_HOPPER_MODS_NONE, 2),                 \
+        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, FP_HOPPER_MODS_BIAS, 2)
+#define FP_HOPPER_LONG(D, MODS)                                                                    \
+    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, MODS, fp_hopper_tile<D>::CONSUMERS_LONG)
+static_assert(fp_hopper_tile<64>::BC == fp_hopper_tile<64>::BC_MODS,
+              "the long-query instances share one tile");
+static const hopper_instance instances[] = {FP_HOPPER_HEAD_DIM(64),
+                                            FP_HOPPER_LONG(64, FP_HOPPER_MODS_NONE),
+                                            FP_HOPPER_LONG(64, FP_HOPPER_MODS_SCORES),
+                                            FP_HOPPER_LONG(64, FP_HOPPER_MODS_BIAS),
+                                            FP_HOPPER_HEAD_DIM(128),
+                                            FP_HOPPER_HEAD_DIM(256)};
 static_assert(fp_hopper_tile<128>::CONSUMERS_LONG == 2 && fp_hopper_tile<256>::CONSUMERS_LONG == 2,
               "the table holds a long-query instance at d = 64 alone");
+#undef FP_HOPPER_LONG
 #undef FP_HOPPER_HEAD_DIM
 #undef FP_HOPPER_INSTANCE
 static constexpr int instance_count = (int)(sizeof instances / sizeof instances[0]);
@@ -132,17 +141,27 @@ static bool pages_fit(const fp_problem *p, int key_tile) {
             (key_tile % p->page_size == 0 || p->page_size % key_tile == 0));
 }
 
+/* The modifiers p needs an instance to compute (fp_hopper_mods). */
+static fp_hopper_mods mods_needed(const fp_problem *p) {
+    const unsigned f = fp_problem_features(p, FP_OP_FORWARD);
+    if (f & FP_FEATURE_BIAS) return FP_HOPPER_MODS_BIAS;
+    if (f & (FP_FEATURE_SOFTCAP | FP_FEATURE_ALIBI)) return FP_HOPPER_MODS_SCORES;
+    return FP_HOPPER_MODS_NONE;
+}
+
 /* The index of the instance that runs p with `consumers` consumer warpgroups: its head dim,
- * with the modifiers if p has any, and the first key tile that its pages fit; -1 when none is
- * built. */
+ * the first key tile that its pages fit in an instance of the modifiers p needs, else in one of
+ * a wider kind (the dense instances never take modifiers); -1 when none is built. */
 static int find_instance(const fp_problem *p, int consumers) {
-    const bool mods = (fp_problem_features(p, FP_OP_FORWARD) & FP_HOPPER_MODS) != 0;
-    for (int i = 0; i < instance_count; ++i) {
-        const hopper_instance &in = instances[i];
-        if (in.d == p->head_dim && in.mods == mods && in.consumers == consumers &&
-            pages_fit(p, in.key_tile))
-            return i;
-    }
+    const fp_hopper_mods need = mods_needed(p);
+    const int widest = need == FP_HOPPER_MODS_NONE ? FP_HOPPER_MODS_NONE : FP_HOPPER_MODS_BIAS;
+    for (int kind = need; kind <= widest; ++kind)
+        for (int i = 0; i < instance_count; ++i) {
+            const hopper_instance &in = instances[i];
+            if (in.d == p->head_dim && in.mods == kind && in.consumers == consumers &&
+                pages_fit(p, in.key_tile))
+                return i;
+        }
     return -1;
 }
 

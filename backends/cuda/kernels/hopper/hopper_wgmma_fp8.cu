@@ -38,11 +38,12 @@ static cudaError_t launch_instance(const CUtensorMap &qm, const CUtensorMap &km,
                                    cudaStream_t stream) {
     constexpr size_t smem = fp8_smem<T>::BYTES;
     cudaError_t err =
-        fp_raise_smem_limit<fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false,
-                                                     FP_HOPPER_FP8_CONSUMERS>,
+        fp_raise_smem_limit<fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC,
+                                                     FP_HOPPER_MODS_NONE, FP_HOPPER_FP8_CONSUMERS>,
                             smem>();
     if (err != cudaSuccess) return err;
-    fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, false, FP_HOPPER_FP8_CONSUMERS>
+    fp_hopper_forward_kernel<T, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC, FP_HOPPER_MODS_NONE,
+                             FP_HOPPER_FP8_CONSUMERS>
         <<<grid, fp_hopper_block<FP_HOPPER_FP8_CONSUMERS>::THREADS, smem, stream>>>(qm, km, vm,
                                                                                     prm);
     return cudaGetLastError();
@@ -52,10 +53,10 @@ static const void *kernel_of(flashport_dtype dt) {
     return dt == FLASHPORT_FP8_E5M2
                ? reinterpret_cast<const void *>(
                      fp_hopper_forward_kernel<__nv_fp8_e5m2, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC,
-                                              false, FP_HOPPER_FP8_CONSUMERS>)
+                                              FP_HOPPER_MODS_NONE, FP_HOPPER_FP8_CONSUMERS>)
                : reinterpret_cast<const void *>(
                      fp_hopper_forward_kernel<__nv_fp8_e4m3, FP_HOPPER_FP8_D, FP_HOPPER_FP8_BC,
-                                              false, FP_HOPPER_FP8_CONSUMERS>);
+                                              FP_HOPPER_MODS_NONE, FP_HOPPER_FP8_CONSUMERS>);
 }
 
 static int supports(const fp_problem *p, const fp_gpu_device_props *props,
