@@ -152,9 +152,9 @@ enum fp_hopper_mods { FP_HOPPER_MODS_NONE, FP_HOPPER_MODS_SCORES, FP_HOPPER_MODS
  *     queries take (hopper_wgmma.cu chooses), where it differs from two. At d = 64 three: a
  *     warpgroup's GEMMs are short beside its softmax, and with three in turn two softmaxes run
  *     under each one's GEMMs; its 192-row blocks fill fewer waves on short grids, which is why
- *     short queries keep two. The modifier instance gains too, though ptxas spills it in 160
- *     registers. At d = 128 and 256 O alone takes D / 2 registers, and three would leave
- *     each 160.
+ *     short queries keep two. The modifier instances gain too, though ptxas spills the BIAS
+ *     one in 160 registers. At d = 128 and 256 O alone takes D / 2 registers, and three
+ *     would leave each 160.
  * The measurements behind the choice are in bench/results (2026-12-03_h200_hopper-key-tiles,
  * 2026-12-06_h100_hopper-d128-tile). */
 template <int D> struct fp_hopper_tile;
@@ -199,7 +199,8 @@ template <> struct fp_hopper_input<__nv_fp8_e5m2> : fp_hopper_input_fp8<__nv_fp8
  *   t - 1 does (see the head); taken at d = 128 in 16 bits, where it gains. At d = 64 and
  *   for FP8, where a tile's GEMMs are shorter beside its softmax, the P V held in flight
  *   lengthens the warpgroup's turn and the other warpgroup waits for it; at d = 256 and in
- *   the modifier instances ptxas spills (bench/results/2026-12-06_h100_hopper-pv-overlap). */
+ *   the BIAS instances ptxas spills (bench/results/2026-12-06_h100_hopper-pv-overlap); the
+ *   SCORES instances fit it without spills but have not been timed with it. */
 template <typename T, int D> struct fp_hopper_softmax_policy {
     static constexpr bool FUSED_SCALE = !fp_hopper_input<T>::FP8 && D == 64;
     static constexpr bool SKIP_UNIT_RESCALE = fp_hopper_input<T>::FP8 || D == 256;
@@ -207,9 +208,9 @@ template <typename T, int D> struct fp_hopper_softmax_policy {
 };
 
 /* Shared-memory plan of one instance (key tiles of BC keys, blocks of BR query rows): Q, the K
- * and V rings, with BIAS (the modifier instances) a ring of one f32 row of BC bias values a
- * stage (fp_hopper_stage_bias), the barriers, and the slack that lets the kernel align the tiles
- * to 1024 bytes itself (the dynamic window's base is only guaranteed 16-byte aligned). */
+ * and V rings, with BIAS (the instances that take a bias tensor) a ring of one f32 row of BC bias
+ * values a stage (fp_hopper_stage_bias), the barriers, and the slack that lets the kernel align the
+ * tiles to 1024 bytes itself (the dynamic window's base is only guaranteed 16-byte aligned). */
 template <typename T, int D, int BC, int BR, bool BIAS = false> struct fp_hopper_smem {
     static constexpr int ELEM = fp_hopper_input<T>::BYTES;
     static constexpr uint32_t Q_BYTES = BR * D * ELEM;
