@@ -423,6 +423,17 @@ CASES = [
           head_dim=256, causal=True, softcap=3.0, sinks=True),
     _case("prefill_alibi_bf16_d128_causal", 260, dtype="bf16", batch=2, heads_q=4, heads_kv=2,
           head_dim=128, causal=True, alibi="head"),
+    # ALiBi without a mask over tiles on both sides of the diagonal: the tensor-core forward
+    # forms such a tile's exponents from its raw scores and a bound on each row's maximum, for
+    # slopes whose spread over a tile keeps the bound close (heads 1-7 here), and takes the
+    # general path for head 0's slope of 1/2.
+    _case("prefill_alibi_bf16_d64_both_sides", 400, dtype="bf16", heads_q=8, heads_kv=2,
+          head_dim=64, alibi="head"),
+    # Softcap with logits near +-40 (exponents that underflow), causal, and a NaN in K at key
+    # 150: rows 150 and later are NaN in both query heads and no other row is, through every
+    # form of the exponential a kernel mixes.
+    _case("prefill_softcap_bf16_d64_nan_in_k", 300, dtype="bf16", heads_q=2, heads_kv=1,
+          head_dim=64, scale=1.0, softcap=50.0, causal=True, nan=("k", 0, 0, 150, 5)),
     _case("prefill_bias_f16_d64_sparse_mask", 200, 260, dtype="f16", heads_q=2, heads_kv=1,
           head_dim=64, bias=dict(dtype="f32", dims="bhqk", kind="sparse_mask")),
     _case("prefill_bias_bf16_d128_qk_broadcast_causal", 190, dtype="bf16", heads_q=2,

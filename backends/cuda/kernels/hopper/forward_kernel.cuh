@@ -200,7 +200,8 @@ template <> struct fp_hopper_input<__nv_fp8_e5m2> : fp_hopper_input_fp8<__nv_fp8
  *   for FP8, where a tile's GEMMs are shorter beside its softmax, the P V held in flight
  *   lengthens the warpgroup's turn and the other warpgroup waits for it; at d = 256 and in
  *   the BIAS instances ptxas spills (bench/results/2026-12-06_h100_hopper-pv-overlap); the
- *   SCORES instances fit it without spills but have not been timed with it. */
+ *   SCORES instances fit it and ran 1-1.5% slower with it
+ *   (bench/results/2026-12-07_h100_hopper-scores-instances). */
 template <typename T, int D> struct fp_hopper_softmax_policy {
     static constexpr bool FUSED_SCALE = !fp_hopper_input<T>::FP8 && D == 64;
     static constexpr bool SKIP_UNIT_RESCALE = fp_hopper_input<T>::FP8 || D == 256;
@@ -277,6 +278,48 @@ static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], floa
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) {
         const float p = fp_exp2_approx(fmaf(s[i], c, -base[(i / 2) % 2]));
+        s[i] = p;
+        r.l[(i / 2) % 2] += p;
+    }
+}
+
+/* fp_hopper_softmax for ALiBi alone on a tile that lies on one side of every row's diagonal,
+ * where a score's bias is linear in its distance from the diagonal: ss * dist, with ss the slope
+ * (log2 domain) signed for the side, and dist = first_dist (the thread's first row, the tile's
+ * first key) plus the element's key offset less its row offset (fragment_layout.h). f is the
+ * scale in the log2 domain; s holds the raw dot products. The maximum is taken over them and
+ * bounded above by f * max + the row's largest bias (at one end of the tile), and each exponent
+ * is formed in two FMAs, against the general path's four operations a score (fp_hopper_scores'
+ * distance, product and FMA, and the softmax's subtraction). Any upper bound serves the online
+ * softmax; this one lies at most |ss| * (BC - 1) above the true maximum, which the caller keeps
+ * small enough that no weight that matters flushes to 0. */
+template <int D, int BC, int P_OFFSET>
+static __device__ __forceinline__ void
+fp_hopper_softmax_alibi(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r, float f,
+                        float ss, int tid, int first_dist) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+    float off[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        /* The row's distances in the tile: from its first key's to BC - 1 more. */
+        const float row_dist = (float)(first_dist - 8 * h);
+        const float top = fmaxf(ss * row_dist, ss * (row_dist + (float)(BC - 1)));
+        const float m_new = fmaxf(r.m[h], fmaf(f, mx[h], top));
+        float base = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[h] = fp_exp2_approx(r.m[h] - base);
+        base -= (float)P_OFFSET;
+        r.m[h] = m_new;
+        r.l[h] *= alpha[h];
+        off[h] = fmaf(ss, row_dist + (float)fp_hopper_acc_col(tid, 0), -base);
+    }
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) {
+        const float key = (float)(8 * (i / 4) + i % 2);
+        const float p = fp_exp2_approx(fmaf(s[i], f, fmaf(ss, key, off[(i / 2) % 2])));
         s[i] = p;
         r.l[(i / 2) % 2] += p;
     }
@@ -832,6 +875,16 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
                                       (!In::FP8 || ds.block == 0) && mods.scale > 0.0f
                                   ? mods.scale * FP_LOG2E
                                   : 0.0f;
+    /* ALiBi alone, on tiles that lie on one side of every row's diagonal in the block, takes
+     * fp_hopper_softmax_alibi: alibi_ss is the slope in the log2 domain where that applies (the
+     * scale positive, and the slope's spread over a tile small enough for its bound), else 0. */
+    const int diagonal_lo = q0 + s.nkv - s.nq, diagonal_hi = q0 + BR - 1 + s.nkv - s.nq;
+    float alibi_ss = 0.0f;
+    if (MODS == FP_HOPPER_MODS_SCORES && mods.alibi != FLASHPORT_ALIBI_NONE &&
+        !(mods.softcap > 0.0f) && !mods.bias && mods.scale > 0.0f) {
+        const float slope = fp_alibi_slope_log2(mods, s.b, h);
+        if (fabsf(slope) * (BC - 1) <= 64.0f) alibi_ss = slope;
+    }
     auto softmax = [&](int t, float(&alpha)[2]) {
         const int kb = k_begin + t * BC;
         float v_ratio = 1.0f;
@@ -839,6 +892,12 @@ __global__ void __launch_bounds__(fp_hopper_block<CONSUMERS>::THREADS, 1)
         if (fused_scale > 0.0f) {
             if (edge_tile(kb)) fp_hopper_mask<BC>(sacc, s.nkv, tid, row0, kb, band);
             fp_hopper_softmax<D, BC, In::P_LOG2_OFFSET>(alpha, sacc, r, fused_scale);
+        } else if (alibi_ss != 0.0f && !edge_tile(kb) &&
+                   (kb + BC - 1 <= diagonal_lo || kb >= diagonal_hi)) {
+            const float ss = kb >= diagonal_hi ? -alibi_ss : alibi_ss;
+            fp_hopper_softmax_alibi<D, BC, In::P_LOG2_OFFSET>(
+                alpha, sacc, r, mods.scale * FP_LOG2E, ss, tid,
+                kb - (row0 + fp_hopper_acc_row(tid, 0) + s.nkv - s.nq));
         } else {
             const float c = fp_hopper_scores<fp_hopper_softcap_math<T>(), BC>(
                 sacc, mods, s.b, h, s.nq, s.nkv, tid, row0, kb, edge_tile(kb), bias_started, band);

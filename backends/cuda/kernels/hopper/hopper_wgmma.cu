@@ -90,10 +90,13 @@ struct hopper_instance {
  * of modifiers first, then the power-of-two tile for pages that do not fit them (where it is
  * the same tile, the entry repeats one above and is never reached; the BIAS instance serves
  * softcap and ALiBi there too); then, where long queries take more than two consumers, the
- * preferred tiles with them. */
+ * preferred tiles with them. d = 256 has no SCORES instance: softcap ran 10% slower in it than
+ * in the BIAS instance, which serves both there (bench/results,
+ * 2026-12-07_h100_hopper-scores-instances). */
+#define FP_HOPPER_SCORES(D)                                                                        \
+    FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, FP_HOPPER_MODS_SCORES, 2)
 #define FP_HOPPER_HEAD_DIM(D)                                                                      \
     FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC, FP_HOPPER_MODS_NONE, 2),                          \
-        FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, FP_HOPPER_MODS_SCORES, 2),               \
         FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_MODS, FP_HOPPER_MODS_BIAS, 2),                 \
         FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, FP_HOPPER_MODS_NONE, 2),                 \
         FP_HOPPER_INSTANCE(D, fp_hopper_tile<D>::BC_POW2, FP_HOPPER_MODS_BIAS, 2)
@@ -102,15 +105,18 @@ struct hopper_instance {
 static_assert(fp_hopper_tile<64>::BC == fp_hopper_tile<64>::BC_MODS,
               "the long-query instances share one tile");
 static const hopper_instance instances[] = {FP_HOPPER_HEAD_DIM(64),
+                                            FP_HOPPER_SCORES(64),
                                             FP_HOPPER_LONG(64, FP_HOPPER_MODS_NONE),
                                             FP_HOPPER_LONG(64, FP_HOPPER_MODS_SCORES),
                                             FP_HOPPER_LONG(64, FP_HOPPER_MODS_BIAS),
                                             FP_HOPPER_HEAD_DIM(128),
+                                            FP_HOPPER_SCORES(128),
                                             FP_HOPPER_HEAD_DIM(256)};
 static_assert(fp_hopper_tile<128>::CONSUMERS_LONG == 2 && fp_hopper_tile<256>::CONSUMERS_LONG == 2,
               "the table holds a long-query instance at d = 64 alone");
 #undef FP_HOPPER_LONG
 #undef FP_HOPPER_HEAD_DIM
+#undef FP_HOPPER_SCORES
 #undef FP_HOPPER_INSTANCE
 static constexpr int instance_count = (int)(sizeof instances / sizeof instances[0]);
 
