@@ -247,6 +247,36 @@ template <int D> struct fp_hopper_rows {
     float m[2], l[2];
 };
 
+/* The maximum of a row's values over the four lanes of its quad, from this lane's maximum. */
+static __device__ __forceinline__ float fp_hopper_quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+/* This lane's maxima of the thread's two rows over a tile's values. */
+template <int BC>
+static __device__ __forceinline__ void fp_hopper_lane_max(float (&mx)[2],
+                                                          const float (&s)[BC / 2]) {
+    mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < BC / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+}
+
+/* The online-softmax step of row h (of the thread's two) for a tile whose largest exponent is
+ * at most top (log2 domain): the running maximum moves up to it, the row sum and alpha[h], O's
+ * factor, follow; returns what the tile's exponents subtract, with the 2^P_OFFSET scaling. */
+template <int D, int P_OFFSET>
+static __device__ __forceinline__ float fp_hopper_row_step(fp_hopper_rows<D> &r, float (&alpha)[2],
+                                                           int h, float top) {
+    const float m_new = fmaxf(r.m[h], top);
+    /* A row that has seen no key yet keeps m = -inf: subtract 0 so that exp2 gives 0, not NaN. */
+    const float base = m_new == -INFINITY ? 0.0f : m_new;
+    alpha[h] = fp_exp2_approx(r.m[h] - base);
+    r.m[h] = m_new;
+    r.l[h] *= alpha[h];
+    return base - (float)P_OFFSET;
+}
+
 /* The scores of one tile (BC keys), `c` times them in the log2 domain, -> P in place, times
  * 2^P_OFFSET, with the online-softmax update of m and l (log2 domain; l sums the scaled P);
  * alpha gets the factor by which O must be rescaled for each of the thread's two rows. c is 1
@@ -257,24 +287,11 @@ template <int D> struct fp_hopper_rows {
 template <int D, int BC, int P_OFFSET>
 static __device__ __forceinline__ void fp_hopper_softmax(float (&alpha)[2], float (&s)[BC / 2],
                                                          fp_hopper_rows<D> &r, float c) {
-    float mx[2] = {-INFINITY, -INFINITY};
+    float mx[2], base[2];
+    fp_hopper_lane_max<BC>(mx, s);
 #pragma unroll
-    for (int i = 0; i < BC / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
-    float base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        /* A row's scores sit in the four lanes of a quad. */
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        const float m_new = fmaxf(r.m[h], c * mx[h]);
-        /* A row that has seen no key yet keeps m = -inf: subtract 0 so that exp2 gives 0, not
-         * NaN. */
-        base[h] = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[h] = fp_exp2_approx(r.m[h] - base[h]);
-        base[h] -= (float)P_OFFSET;
-        r.m[h] = m_new;
-        r.l[h] *= alpha[h];
-    }
+    for (int h = 0; h < 2; ++h)
+        base[h] = fp_hopper_row_step<D, P_OFFSET>(r, alpha, h, c * fp_hopper_quad_max(mx[h]));
 #pragma unroll
     for (int i = 0; i < BC / 2; ++i) {
         const float p = fp_exp2_approx(fmaf(s[i], c, -base[(i / 2) % 2]));
@@ -297,23 +314,15 @@ template <int D, int BC, int P_OFFSET>
 static __device__ __forceinline__ void
 fp_hopper_softmax_alibi(float (&alpha)[2], float (&s)[BC / 2], fp_hopper_rows<D> &r, float f,
                         float ss, int tid, int first_dist) {
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < BC / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
-    float off[2];
+    float mx[2], off[2];
+    fp_hopper_lane_max<BC>(mx, s);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        mx[h] = fp_hopper_quad_max(mx[h]);
         /* The row's distances in the tile: from its first key's to BC - 1 more. */
         const float row_dist = (float)(first_dist - 8 * h);
         const float top = fmaxf(ss * row_dist, ss * (row_dist + (float)(BC - 1)));
-        const float m_new = fmaxf(r.m[h], fmaf(f, mx[h], top));
-        float base = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[h] = fp_exp2_approx(r.m[h] - base);
-        base -= (float)P_OFFSET;
-        r.m[h] = m_new;
-        r.l[h] *= alpha[h];
+        const float base = fp_hopper_row_step<D, P_OFFSET>(r, alpha, h, fmaf(f, mx[h], top));
         off[h] = fmaf(ss, row_dist + (float)fp_hopper_acc_col(tid, 0), -base);
     }
 #pragma unroll
